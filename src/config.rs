@@ -1,0 +1,490 @@
+//! Typed configuration: layering (embedded `config.toml` < `--config` file < `VSL_*`
+//! environment), parsing of durations and rates, and validation. Builds no runtime objects.
+//!
+//! Any error names the offending key, so that a bad file stops start-up with a message the
+//! operator can act on.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Toml};
+use figment::Figment;
+use serde::{Deserialize, Deserializer};
+
+use crate::codes::{Space, Strategy, MAX_CODE_LEN, MAX_GENERATED_LEN};
+use crate::store::Durability;
+
+/// The default configuration, compiled in.
+pub const DEFAULT_TOML: &str = include_str!("../config.toml");
+
+/// A configuration that could not be loaded; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration error: {0}")]
+pub struct ConfigError(pub String);
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub storage: StorageConfig,
+    pub cache: CacheConfig,
+    pub codes: CodesConfig,
+    #[serde(deserialize_with = "tiers_by_length")]
+    pub tiers: BTreeMap<u8, TierConfig>,
+    pub lifecycle: LifecycleConfig,
+    pub visits: VisitsConfig,
+    pub auth: AuthConfig,
+    pub limits: LimitsConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub base_url: String,
+    pub redirect_status: u16,
+    pub trust_proxy_headers: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    pub path: PathBuf,
+    pub cache_capacity_mb: u64,
+    pub durability: Durability,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    pub capacity: usize,
+    pub ttl: Span,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodesConfig {
+    pub default_length: u8,
+    pub blocked_words: Vec<String>,
+    pub filter_capacity: u64,
+    pub filter_fp_rate: f64,
+}
+
+/// How a tier makes its codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TierStrategy {
+    /// No pool: codes of this length are only chosen by callers.
+    Custom,
+    Random,
+    Step,
+    Permute,
+}
+
+impl TierStrategy {
+    /// The generation strategy, if the tier has a pool.
+    pub fn generated(self) -> Option<Strategy> {
+        match self {
+            TierStrategy::Custom => None,
+            TierStrategy::Random => Some(Strategy::Random),
+            TierStrategy::Step => Some(Strategy::Step),
+            TierStrategy::Permute => Some(Strategy::Permute),
+        }
+    }
+}
+
+/// One code length's rules (SPEC §2 table).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierConfig {
+    pub strategy: TierStrategy,
+    /// Codes generated per refill (for `step`, the batch that sets the step width).
+    #[serde(default = "default_batch")]
+    pub batch: u64,
+    /// Refill in the background when fewer codes than this are available.
+    #[serde(default = "default_low_water")]
+    pub low_water: u64,
+    /// Default validity of links of this length.
+    pub ttl: Span,
+    /// Whether codes of expired or deleted links return to the pool.
+    #[serde(default)]
+    pub recycle: bool,
+    /// How long a recycled code waits in the pool before it is handed out again.
+    #[serde(default = "default_cooldown")]
+    pub cooldown: Span,
+}
+
+fn default_batch() -> u64 {
+    1000
+}
+fn default_low_water() -> u64 {
+    100
+}
+fn default_cooldown() -> Span {
+    Span(Some(Duration::from_secs(30 * 86_400)))
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleConfig {
+    pub schedule: String,
+    pub recycle_after: Span,
+}
+
+/// How much of a visitor's address is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpMode {
+    Full,
+    Truncated,
+    None,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VisitsConfig {
+    pub enabled: bool,
+    pub queue: usize,
+    pub ip: IpMode,
+    pub retention: Span,
+    pub geo_db: String,
+}
+
+/// What an API key may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Editor,
+    Admin,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    pub key: String,
+    pub name: String,
+    pub role: Role,
+    /// `None`: every space.
+    #[serde(default)]
+    pub spaces: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    pub anonymous_create: bool,
+    pub keys: Vec<ApiKey>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_url_len: usize,
+    pub max_body_bytes: usize,
+    pub rates: RatesConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatesConfig {
+    pub redirect_per_ip: Rate,
+    pub not_found_per_ip: Rate,
+    pub create_per_key: Rate,
+}
+
+/// A duration written `30s`, `5m`, `12h`, `7d`, `365d`, or `permanent` (`None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span(pub Option<Duration>);
+
+impl Span {
+    /// The duration in milliseconds, `None` when permanent.
+    pub fn millis(self) -> Option<u64> {
+        self.0
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl std::str::FromStr for Span {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("permanent") {
+            return Ok(Span(None));
+        }
+        humantime::parse_duration(s)
+            .map(|d| Span(Some(d)))
+            .map_err(|e| {
+                format!("`{s}` is not a duration like 30s, 5m, 12h, 7d or permanent ({e})")
+            })
+    }
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A rate limit written `N/s` or `N/m`, or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rate {
+    Off,
+    PerSecond(u32),
+    PerMinute(u32),
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let bad =
+            || serde::de::Error::custom(format!("`{text}` is not a rate like 100/s, 600/m or off"));
+        if text.trim().eq_ignore_ascii_case("off") {
+            return Ok(Rate::Off);
+        }
+        let (n, unit) = text.trim().split_once('/').ok_or_else(bad)?;
+        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        match unit.trim() {
+            "s" => Ok(Rate::PerSecond(n)),
+            "m" => Ok(Rate::PerMinute(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+fn tiers_by_length<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u8, TierConfig>, D::Error> {
+    let raw = BTreeMap::<String, TierConfig>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(k, v)| {
+            let length: u8 = k
+                .parse()
+                .ok()
+                .filter(|l| (1..=MAX_CODE_LEN as u8).contains(l))
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "tier `{k}` is not a code length between 1 and {MAX_CODE_LEN}"
+                    ))
+                })?;
+            Ok((length, v))
+        })
+        .collect()
+}
+
+impl Config {
+    /// Defaults < `file` < `VSL_*` environment, validated.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError(format!(
+                    "--config {}: no such file",
+                    path.display()
+                )));
+            }
+            figment = figment.merge(Toml::file(path));
+        }
+        Self::from_figment(figment.merge(Env::prefixed("VSL_").split("__")))
+    }
+
+    /// The defaults overlaid with a TOML string (tests and tools).
+    pub fn from_toml(overlay: &str) -> Result<Self, ConfigError> {
+        Self::from_figment(Figment::from(Toml::string(DEFAULT_TOML)).merge(Toml::string(overlay)))
+    }
+
+    /// Extracts and validates.
+    pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let config: Config = figment.extract().map_err(|e| ConfigError(describe(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The tier of a length, if configured.
+    pub fn tier(&self, length: u8) -> Option<&TierConfig> {
+        self.tiers.get(&length)
+    }
+
+    /// Lengths with a pool, in order.
+    pub fn pooled_lengths(&self) -> impl Iterator<Item = (u8, Strategy, &TierConfig)> {
+        self.tiers
+            .iter()
+            .filter_map(|(l, t)| t.strategy.generated().map(|s| (*l, s, t)))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |key: &str, why: String| Err(ConfigError(format!("`{key}`: {why}")));
+        if ![301, 302, 307, 308].contains(&self.server.redirect_status) {
+            return fail(
+                "server.redirect_status",
+                format!(
+                    "{} is not one of 301, 302, 307, 308",
+                    self.server.redirect_status
+                ),
+            );
+        }
+        match url::Url::parse(&self.server.base_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+            _ => {
+                return fail(
+                    "server.base_url",
+                    format!("`{}` is not an http(s) URL", self.server.base_url),
+                )
+            }
+        }
+        if self.cache.ttl.0.is_none() {
+            return fail("cache.ttl", "must be a duration, not permanent".into());
+        }
+        if !(self.codes.filter_fp_rate > 0.0 && self.codes.filter_fp_rate < 0.5) {
+            return fail("codes.filter_fp_rate", "must be between 0 and 0.5".into());
+        }
+        for (length, tier) in &self.tiers {
+            let key = |field: &str| format!("tiers.{length}.{field}");
+            if tier.strategy.generated().is_some() {
+                if *length > MAX_GENERATED_LEN || Space::for_length(*length).is_none() {
+                    return fail(
+                        &key("strategy"),
+                        format!("generated codes go up to length {MAX_GENERATED_LEN}"),
+                    );
+                }
+                if tier.batch == 0 || tier.batch > 1_000_000 {
+                    return fail(&key("batch"), "must be between 1 and 1000000".into());
+                }
+            }
+            if tier.recycle && tier.cooldown.0.is_none() {
+                return fail(
+                    &key("cooldown"),
+                    "must be a duration when recycle is on".into(),
+                );
+            }
+        }
+        match self.tier(self.codes.default_length) {
+            Some(t) if t.strategy.generated().is_some() => {}
+            _ => {
+                return fail(
+                    "codes.default_length",
+                    format!("{} is not a length with a pool", self.codes.default_length),
+                )
+            }
+        }
+        if self.lifecycle.recycle_after.0.is_none() {
+            return fail("lifecycle.recycle_after", "must be a duration".into());
+        }
+        if self.lifecycle.schedule.split_whitespace().count() != 6 {
+            return fail(
+                "lifecycle.schedule",
+                format!(
+                    "`{}` is not a 6-field cron string with seconds, like `0 0 3 * * *`",
+                    self.lifecycle.schedule
+                ),
+            );
+        }
+        if self.visits.queue == 0 {
+            return fail("visits.queue", "must be at least 1".into());
+        }
+        for (i, key) in self.auth.keys.iter().enumerate() {
+            if key.key.len() < 8 {
+                return fail(
+                    &format!("auth.keys[{i}].key"),
+                    "must be at least 8 characters".into(),
+                );
+            }
+        }
+        if self.limits.max_url_len < 16 {
+            return fail("limits.max_url_len", "must be at least 16".into());
+        }
+        Ok(())
+    }
+}
+
+/// Figment's errors already name the key; keep them on one line.
+fn describe(error: figment::Error) -> String {
+    error
+        .into_iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("permanent"),
+            Some(d) => write!(f, "{}", humantime::format_duration(d)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_defaults_load() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.server.redirect_status, 302);
+        assert_eq!(c.tier(4).unwrap().strategy, TierStrategy::Step);
+        assert_eq!(c.tier(6).unwrap().ttl.millis(), Some(7 * 86_400_000));
+        assert_eq!(c.tier(4).unwrap().ttl, Span(None));
+        assert!(c.tier(5).unwrap().recycle);
+        assert!(!c.tier(6).unwrap().recycle);
+        assert_eq!(c.storage.durability, Durability::Process);
+        assert_eq!(
+            c.pooled_lengths().map(|(l, ..)| l).collect::<Vec<_>>(),
+            [4, 5, 6]
+        );
+    }
+
+    #[test]
+    fn overlay_changes_only_given_keys() {
+        let c = Config::from_toml("[tiers.6]\nstrategy = \"permute\"\nttl = \"30d\"\n").unwrap();
+        assert_eq!(c.tier(6).unwrap().strategy, TierStrategy::Permute);
+        assert_eq!(c.tier(6).unwrap().batch, 1000);
+        assert_eq!(c.server.redirect_status, 302);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[server]\nredirect_status = 200", "server.redirect_status"),
+            ("[storage]\ndurability = \"disk\"", "durability"),
+            ("[cache]\nttl = \"soon\"", "ttl"),
+            ("[tiers.6]\nbatch = 0", "tiers.6.batch"),
+            ("[tiers.x]\nstrategy = \"random\"\nttl = \"1d\"", "tier `x`"),
+            ("[server]\nlisen = \"1.2.3.4:5\"", "lisen"),
+            (
+                "[lifecycle]\nschedule = \"0 3 * * *\"",
+                "lifecycle.schedule",
+            ),
+            (
+                "[limits.rates]\nredirect_per_ip = \"fast\"",
+                "redirect_per_ip",
+            ),
+        ];
+        for (toml, key) in cases {
+            let err = Config::from_toml(toml).unwrap_err().to_string();
+            assert!(err.contains(key), "{toml:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn spans_and_rates_parse() {
+        assert_eq!("30s".parse::<Span>().unwrap().millis(), Some(30_000));
+        assert_eq!(
+            "365d".parse::<Span>().unwrap().millis(),
+            Some(365 * 86_400_000)
+        );
+        assert_eq!("permanent".parse::<Span>().unwrap(), Span(None));
+        assert!("-1s".parse::<Span>().is_err());
+        let c = Config::from_toml(
+            "[limits.rates]\nredirect_per_ip = \"100/s\"\ncreate_per_key = \"60/m\"",
+        )
+        .unwrap();
+        assert_eq!(c.limits.rates.redirect_per_ip, Rate::PerSecond(100));
+        assert_eq!(c.limits.rates.create_per_key, Rate::PerMinute(60));
+    }
+}

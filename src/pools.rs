@@ -1,0 +1,380 @@
+//! Code pools (SPEC §3, §4): which strategy fills which length, refills (background when a pool
+//! runs low, synchronous when it is empty), and creates that take from them.
+//!
+//! Generation is pure (`codes::*`); this module decides how many codes to make, filters them
+//! (reserved and blocked words, the issued-code filter for `random`) and hands them to
+//! [`Store::pool_add`] together with the strategy's new state, so that a crash never loses or
+//! repeats a code. It holds no sled types and no HTTP types.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::clock::Clock;
+use crate::codes::permute::{self, PermuteState, Permuter};
+use crate::codes::step::{self, StepState};
+use crate::codes::{encode, random, CodeRules, Space, Strategy};
+use crate::config::Config;
+use crate::store::{
+    CodeChoice, Created, Millis, NewLink, PoolBatch, PoolCounts, Store, StoreError, StoreResult,
+};
+
+/// A random refill gives up after this many candidates per wanted code: the space is then
+/// nearly full, and the length is reported exhausted.
+const RANDOM_ATTEMPTS_PER_CODE: usize = 20;
+
+/// The state a strategy keeps between refills, as shown by `GET /api/v1/pools`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum StrategyState {
+    /// `random` keeps nothing but the filter.
+    Random {},
+    Step(StepState),
+    Permute(PermuteState),
+}
+
+/// One pool's levels and strategy state.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolStatus {
+    pub length: u8,
+    pub strategy: Strategy,
+    #[serde(flatten)]
+    pub counts: PoolCounts,
+    pub exhausted: bool,
+    pub state: StrategyState,
+}
+
+/// One pooled length.
+struct Tier {
+    length: u8,
+    space: Space,
+    strategy: Strategy,
+    batch: u64,
+    low_water: u64,
+    permuter: Option<Permuter>,
+    /// One refill at a time per length: strategies advance a persisted state.
+    refilling: Mutex<()>,
+    /// A background refill is queued; further low-water signals are redundant.
+    queued: AtomicBool,
+    /// `random` could not find new codes: the space is (nearly) full.
+    random_exhausted: AtomicBool,
+}
+
+/// The pools of every generated length.
+pub struct Pools {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    tiers: BTreeMap<u8, Tier>,
+    rules: CodeRules,
+    signal: Mutex<Option<mpsc::Sender<u8>>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Pools {
+    /// Sets up the pools of every configured generated length (permute keys are generated on
+    /// first start and kept in the store). Does not start background refills; see
+    /// [`Pools::start_background`].
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: &Config) -> StoreResult<Self> {
+        let mut tiers = BTreeMap::new();
+        for (length, strategy, tier) in config.pooled_lengths() {
+            let space = Space::for_length(length).ok_or_else(|| {
+                StoreError::Backend(format!("no number space for length {length}"))
+            })?;
+            let permuter = match strategy {
+                Strategy::Permute => {
+                    let stored = store
+                        .meta_init(&format!("permute_key/{length}"), &Permuter::generate_key())?;
+                    let key: [u8; 16] =
+                        stored
+                            .as_slice()
+                            .try_into()
+                            .map_err(|_| StoreError::Corrupt {
+                                tree: "meta",
+                                detail: format!("permute key of length {length}"),
+                            })?;
+                    Some(Permuter::new(key, space))
+                }
+                _ => None,
+            };
+            tiers.insert(
+                length,
+                Tier {
+                    length,
+                    space,
+                    strategy,
+                    batch: tier.batch.max(1),
+                    low_water: tier.low_water,
+                    permuter,
+                    refilling: Mutex::new(()),
+                    queued: AtomicBool::new(false),
+                    random_exhausted: AtomicBool::new(false),
+                },
+            );
+        }
+        Ok(Self {
+            store,
+            clock,
+            tiers,
+            rules: CodeRules::new(&config.codes.blocked_words),
+            signal: Mutex::new(None),
+            worker: Mutex::new(None),
+        })
+    }
+
+    /// Starts the refill worker: a thread that refills a length whenever a create leaves its
+    /// pool under `low_water`, so that creates never wait for generation while codes remain.
+    pub fn start_background(self: &Arc<Self>) -> std::io::Result<()> {
+        let (tx, rx) = mpsc::channel::<u8>();
+        let pools = Arc::downgrade(self);
+        let handle = std::thread::Builder::new()
+            .name("vsl-refill".into())
+            .spawn(move || {
+                while let Ok(length) = rx.recv() {
+                    let Some(pools) = pools.upgrade() else { break };
+                    if let Some(tier) = pools.tiers.get(&length) {
+                        tier.queued.store(false, Ordering::Release);
+                        let want = tier.batch;
+                        if let Err(e) = pools.refill(length, want) {
+                            tracing::error!(length, error = %e, "background refill failed");
+                        }
+                    }
+                }
+            })?;
+        *self.signal.lock() = Some(tx);
+        *self.worker.lock() = Some(handle);
+        Ok(())
+    }
+
+    /// Stops the refill worker (after the refill it is doing, if any).
+    pub fn stop_background(&self) {
+        self.signal.lock().take();
+        if let Some(handle) = self.worker.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    /// Fills every pool up to its low-water mark now (start-up).
+    pub fn prime(&self) -> StoreResult<()> {
+        for (&length, tier) in &self.tiers {
+            let counts = self.store.pool_counts(length, self.clock.now())?;
+            if counts.available < tier.low_water.max(1) {
+                self.refill(length, tier.batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Lengths with a pool.
+    pub fn lengths(&self) -> impl Iterator<Item = u8> + '_ {
+        self.tiers.keys().copied()
+    }
+
+    /// True when `length` has a pool.
+    pub fn has_pool(&self, length: u8) -> bool {
+        self.tiers.contains_key(&length)
+    }
+
+    /// Creates a link. A pooled create that finds its pool empty generates synchronously and
+    /// tries again; one that leaves the pool under `low_water` queues a background refill.
+    pub fn create(&self, new: &NewLink) -> StoreResult<Created> {
+        let CodeChoice::Pool(length) = new.code else {
+            return self.store.create_link(new);
+        };
+        if !self.tiers.contains_key(&length) {
+            return Err(StoreError::PoolEmpty(length));
+        }
+        let tier = &self.tiers[&length];
+        let mut attempt = std::borrow::Cow::Borrowed(new);
+        loop {
+            match self.store.create_link(&attempt) {
+                Ok(created) => {
+                    self.check_low_water(length, attempt.now);
+                    return Ok(created);
+                }
+                Err(StoreError::PoolEmpty(_)) => {
+                    // Other creates may drain what this refill adds; only a refill that finds
+                    // nothing new means the length is exhausted.
+                    if self.refill(length, tier.batch)? == 0
+                        && self.store.pool_counts(length, self.clock.now())?.available == 0
+                    {
+                        return Err(StoreError::PoolEmpty(length));
+                    }
+                    // Fresh codes are scored with the refill's clock reading, which is later
+                    // than this request's.
+                    attempt.to_mut().now = attempt.now.max(self.clock.now());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn check_low_water(&self, length: u8, now: Millis) {
+        let Some(tier) = self.tiers.get(&length) else {
+            return;
+        };
+        let low = match self.store.pool_counts(length, now) {
+            Ok(c) => c.available < tier.low_water,
+            Err(_) => false,
+        };
+        if !low || tier.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match self.signal.lock().as_ref() {
+            Some(tx) if tx.send(length).is_ok() => {}
+            // No worker (tools, tests): the next empty take refills synchronously.
+            _ => tier.queued.store(false, Ordering::Release),
+        }
+    }
+
+    /// Generates up to `count` new codes into the pool of `length`; returns how many were
+    /// added (fewer, or 0, when the strategy is exhausted).
+    pub fn refill(&self, length: u8, count: u64) -> StoreResult<u64> {
+        let tier = self
+            .tiers
+            .get(&length)
+            .ok_or_else(|| StoreError::Backend(format!("no pool of length {length}")))?;
+        let _one_at_a_time = tier.refilling.lock();
+        match tier.strategy {
+            Strategy::Random => self.refill_random(tier, count),
+            Strategy::Step => self.refill_step(tier, count),
+            Strategy::Permute => self.refill_permute(tier, count),
+        }
+    }
+
+    fn refill_random(&self, tier: &Tier, count: u64) -> StoreResult<u64> {
+        let want = usize::try_from(count).unwrap_or(usize::MAX);
+        let mut rng = rand::rng();
+        let mut picked = HashSet::with_capacity(want);
+        let mut codes = Vec::with_capacity(want);
+        let mut attempts = 0usize;
+        let budget = want.saturating_mul(RANDOM_ATTEMPTS_PER_CODE);
+        while codes.len() < want && attempts < budget {
+            let chunk = (want - codes.len()).min(4096);
+            attempts += chunk;
+            for n in random::candidates(tier.space, chunk, &mut rng) {
+                let code = encode(n);
+                // A filter hit may be a false positive: that only wastes the candidate.
+                if self.rules.allows_generated(&code)
+                    && !self.store.may_exist(&code)
+                    && picked.insert(n)
+                {
+                    codes.push(code);
+                }
+            }
+        }
+        if codes.is_empty() {
+            tier.random_exhausted.store(true, Ordering::Release);
+            return Ok(0);
+        }
+        let added = self.add(tier, codes, None)?;
+        Ok(added)
+    }
+
+    fn refill_step(&self, tier: &Tier, count: u64) -> StoreResult<u64> {
+        let mut state: StepState = self.load_state(tier.length)?;
+        let mut added = 0;
+        while added < count && !state.exhausted {
+            let (values, next) = step::next_batch(tier.space, tier.batch, &state);
+            let codes = self.allowed(values);
+            let encoded = rmp_serde::to_vec(&next).unwrap_or_default();
+            added += self.add(tier, codes, Some(encoded))?;
+            state = next;
+        }
+        Ok(added)
+    }
+
+    fn refill_permute(&self, tier: &Tier, count: u64) -> StoreResult<u64> {
+        let Some(permuter) = &tier.permuter else {
+            return Ok(0);
+        };
+        let mut state: PermuteState = self.load_state(tier.length)?;
+        let mut added = 0;
+        while added < count && !state.exhausted {
+            let (values, next) = permute::next_batch(permuter, count - added, &state);
+            let codes = self.allowed(values);
+            let encoded = rmp_serde::to_vec(&next).unwrap_or_default();
+            added += self.add(tier, codes, Some(encoded))?;
+            state = next;
+        }
+        Ok(added)
+    }
+
+    fn allowed(&self, values: Vec<u64>) -> Vec<String> {
+        values
+            .into_iter()
+            .map(encode)
+            .filter(|c| self.rules.allows_generated(c))
+            .collect()
+    }
+
+    fn add(&self, tier: &Tier, codes: Vec<String>, state: Option<Vec<u8>>) -> StoreResult<u64> {
+        let now = self.clock.now();
+        let result = self.store.pool_add(&PoolBatch {
+            length: tier.length,
+            codes,
+            score: now,
+            now,
+            state,
+        })?;
+        Ok(result.added)
+    }
+
+    fn load_state<T: serde::de::DeserializeOwned + Default>(&self, length: u8) -> StoreResult<T> {
+        match self.store.strategy_state(length)? {
+            None => Ok(T::default()),
+            Some(bytes) => rmp_serde::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                tree: "meta",
+                detail: format!("strategy state of length {length}: {e}"),
+            }),
+        }
+    }
+
+    /// Levels and state of one pool.
+    pub fn status(&self, length: u8) -> StoreResult<Option<PoolStatus>> {
+        let Some(tier) = self.tiers.get(&length) else {
+            return Ok(None);
+        };
+        let counts = self.store.pool_counts(length, self.clock.now())?;
+        let (state, exhausted) = match tier.strategy {
+            Strategy::Random => (
+                StrategyState::Random {},
+                tier.random_exhausted.load(Ordering::Acquire),
+            ),
+            Strategy::Step => {
+                let s: StepState = self.load_state(length)?;
+                let exhausted = s.exhausted;
+                (StrategyState::Step(s), exhausted)
+            }
+            Strategy::Permute => {
+                let s: PermuteState = self.load_state(length)?;
+                let exhausted = s.exhausted;
+                (StrategyState::Permute(s), exhausted)
+            }
+        };
+        Ok(Some(PoolStatus {
+            length,
+            strategy: tier.strategy,
+            counts,
+            exhausted,
+            state,
+        }))
+    }
+
+    /// Levels and state of every pool, by length.
+    pub fn statuses(&self) -> StoreResult<Vec<PoolStatus>> {
+        self.lengths()
+            .filter_map(|l| self.status(l).transpose())
+            .collect()
+    }
+}
+
+impl Drop for Pools {
+    fn drop(&mut self) {
+        self.signal.get_mut().take();
+    }
+}

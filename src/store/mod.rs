@@ -1,0 +1,350 @@
+//! The storage interface: the [`Store`] trait, the records it keeps and its errors.
+//!
+//! Everything above this module (the domain services, jobs, handlers) talks to storage only
+//! through [`Store`], so that a networked backend (Redis + PostgreSQL, as in the reference
+//! designs) can be added later beside the embedded one. Only `store/sled/` knows about sled.
+//!
+//! The store holds no clock: every method that depends on time takes `now` (milliseconds since
+//! the Unix epoch) from its caller, so lifecycle tests can move time forward.
+//!
+//! Every write method returns only after its change is durable in the configured
+//! [`Durability`] mode; concurrent writers share one flush (group commit).
+
+pub mod sled;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::sled::{FlushStats, OpenReport, SledStore, StoreOptions};
+
+/// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
+pub type Millis = u64;
+
+/// The result type of every store operation.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What can go wrong in storage. Callers map these to domain errors; only `Backend` and
+/// `Corrupt` are server faults.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The custom code is already used by a link (active, expired, deleted or retired).
+    #[error("code `{0}` is already taken")]
+    CodeTaken(String),
+    /// The pool of this length has no code whose score is due; the caller refills and retries.
+    #[error("the pool of length {0} has no available code")]
+    PoolEmpty(u8),
+    /// No link has this code (or id).
+    #[error("no such link")]
+    NotFound,
+    /// The link exists but is not in a state the operation accepts (e.g. patching a deleted
+    /// link).
+    #[error("link is {0:?}")]
+    WrongStatus(LinkStatus),
+    /// A stored record could not be decoded.
+    #[error("corrupt record in `{tree}`: {detail}")]
+    Corrupt { tree: &'static str, detail: String },
+    /// The embedded database or the file system failed.
+    #[error("storage failure: {0}")]
+    Backend(String),
+    /// The data directory is used by another running process.
+    #[error("the data directory {0} is in use by another process (is the server running?)")]
+    Locked(String),
+}
+
+/// How far a write must have travelled before it is acknowledged (SPEC §13).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Survives a killed process: sled's flush has handed the write to the operating system.
+    #[default]
+    Process,
+    /// Survives power loss: the store's files are also fsync'ed after the flush.
+    Power,
+}
+
+/// Where a link is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkStatus {
+    /// Redirects; present in the active mapping.
+    Active,
+    /// Past `expires_at` and marked by the lifecycle job.
+    Expired,
+    /// Deleted through the API; the record stays.
+    Deleted,
+    /// Recycled: its code went back to a pool; the record (and its visits) stay, by id.
+    Archived,
+}
+
+impl LinkStatus {
+    /// All statuses, in the order statistics list them.
+    pub const ALL: [LinkStatus; 4] = [
+        LinkStatus::Active,
+        LinkStatus::Expired,
+        LinkStatus::Deleted,
+        LinkStatus::Archived,
+    ];
+
+    /// The lowercase name used in the API and in counters.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkStatus::Active => "active",
+            LinkStatus::Expired => "expired",
+            LinkStatus::Deleted => "deleted",
+            LinkStatus::Archived => "archived",
+        }
+    }
+}
+
+/// A link record, kept by id forever.
+///
+/// Encoded as a MessagePack array: new fields go at the end with `#[serde(default)]` so that
+/// older records still decode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    /// Unique forever, never reused, from a persisted monotonic counter.
+    pub id: u64,
+    pub code: String,
+    /// The target, as normalised by the domain service.
+    pub url: String,
+    /// The business the link belongs to ("default" unless given).
+    pub space: String,
+    /// True when the caller chose the code; custom links are never dedup targets.
+    pub custom: bool,
+    pub created_at: Millis,
+    /// `None` is permanent.
+    pub expires_at: Option<Millis>,
+    pub status: LinkStatus,
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    pub updated_at: Millis,
+    /// When the link left the active state by deletion; the recycling clock starts here.
+    #[serde(default)]
+    pub deleted_at: Option<Millis>,
+}
+
+impl Link {
+    /// The code's length, which names its tier.
+    pub fn length(&self) -> u8 {
+        u8::try_from(self.code.len()).unwrap_or(u8::MAX)
+    }
+
+    /// True when `now` is at or past the link's expiry.
+    pub fn is_expired_at(&self, now: Millis) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
+}
+
+/// What the redirect path needs: one small record per active code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActiveEntry {
+    pub id: u64,
+    pub url: String,
+    pub expires_at: Option<Millis>,
+}
+
+/// Where a new link's code comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CodeChoice {
+    /// ZPOPMIN of the pool of this length.
+    Pool(u8),
+    /// The caller's code (already checked for syntax and reserved words by the domain layer).
+    Custom(String),
+}
+
+/// A create request as the store sees it: validated, normalised, with its clock reading.
+#[derive(Clone, Debug)]
+pub struct NewLink {
+    pub code: CodeChoice,
+    pub url: String,
+    pub space: String,
+    pub expires_at: Option<Millis>,
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    /// Return an existing active generated link of the same space, length and URL instead of
+    /// taking a code (SPEC §5, §16). Only meaningful with [`CodeChoice::Pool`].
+    pub dedup: bool,
+    pub now: Millis,
+}
+
+/// The outcome of [`Store::create_link`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// A new link was written.
+    New(Link),
+    /// A dedup hit: the existing link, untouched; no code was taken.
+    Existing(Link),
+}
+
+impl Created {
+    /// The link, whichever way it came.
+    pub fn link(&self) -> &Link {
+        match self {
+            Created::New(link) | Created::Existing(link) => link,
+        }
+    }
+}
+
+/// A partial update. `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct LinkPatch {
+    pub url: Option<String>,
+    /// `Some(None)` makes the link permanent.
+    pub expires_at: Option<Option<Millis>>,
+    pub title: Option<Option<String>>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// Codes offered to a pool by a generation strategy, with the strategy state that results
+/// from producing them; both are written in one transaction so a crash never loses or repeats
+/// a code.
+#[derive(Clone, Debug)]
+pub struct PoolBatch {
+    pub length: u8,
+    pub codes: Vec<String>,
+    /// The pool score: `now` for fresh codes.
+    pub score: Millis,
+    /// The caller's clock reading; a score after it means the codes are cooling.
+    pub now: Millis,
+    /// The strategy's state after producing `codes` (opaque to the store).
+    pub state: Option<Vec<u8>>,
+}
+
+/// What [`Store::pool_add`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolAdded {
+    /// Codes now in the pool.
+    pub added: u64,
+    /// Codes refused because they exist somewhere already (a link, the pool).
+    pub skipped: u64,
+}
+
+/// A pool's levels at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PoolCounts {
+    /// Codes whose score is due: a create can take them now.
+    pub available: u64,
+    /// Recycled codes still waiting out their cooldown.
+    pub cooling: u64,
+    /// Codes ever added by generation (not recycling).
+    pub generated_total: u64,
+    /// Codes ever returned to the pool by recycling.
+    pub recycled_total: u64,
+}
+
+/// Link counts by status, kept as counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LinkCounts {
+    pub active: u64,
+    pub expired: u64,
+    pub deleted: u64,
+    pub archived: u64,
+}
+
+/// A page of links in id order.
+#[derive(Clone, Debug, Default)]
+pub struct LinkPage {
+    pub items: Vec<Link>,
+    /// The id to continue after, when there may be more.
+    pub next: Option<u64>,
+}
+
+/// Which links [`Store::list_links`] returns.
+#[derive(Clone, Debug, Default)]
+pub struct LinkQuery {
+    pub space: Option<String>,
+    pub status: Option<LinkStatus>,
+    /// Only links whose id is greater than this.
+    pub after: Option<u64>,
+    pub limit: usize,
+}
+
+/// Storage for links, code pools and their metadata.
+///
+/// Implementations must make every write atomic across the records it touches and durable
+/// before returning, and must never hand one pooled code to two callers.
+pub trait Store: Send + Sync + 'static {
+    // ---- links ----
+
+    /// Creates a link: takes its code (from a pool or as a custom code), writes the record,
+    /// the code index, the active mapping and the dedup entry, in one transaction.
+    fn create_link(&self, new: &NewLink) -> StoreResult<Created>;
+
+    /// The active mapping's entry for a code: the only read of the redirect path.
+    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>>;
+
+    /// False only when the code has definitely never existed (a Bloom filter answer): the
+    /// redirect path then answers 404 without reading any tree.
+    fn may_exist(&self, code: &str) -> bool;
+
+    /// The link that currently owns a code, whatever its status (archived links own no code).
+    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>>;
+
+    /// A link by id, archived ones included.
+    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>>;
+
+    /// Applies a patch to an active link and returns it.
+    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link>;
+
+    /// Marks a link deleted: out of the active mapping and the dedup index; the record stays.
+    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link>;
+
+    /// Marks an active link expired (the lifecycle job). Returns `None` if it was not active.
+    fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>>;
+
+    /// Archives an expired or deleted link and returns its code to its pool with `score`
+    /// (now + cooldown), atomically. Returns `None` if the link was not expired or deleted.
+    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>>;
+
+    /// Links in id order, filtered.
+    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage>;
+
+    /// Active links whose `expires_at` is at or before `now`, soonest first, at most `limit`.
+    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>>;
+
+    /// Expired or deleted links whose end (expiry or deletion time) is before `ended_before`,
+    /// oldest first, at most `limit`.
+    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>>;
+
+    /// Retires an expired or deleted link's code forever (tiers that do not recycle): it leaves
+    /// the recycling queue and keeps its code. Returns false if it was not queued.
+    fn retire_link(&self, id: u64) -> StoreResult<bool>;
+
+    /// Link counts by status.
+    fn link_counts(&self) -> StoreResult<LinkCounts>;
+
+    // ---- pools ----
+
+    /// Adds generated codes to a pool together with the new strategy state, skipping any code
+    /// that exists anywhere already.
+    fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded>;
+
+    /// A pool's levels at `now`.
+    fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts>;
+
+    /// Is this code sitting in a pool (available or cooling)?
+    fn in_pool(&self, code: &str) -> StoreResult<bool>;
+
+    /// The first `limit` entries of a pool in ZSet order (score, code), without taking them.
+    fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>>;
+
+    /// The persisted state of a length's strategy, as last written by `pool_add`.
+    fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>>;
+
+    // ---- metadata ----
+
+    /// A value from the metadata tree (generated keys and the like).
+    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Writes a metadata value durably, unless one is there already; returns the value that is
+    /// stored afterwards (so two first starts agree on one generated key).
+    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
+
+    // ---- maintenance ----
+
+    /// Persists state that is kept in memory between flushes (the code filter). Called
+    /// periodically and at shutdown; a crash before it only costs a rebuild at next start.
+    fn checkpoint(&self) -> StoreResult<()>;
+
+    /// A cheap read that proves the store answers (for `/healthz`).
+    fn ping(&self) -> StoreResult<()>;
+}

@@ -1,0 +1,127 @@
+//! Key layouts of the sled trees. Numbers are big-endian so that byte order is numeric order.
+//!
+//! | tree           | key                                   | value                         |
+//! |----------------|---------------------------------------|-------------------------------|
+//! | `links`        | id u64                                | `Link` (MessagePack)          |
+//! | `codes`        | code                                  | id u64 (every code a link owns)|
+//! | `active`       | code                                  | `ActiveEntry` (active only)   |
+//! | `dedup`        | space, 0, length u8, SHA-256(url)[..16]| id u64 (active generated)    |
+//! | `expiry`       | expires_at u64, id u64                | empty (active links expiring) |
+//! | `ended`        | ended_at u64, id u64                  | empty (expired/deleted, awaiting recycling) |
+//! | `pool/<L>`     | score u64, code                       | empty (the ZSet of length L)  |
+//! | `pool_members` | code                                  | score u64                     |
+//! | `counters`     | name                                  | u64                           |
+//! | `meta`         | name                                  | bytes                         |
+
+use sha2::{Digest, Sha256};
+
+use crate::store::Millis;
+
+/// Bytes of SHA-256 kept in a dedup key: 128 bits make an accidental collision negligible.
+const URL_HASH_LEN: usize = 16;
+
+pub fn u64_key(n: u64) -> [u8; 8] {
+    n.to_be_bytes()
+}
+
+pub fn read_u64(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+pub fn dedup_key(space: &str, length: u8, url: &str) -> Vec<u8> {
+    let digest = Sha256::digest(url.as_bytes());
+    let mut key = Vec::with_capacity(space.len() + 2 + URL_HASH_LEN);
+    key.extend_from_slice(space.as_bytes());
+    key.push(0);
+    key.push(length);
+    key.extend_from_slice(&digest[..URL_HASH_LEN]);
+    key
+}
+
+/// `time ++ id`, the layout of the `expiry` and `ended` indexes.
+pub fn time_id_key(at: Millis, id: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&at.to_be_bytes());
+    key[8..].copy_from_slice(&id.to_be_bytes());
+    key
+}
+
+pub fn split_time_id(key: &[u8]) -> Option<(Millis, u64)> {
+    Some((read_u64(key)?, read_u64(key.get(8..)?)?))
+}
+
+pub fn pool_key(score: Millis, code: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + code.len());
+    key.extend_from_slice(&score.to_be_bytes());
+    key.extend_from_slice(code.as_bytes());
+    key
+}
+
+pub fn split_pool_key(key: &[u8]) -> Option<(Millis, &str)> {
+    let score = read_u64(key)?;
+    let code = std::str::from_utf8(key.get(8..)?).ok()?;
+    Some((score, code))
+}
+
+pub fn pool_tree_name(length: u8) -> String {
+    format!("pool/{length}")
+}
+
+/// Counter names. Kept in one place so that a rebuild or a metric cannot misspell one.
+pub mod counter {
+    use crate::store::LinkStatus;
+
+    pub const LINK_ID: &[u8] = b"link_id";
+    /// Distinct codes ever issued (pooled by generation, or custom). The code filter's own
+    /// insert count must match it, or the filter is stale.
+    pub const CODES_ISSUED: &[u8] = b"codes_issued";
+
+    pub fn links(status: LinkStatus) -> Vec<u8> {
+        format!("links.{}", status.as_str()).into_bytes()
+    }
+    pub fn pool_size(length: u8) -> Vec<u8> {
+        format!("pool.{length}.size").into_bytes()
+    }
+    pub fn pool_generated(length: u8) -> Vec<u8> {
+        format!("pool.{length}.generated").into_bytes()
+    }
+    pub fn pool_recycled(length: u8) -> Vec<u8> {
+        format!("pool.{length}.recycled").into_bytes()
+    }
+    /// Creates per UTC day (days since the epoch), for the system-wide statistics.
+    pub fn day_creates(day: u64) -> Vec<u8> {
+        let mut key = b"day.creates.".to_vec();
+        key.extend_from_slice(&day.to_be_bytes());
+        key
+    }
+}
+
+pub fn strategy_state_key(length: u8) -> String {
+    format!("strategy/{length}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_keys_sort_by_score_then_code() {
+        let a = pool_key(5, "zzzz");
+        let b = pool_key(6, "0000");
+        assert!(a < b);
+        assert_eq!(split_pool_key(&a), Some((5, "zzzz")));
+    }
+
+    #[test]
+    fn dedup_key_separates_spaces_and_lengths() {
+        let u = "https://example.com/";
+        assert_ne!(dedup_key("a", 6, u), dedup_key("a", 5, u));
+        assert_ne!(dedup_key("a", 6, u), dedup_key("ab", 6, u));
+        assert_eq!(dedup_key("a", 6, u), dedup_key("a", 6, u));
+    }
+
+    #[test]
+    fn time_id_round_trip() {
+        assert_eq!(split_time_id(&time_id_key(7, 9)), Some((7, 9)));
+    }
+}
