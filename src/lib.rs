@@ -4,6 +4,12 @@
 //!
 //! - [`config`] loads the layered configuration (embedded `config.toml` < `--config` file <
 //!   `VSL_*` environment) and validates it, naming the key of any bad value.
+//! - [`http`] is the router: `/{code}` redirects, `/api/v1` manages links and pools, errors
+//!   are problem+json, API keys are checked by an extractor. Handlers are thin.
+//! - [`links`] is the domain service, the one home of business rules: URL checks, tiers and
+//!   default validity, custom codes, dedup, the read-through [`cache`], invalidation.
+//! - [`pools`] keeps every length's pool supplied: it runs the strategies, refills in the
+//!   background when a pool runs low and synchronously when one is empty.
 //! - [`codes`] is pure: the base-62 alphabet, each length's number space, reserved and blocked
 //!   words, and the three generation strategies (`random` with its Bloom filter, `step`,
 //!   `permute`).
@@ -11,12 +17,147 @@
 //!   ([`store::SledStore`]): links, the active mapping that redirects read, the dedup index, one
 //!   ZSet-like pool tree per length, counters. Every write is one multi-tree transaction,
 //!   acknowledged after a group-committed flush. Nothing else in the crate touches sled.
-//! - [`pools`] keeps every length's pool supplied: it runs the strategies, refills in the
-//!   background when a pool runs low and synchronously when one is empty.
-//! - [`clock`] is the single source of time, replaceable in tests.
+//! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
+//!   into a graceful stop; [`state`] is what handlers can reach.
+//!
+//! [`run`] wires it together: open store → build state → start background work → serve →
+//! drain → flush.
 
+pub mod cache;
 pub mod clock;
 pub mod codes;
 pub mod config;
+pub mod http;
+pub mod links;
 pub mod pools;
+pub mod shutdown;
+pub mod state;
 pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::http::auth::KeyRing;
+use crate::http::pages::Pages;
+use crate::links::Links;
+use crate::pools::Pools;
+use crate::state::AppState;
+use crate::store::{SledStore, Store, StoreOptions};
+
+/// Any failure that stops the server.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How often the code filter is saved (a crash in between costs a rebuild at next start).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
+
+/// The store options a configuration asks for.
+pub fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions {
+        path: config.storage.path.clone(),
+        durability: config.storage.durability,
+        cache_capacity_bytes: config.storage.cache_capacity_mb.saturating_mul(1024 * 1024),
+        filter_capacity: config.codes.filter_capacity,
+        filter_fp_rate: config.codes.filter_fp_rate,
+    }
+}
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
+pub async fn run(config: Config) -> Result<(), BoxError> {
+    let config = Arc::new(config);
+    let options = store_options(&config);
+    let sled = tokio::task::spawn_blocking(move || SledStore::open(&options)).await??;
+    let report = sled.open_report().clone();
+    if report.recovered {
+        tracing::info!("the store was not closed cleanly; sled recovered its log");
+    }
+    if let Some(reason) = &report.filter_rebuilt {
+        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
+    }
+    let store: Arc<dyn Store> = Arc::new(sled);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
+    {
+        let pools = pools.clone();
+        tokio::task::spawn_blocking(move || pools.prime()).await??;
+    }
+    pools.start_background()?;
+
+    let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path)?;
+    if let Some(key) = generated {
+        if key.created {
+            tracing::warn!(path = %key.path.display(), "no API key configured: generated an admin key");
+        } else {
+            tracing::info!(path = %key.path.display(), "no API key configured: using the generated admin key");
+        }
+    }
+    let links = Arc::new(Links::new(
+        store.clone(),
+        pools.clone(),
+        clock,
+        config.clone(),
+    )?);
+    let state = AppState {
+        config: config.clone(),
+        links,
+        pools: pools.clone(),
+        store: store.clone(),
+        keys: Arc::new(keys),
+        pages: Arc::new(Pages::new()?),
+    };
+    let app = http::router(state);
+
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+    let addr = listener.local_addr()?;
+    let counts = store.link_counts()?;
+    let levels: Vec<String> = pools
+        .statuses()?
+        .iter()
+        .map(|p| format!("{}:{}", p.length, p.counts.available))
+        .collect();
+    tracing::info!(
+        listen = %addr,
+        data = %config.storage.path.display(),
+        links = counts.active,
+        pools = %levels.join(","),
+        durability = ?config.storage.durability,
+        "vshortlink listening"
+    );
+
+    let checkpoints = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(CHECKPOINT_EVERY);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let store = store.clone();
+                match tokio::task::spawn_blocking(move || store.checkpoint()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!(error = %e, "checkpoint failed"),
+                    Err(e) => tracing::error!(error = %e, "checkpoint task failed"),
+                }
+            }
+        })
+    };
+
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown::signal())
+    .await?;
+
+    checkpoints.abort();
+    tokio::task::spawn_blocking(move || {
+        pools.stop_background();
+        store.close()
+    })
+    .await??;
+    tracing::info!("stopped cleanly");
+    Ok(())
+}

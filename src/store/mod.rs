@@ -347,4 +347,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// A cheap read that proves the store answers (for `/healthz`).
     fn ping(&self) -> StoreResult<()>;
+
+    /// Checkpoints, flushes and stops accepting writes (shutdown).
+    fn close(&self) -> StoreResult<()>;
 }

@@ -268,14 +268,6 @@ impl SledStore {
         self.db.size_on_disk().map_err(backend)
     }
 
-    /// Persists the filter, flushes and stops the flusher. Writes after this fail.
-    pub fn close(&self) -> StoreResult<()> {
-        self.checkpoint()?;
-        self.db.flush().map_err(backend)?;
-        self.flusher.shutdown();
-        Ok(())
-    }
-
     fn pool(&self, length: u8) -> Option<&sled::Tree> {
         self.pools.get(usize::from(length).checked_sub(1)?)
     }
@@ -1017,6 +1009,13 @@ impl Store for SledStore {
                 self.filter_path.display()
             )));
         }
+        Ok(())
+    }
+
+    fn close(&self) -> StoreResult<()> {
+        self.checkpoint()?;
+        self.db.flush().map_err(backend)?;
+        self.flusher.shutdown();
         Ok(())
     }
 

@@ -1,0 +1,412 @@
+//! `/api/v1` handlers (SPEC §8): thin adapters between HTTP and the domain service. They check
+//! the caller, parse, call [`crate::links::Links`] or [`crate::pools::Pools`] on the blocking
+//! pool (writes wait for a durable flush), and shape the JSON. No business rules here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::auth::Caller;
+use super::error::{from_value, ApiError, JsonBody};
+use crate::config::Role;
+use crate::links::{rfc3339, CreateLink, LinkError, UpdateLink, DEFAULT_SPACE};
+use crate::state::AppState;
+use crate::store::{Link, LinkQuery, LinkStatus};
+
+/// Most links in one batch request.
+pub const MAX_BATCH: usize = 1000;
+/// Most links in one listing page.
+pub const MAX_PAGE: usize = 1000;
+const DEFAULT_PAGE: usize = 100;
+/// Batch items created at once: enough to share flushes, few enough to leave threads for others.
+const BATCH_PARALLELISM: usize = 32;
+
+/// A link as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkView {
+    pub id: u64,
+    pub code: String,
+    pub short_url: String,
+    pub url: String,
+    pub space: String,
+    pub length: usize,
+    pub status: LinkStatus,
+    pub custom: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub expires_at: Option<String>,
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visits_total: Option<u64>,
+}
+
+impl LinkView {
+    pub fn new(state: &AppState, link: &Link) -> Self {
+        Self {
+            id: link.id,
+            code: link.code.clone(),
+            short_url: state.links.short_url(&link.code),
+            url: link.url.clone(),
+            space: link.space.clone(),
+            length: link.code.len(),
+            status: link.status,
+            custom: link.custom,
+            created_at: rfc3339(link.created_at),
+            updated_at: rfc3339(link.updated_at),
+            expires_at: link.expires_at.map(rfc3339),
+            title: link.title.clone(),
+            tags: link.tags.clone(),
+            created: None,
+            visits_total: None,
+        }
+    }
+}
+
+/// Runs blocking domain work (durable writes) off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, LinkError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// May this caller create links in `space`? Anonymous creates, when enabled, go to the
+/// default space only.
+fn authorize_create(state: &AppState, caller: &Caller, space: &str) -> Result<(), ApiError> {
+    if caller.0.is_none() && state.keys.anonymous_create && space == DEFAULT_SPACE {
+        return Ok(());
+    }
+    caller.require_space(Role::Editor, space).map(|_| ())
+}
+
+/// Rejects a request without any usable key before its body is read, so that a missing key
+/// is 401 whatever the body holds.
+fn authenticate_writer(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    if caller.0.is_none() && state.keys.anonymous_create {
+        return Ok(());
+    }
+    caller.require(Role::Editor).map(|_| ())
+}
+
+pub async fn create_link(
+    State(state): State<AppState>,
+    caller: Caller,
+    request: Request,
+) -> Result<Response, ApiError> {
+    authenticate_writer(&state, &caller)?;
+    let JsonBody(req) = JsonBody::<CreateLink>::from_request(request, &()).await?;
+    let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
+    authorize_create(&state, &caller, &space)?;
+    let links = state.links.clone();
+    let (link, created) = blocking(move || links.create(req)).await?;
+    let mut view = LinkView::new(&state, &link);
+    view.created = Some(created);
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(view)).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct BatchRequest {
+    links: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct BatchItem {
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link: Option<LinkView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<serde_json::Value>,
+}
+
+pub async fn create_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    request: Request,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    authenticate_writer(&state, &caller)?;
+    let JsonBody(batch) = JsonBody::<BatchRequest>::from_request(request, &()).await?;
+    if batch.links.len() > MAX_BATCH {
+        return Err(ApiError::bad_request(
+            "invalid_batch",
+            "links",
+            format!(
+                "a batch holds at most {MAX_BATCH} links, not {}",
+                batch.links.len()
+            ),
+        ));
+    }
+    let count = batch.links.len();
+    let mut results: Vec<Option<BatchItem>> = (0..count).map(|_| None).collect();
+    let permits = Arc::new(Semaphore::new(BATCH_PARALLELISM));
+    let mut tasks = JoinSet::new();
+    for (index, value) in batch.links.into_iter().enumerate() {
+        let req = match from_value::<CreateLink>(value) {
+            Ok(req) => req,
+            Err(e) => {
+                results[index] = Some(failure(prefix_field(e, index)));
+                continue;
+            }
+        };
+        let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
+        if let Err(e) = authorize_create(&state, &caller, &space) {
+            results[index] = Some(failure(e));
+            continue;
+        }
+        let links = state.links.clone();
+        let permits = permits.clone();
+        tasks.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let outcome = blocking(move || links.create(req)).await;
+            (index, outcome)
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        let (index, outcome) = joined.map_err(ApiError::internal)?;
+        results[index] = Some(match outcome {
+            Ok((link, created)) => {
+                let mut view = LinkView::new(&state, &link);
+                view.created = Some(created);
+                BatchItem {
+                    ok: true,
+                    link: Some(view),
+                    error: None,
+                }
+            }
+            Err(e) => failure(prefix_field(e, index)),
+        });
+    }
+    let results: Vec<BatchItem> = results.into_iter().flatten().collect();
+    Ok(Json(serde_json::json!({ "results": results })))
+}
+
+fn failure(e: ApiError) -> BatchItem {
+    BatchItem {
+        ok: false,
+        link: None,
+        error: Some(e.to_json()),
+    }
+}
+
+/// Names the item in a batch error's field: `links[3].url`.
+fn prefix_field(mut e: ApiError, index: usize) -> ApiError {
+    e.field = Some(match e.field.take() {
+        Some(f) if f != "body" => format!("links[{index}].{f}"),
+        _ => format!("links[{index}]"),
+    });
+    e
+}
+
+pub async fn list_links(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let principal = caller.require(Role::Viewer)?;
+    let space = params.get("space").filter(|s| !s.is_empty()).cloned();
+    if let Some(space) = &space {
+        caller.require_space(Role::Viewer, space)?;
+    }
+    let status = match params.get("status").map(String::as_str) {
+        None | Some("") => None,
+        Some(s) => Some(
+            LinkStatus::ALL
+                .into_iter()
+                .find(|x| x.as_str() == s)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_query",
+                        "status",
+                        format!("`{s}` is not one of active, expired, deleted, archived"),
+                    )
+                })?,
+        ),
+    };
+    let after = match params.get("cursor").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(c) => Some(c.parse::<u64>().map_err(|_| {
+            ApiError::bad_request("invalid_query", "cursor", format!("`{c}` is not a cursor"))
+        })?),
+    };
+    let limit = match params.get("limit") {
+        None => DEFAULT_PAGE,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|l| *l > 0)
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    "limit",
+                    format!("`{l}` is not a positive number"),
+                )
+            })?
+            .min(MAX_PAGE),
+    };
+    let query = LinkQuery {
+        space,
+        status,
+        after,
+        limit,
+    };
+    let links = state.links.clone();
+    let page = blocking(move || links.list(&query)).await?;
+    let items: Vec<LinkView> = page
+        .items
+        .iter()
+        .filter(|l| principal.allows_space(&l.space))
+        .map(|l| LinkView::new(&state, l))
+        .collect();
+    Ok(Json(serde_json::json!({
+        "items": items,
+        "next_cursor": page.next.map(|n| n.to_string()),
+    })))
+}
+
+pub async fn get_link(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(code): Path<String>,
+) -> Result<Json<LinkView>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let link = state.links.get(&code)?;
+    caller.require_space(Role::Viewer, &link.space)?;
+    let mut view = LinkView::new(&state, &link);
+    // Visit counters arrive with visit recording; until then nothing is counted.
+    view.visits_total = Some(0);
+    Ok(Json(view))
+}
+
+pub async fn update_link(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(code): Path<String>,
+    request: Request,
+) -> Result<Json<LinkView>, ApiError> {
+    caller.require(Role::Editor)?;
+    let link = state.links.get(&code)?;
+    caller.require_space(Role::Editor, &link.space)?;
+    let JsonBody(patch) = JsonBody::<UpdateLink>::from_request(request, &()).await?;
+    let links = state.links.clone();
+    let updated = blocking(move || links.update(&code, patch)).await?;
+    Ok(Json(LinkView::new(&state, &updated)))
+}
+
+pub async fn delete_link(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(code): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    caller.require(Role::Editor)?;
+    let link = state.links.get(&code)?;
+    caller.require_space(Role::Editor, &link.space)?;
+    if link.status == LinkStatus::Deleted {
+        return Err(ApiError::not_found(format!(
+            "the link `{code}` is already deleted"
+        )));
+    }
+    let links = state.links.clone();
+    blocking(move || links.delete(&code)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn list_pools(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let pools = state.pools.clone();
+    let statuses = tokio::task::spawn_blocking(move || pools.statuses())
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    Ok(Json(serde_json::json!({ "pools": statuses })))
+}
+
+/// Most codes one refill request may generate.
+const MAX_REFILL: u64 = 1_000_000;
+
+pub async fn refill_pool(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(length): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    caller.require(Role::Admin)?;
+    let length: u8 = length.parse().map_err(|_| {
+        ApiError::bad_request(
+            "invalid_length",
+            "length",
+            format!("`{length}` is not a length"),
+        )
+    })?;
+    let tier = state
+        .config
+        .tier(length)
+        .filter(|_| state.pools.has_pool(length))
+        .ok_or_else(|| ApiError::not_found(format!("there is no pool of length {length}")))?;
+    let count = match params.get("count") {
+        None => tier.batch,
+        Some(c) => c
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (1..=MAX_REFILL).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    "count",
+                    format!("count must be between 1 and {MAX_REFILL}, not `{c}`"),
+                )
+            })?,
+    };
+    let pools = state.pools.clone();
+    let added = tokio::task::spawn_blocking(move || pools.refill(length, count))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    Ok(Json(
+        serde_json::json!({ "length": length, "added": added }),
+    ))
+}
+
+pub async fn healthz(State(state): State<AppState>) -> Response {
+    match state.store.ping() {
+        Ok(()) => Json(serde_json::json!({ "status": "ok" })).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "health check failed");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({ "status": "unavailable" })),
+            )
+                .into_response()
+        }
+    }
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such API route")
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not accept that method",
+    )
+}

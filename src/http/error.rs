@@ -1,0 +1,277 @@
+//! The one place that knows HTTP status codes for errors: [`ApiError`] renders every failure as
+//! RFC 7807 `application/problem+json` (`type`, `title`, `status`, `detail`, and `field` where a
+//! field is to blame), and [`JsonBody`] makes malformed or mistyped bodies problems too.
+//!
+//! 5xx details are logged, never sent.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::links::LinkError;
+
+/// Problem types are `PROBLEM_BASE` + the error code.
+pub const PROBLEM_BASE: &str = "https://vshortlink.dev/problems/";
+
+/// An error on its way to the client.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Machine-readable code, the last segment of the problem `type`.
+    pub code: &'static str,
+    pub detail: String,
+    pub field: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'static str,
+    status: u16,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+    code: &'a str,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            detail: detail.into(),
+            field: None,
+        }
+    }
+
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn bad_request(code: &'static str, field: &str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, detail).with_field(field)
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", detail)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "an API key is required: `Authorization: Bearer <key>` or `X-Api-Key: <key>`",
+        )
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
+    }
+
+    /// A server fault: logged in full, reported without detail.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %error, "request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle this request; the error is in its log",
+        )
+    }
+
+    /// The problem body, for callers that embed it (batch results).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.problem()).unwrap_or_default()
+    }
+
+    fn problem(&self) -> Problem<'_> {
+        Problem {
+            kind: format!("{PROBLEM_BASE}{}", self.code),
+            title: title(self.code, self.status),
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            field: self.field.as_deref(),
+            code: self.code,
+        }
+    }
+}
+
+/// The short human title of each problem type.
+fn title(code: &str, status: StatusCode) -> &'static str {
+    match code {
+        "invalid_url" => "Invalid URL",
+        "invalid_code" => "Invalid code",
+        "invalid_length" => "Invalid length",
+        "invalid_ttl" => "Invalid ttl",
+        "invalid_expires_at" => "Invalid expiry time",
+        "invalid_space" => "Invalid space",
+        "invalid_title" => "Invalid title",
+        "invalid_tags" => "Invalid tags",
+        "invalid_json" => "Malformed JSON",
+        "invalid_field" => "Invalid field",
+        "invalid_batch" => "Invalid batch",
+        "invalid_query" => "Invalid query parameter",
+        "payload_too_large" => "Request body too large",
+        "code_taken" => "Code already taken",
+        "not_active" => "Link not active",
+        "pool_exhausted" => "No code available",
+        "not_found" => "Not found",
+        "gone" => "Gone",
+        "unauthorized" => "Unauthorized",
+        "forbidden" => "Forbidden",
+        "method_not_allowed" => "Method not allowed",
+        "internal" => "Internal error",
+        _ => status.canonical_reason().unwrap_or("Error"),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let mut response = (self.status, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<LinkError> for ApiError {
+    fn from(e: LinkError) -> Self {
+        match e {
+            LinkError::Invalid {
+                code,
+                field,
+                detail,
+            } => ApiError::bad_request(code, field, detail),
+            LinkError::CodeTaken(_) => {
+                ApiError::new(StatusCode::CONFLICT, "code_taken", e.to_string()).with_field("code")
+            }
+            LinkError::NotFound(_) => ApiError::not_found(e.to_string()),
+            LinkError::NotActive { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "not_active", e.to_string())
+            }
+            LinkError::PoolExhausted(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "pool_exhausted",
+                e.to_string(),
+            )
+            .with_field("length"),
+            LinkError::Store(inner) => ApiError::internal(inner),
+        }
+    }
+}
+
+/// A JSON body whose every failure is a problem: 413 over the size limit, 400 `invalid_json` for bad syntax, and 400 naming the field for a wrong type
+/// or a missing field.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        // Any content type is read as JSON: `curl -d` sends form encoding by default, and
+        // a body that is not JSON fails below with a clear 400 anyway.
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    "the request body is over the configured limit (limits.max_body_bytes)",
+                )
+            } else {
+                ApiError::bad_request("invalid_json", "body", rejection.body_text())
+            }
+        })?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// Deserialises JSON, reporting the path of a field that has the wrong type or is missing.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "body",
+            "the body must be a JSON object",
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        json_error(&path, &inner)
+    })?;
+    de.end().map_err(|e| {
+        ApiError::bad_request("invalid_json", "body", format!("malformed JSON: {e}"))
+    })?;
+    Ok(value)
+}
+
+/// Deserialises one JSON value (a batch item) the same way.
+pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "body",
+            "each item must be a JSON object",
+        ));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        json_error(&path, e.inner())
+    })
+}
+
+fn json_error(path: &str, inner: &serde_json::Error) -> ApiError {
+    use serde_json::error::Category;
+    if matches!(
+        inner.classify(),
+        Category::Syntax | Category::Eof | Category::Io
+    ) {
+        return ApiError::bad_request("invalid_json", "body", format!("malformed JSON: {inner}"));
+    }
+    let message = inner.to_string();
+    // A missing field is reported at its parent; its name is in the message.
+    let field = match message.split('`').nth(1) {
+        Some(name) if message.starts_with("missing field") => {
+            if path == "." || path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{path}.{name}")
+            }
+        }
+        _ if path == "." || path.is_empty() => "body".to_string(),
+        _ => path.to_string(),
+    };
+    let leaf = field.rsplit('.').next().unwrap_or(&field);
+    let leaf = leaf.split('[').next().unwrap_or(leaf);
+    let code = match leaf {
+        "url" => "invalid_url",
+        "code" => "invalid_code",
+        "length" => "invalid_length",
+        "ttl" => "invalid_ttl",
+        "expires_at" => "invalid_expires_at",
+        "space" => "invalid_space",
+        "title" => "invalid_title",
+        "tags" => "invalid_tags",
+        "links" => "invalid_batch",
+        _ => "invalid_field",
+    };
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(&message)
+        .to_string();
+    ApiError::bad_request(code, &field, format!("`{field}`: {message}"))
+}

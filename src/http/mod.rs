@@ -1,0 +1,55 @@
+//! The HTTP surface: [`router`] (used by the server and by tests alike), errors as
+//! problem+json, the API-key extractor, and thin handlers that call the domain services.
+//!
+//! - `api` — `/api/v1` (links, batch, pools, health)
+//! - `redirect` — `/{code}` and the 404/410 pages
+//! - `error` — the only place that maps errors to status codes
+//! - `auth` — API keys and roles
+//! - `pages` — templates embedded in the binary
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod pages;
+pub mod redirect;
+
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::state::AppState;
+
+/// Longest a request may take before it is answered 408; also bounds graceful shutdown.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Every route of the server.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/links", post(api::create_link).get(api::list_links))
+        .route("/links/batch", post(api::create_batch))
+        .route(
+            "/links/{code}",
+            get(api::get_link)
+                .patch(api::update_link)
+                .delete(api::delete_link),
+        )
+        .route("/pools", get(api::list_pools))
+        .route("/pools/{length}/refill", post(api::refill_pool))
+        .fallback(api::not_found)
+        .method_not_allowed_fallback(api::method_not_allowed);
+    let body_limit = state.config.limits.max_body_bytes;
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/healthz", get(api::healthz))
+        .route("/{code}", get(redirect::redirect))
+        .fallback(redirect::fallback)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+        .with_state(state)
+}

@@ -1,0 +1,74 @@
+//! `GET`/`HEAD /{code}` (SPEC §6): resolve through the domain service and answer a redirect,
+//! or the 404/410 page (problem+json for clients that ask for JSON). Never waits on background
+//! work.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use crate::links::Resolution;
+use crate::state::AppState;
+
+/// Browsers come back for every visit, so every visit can be counted.
+const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
+
+pub async fn redirect(
+    State(state): State<AppState>,
+    Path(code): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match state.links.resolve(&code) {
+        Ok(Resolution::Found { url, .. }) => {
+            let Ok(location) = HeaderValue::from_str(&url) else {
+                return ApiError::internal(format!("stored URL of `{code}` is not a header value"))
+                    .into_response();
+            };
+            let status = StatusCode::from_u16(state.config.server.redirect_status)
+                .unwrap_or(StatusCode::FOUND);
+            let mut response = status.into_response();
+            let h = response.headers_mut();
+            h.insert(header::LOCATION, location);
+            h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+            response
+        }
+        Ok(Resolution::Gone) => missing(&state, StatusCode::GONE, &code, &headers),
+        Ok(Resolution::NotFound) => missing(&state, StatusCode::NOT_FOUND, &code, &headers),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Any path that is no route and no code.
+pub async fn fallback(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    missing(&state, StatusCode::NOT_FOUND, "", &headers)
+}
+
+fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap) -> Response {
+    let mut response = if wants_json(headers) {
+        let (kind, detail) = if status == StatusCode::GONE {
+            (
+                "gone",
+                format!("the link `{code}` has expired or was deleted"),
+            )
+        } else {
+            ("not_found", format!("no link has the code `{code}`"))
+        };
+        ApiError::new(status, kind, detail).into_response()
+    } else {
+        state
+            .pages
+            .error(status, Some(code).filter(|c| !c.is_empty()))
+    };
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    response
+}
+
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/json") || v.contains("application/problem+json"))
+}

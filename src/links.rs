@@ -1,0 +1,502 @@
+//! The domain service for links: create, resolve, read, list, update and delete. The one home
+//! of the business rules (URL checks, code rules, tiers and default validity, dedup, expiry at
+//! redirect time, cache invalidation). Knows nothing of HTTP; errors carry the field they are
+//! about and a code that the HTTP layer turns into problem+json.
+//!
+//! Methods are synchronous: writes block until durable (group commit), so async callers run
+//! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use url::Url;
+
+use crate::cache::{CachedTarget, RedirectCache};
+use crate::clock::Clock;
+use crate::codes::{is_code_syntax, is_reserved};
+use crate::config::Config;
+use crate::pools::Pools;
+use crate::store::{
+    CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
+    StoreError,
+};
+
+/// Longest `space` name.
+const MAX_SPACE_LEN: usize = 64;
+const MAX_TITLE_LEN: usize = 512;
+const MAX_TAGS: usize = 32;
+const MAX_TAG_LEN: usize = 64;
+/// The space of links created without one.
+pub const DEFAULT_SPACE: &str = "default";
+
+/// What went wrong, in the caller's terms.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// A bad value in the request. `code` is the error code (`invalid_url`, …).
+    #[error("{detail}")]
+    Invalid {
+        code: &'static str,
+        field: &'static str,
+        detail: String,
+    },
+    #[error("the code `{0}` is already taken")]
+    CodeTaken(String),
+    #[error("no link has the code `{0}`")]
+    NotFound(String),
+    #[error("the link `{code}` is {status} and can no longer be changed")]
+    NotActive { code: String, status: &'static str },
+    #[error("no code of length {0} is available")]
+    PoolExhausted(u8),
+    #[error("storage failure")]
+    Store(#[from] StoreError),
+}
+
+impl LinkError {
+    pub(crate) fn invalid(
+        code: &'static str,
+        field: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        LinkError::Invalid {
+            code,
+            field,
+            detail: detail.into(),
+        }
+    }
+}
+
+pub type Result<T, E = LinkError> = std::result::Result<T, E>;
+
+/// `POST /api/v1/links` body (also one item of a batch).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CreateLink {
+    pub url: String,
+    #[serde(default)]
+    pub length: Option<u8>,
+    #[serde(default)]
+    pub code: Option<String>,
+    #[serde(default)]
+    pub space: Option<String>,
+    /// Seconds.
+    #[serde(default)]
+    pub ttl: Option<i64>,
+    /// Absent: the default validity; `null`: permanent; a string: RFC 3339.
+    #[serde(default, deserialize_with = "present")]
+    pub expires_at: Option<Option<String>>,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+}
+
+/// `PATCH /api/v1/links/{code}` body.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct UpdateLink {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub expires_at: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub title: Option<Option<String>>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+}
+
+/// Tells an absent field (`None`, through `default`) from an explicit `null` (`Some(None)`).
+fn present<'de, D, T>(d: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Where a code leads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    Found {
+        id: u64,
+        url: Arc<str>,
+    },
+    /// The code belongs to an expired or deleted link.
+    Gone,
+    NotFound,
+}
+
+/// The link service.
+pub struct Links {
+    store: Arc<dyn Store>,
+    pools: Arc<Pools>,
+    clock: Arc<dyn Clock>,
+    cache: RedirectCache,
+    /// Bumped by every invalidation: a resolve that read the store before an invalidation
+    /// must not put what it read into the cache afterwards.
+    epoch: AtomicU64,
+    base: Url,
+    config: Arc<Config>,
+}
+
+impl Links {
+    pub fn new(
+        store: Arc<dyn Store>,
+        pools: Arc<Pools>,
+        clock: Arc<dyn Clock>,
+        config: Arc<Config>,
+    ) -> Result<Self, url::ParseError> {
+        let base = Url::parse(&config.server.base_url)?;
+        let ttl = config.cache.ttl.millis().unwrap_or(300_000);
+        Ok(Self {
+            cache: RedirectCache::new(config.cache.capacity, ttl),
+            epoch: AtomicU64::new(0),
+            store,
+            pools,
+            clock,
+            base,
+            config,
+        })
+    }
+
+    /// The short URL of a code.
+    pub fn short_url(&self, code: &str) -> String {
+        format!(
+            "{}/{code}",
+            self.config.server.base_url.trim_end_matches('/')
+        )
+    }
+
+    /// The clock this service reads.
+    pub fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    /// Creates a link, or returns the existing one for a dedup hit (`false`).
+    pub fn create(&self, req: CreateLink) -> Result<(Link, bool)> {
+        let now = self.clock.now();
+        let new = self.validate_create(req, now)?;
+        let length = match &new.code {
+            CodeChoice::Pool(l) => *l,
+            CodeChoice::Custom(c) => u8::try_from(c.len()).unwrap_or(0),
+        };
+        match self.pools.create(&new) {
+            Ok(Created::New(link)) => Ok((link, true)),
+            Ok(Created::Existing(link)) => Ok((link, false)),
+            Err(StoreError::CodeTaken(code)) => Err(LinkError::CodeTaken(code)),
+            Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Checks and normalises a create request (no writes).
+    pub fn validate_create(&self, req: CreateLink, now: Millis) -> Result<NewLink> {
+        let url = self.check_url(&req.url)?;
+        let space = check_space(req.space.as_deref())?;
+        let code = match req.code {
+            Some(code) => {
+                check_custom_code(&code)?;
+                if let Some(length) = req.length {
+                    if usize::from(length) != code.len() {
+                        return Err(LinkError::invalid(
+                            "invalid_length",
+                            "length",
+                            format!("length {length} does not match the code `{code}`"),
+                        ));
+                    }
+                }
+                CodeChoice::Custom(code)
+            }
+            None => {
+                let length = req.length.unwrap_or(self.config.codes.default_length);
+                if !self.pools.has_pool(length) {
+                    let lengths: Vec<String> =
+                        self.pools.lengths().map(|l| l.to_string()).collect();
+                    return Err(LinkError::invalid(
+                        "invalid_length",
+                        "length",
+                        format!(
+                            "length {length} has no generated codes; use one of {} or give a custom `code`",
+                            lengths.join(", ")
+                        ),
+                    ));
+                }
+                CodeChoice::Pool(length)
+            }
+        };
+        let expires_at = match (req.ttl, req.expires_at) {
+            (Some(_), Some(_)) => {
+                return Err(LinkError::invalid(
+                    "invalid_ttl",
+                    "ttl",
+                    "give either `ttl` or `expires_at`, not both",
+                ))
+            }
+            (Some(ttl), None) => {
+                if ttl <= 0 {
+                    return Err(LinkError::invalid(
+                        "invalid_ttl",
+                        "ttl",
+                        format!("ttl must be a positive number of seconds, not {ttl}"),
+                    ));
+                }
+                let ms = u64::try_from(ttl).unwrap_or(0).saturating_mul(1000);
+                Some(now.saturating_add(ms))
+            }
+            (None, Some(at)) => parse_expiry(at.as_deref(), now)?,
+            (None, None) => match &code {
+                // Custom codes are permanent unless told otherwise (SPEC §16).
+                CodeChoice::Custom(_) => None,
+                CodeChoice::Pool(length) => self
+                    .config
+                    .tier(*length)
+                    .and_then(|t| t.ttl.millis())
+                    .map(|ms| now.saturating_add(ms)),
+            },
+        };
+        let title = check_title(req.title)?;
+        let tags = check_tags(req.tags)?;
+        Ok(NewLink {
+            dedup: matches!(code, CodeChoice::Pool(_)),
+            code,
+            url,
+            space,
+            expires_at,
+            title,
+            tags,
+            now,
+        })
+    }
+
+    /// Where a code leads, for the redirect path: cache, then the code filter, then the
+    /// active mapping; an expired link never redirects, cached or not.
+    pub fn resolve(&self, code: &str) -> Result<Resolution> {
+        if !is_code_syntax(code) {
+            return Ok(Resolution::NotFound);
+        }
+        let now = self.clock.now();
+        if let Some(hit) = self.cache.get(code, now) {
+            return Ok(Resolution::Found {
+                id: hit.id,
+                url: hit.url,
+            });
+        }
+        if !self.store.may_exist(code) {
+            return Ok(Resolution::NotFound);
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        match self.store.resolve(code)? {
+            Some(entry) if entry.expires_at.is_none_or(|at| now < at) => {
+                let url: Arc<str> = entry.url.into();
+                if self.epoch.load(Ordering::Acquire) == epoch {
+                    self.cache.insert(
+                        code,
+                        CachedTarget {
+                            id: entry.id,
+                            url: url.clone(),
+                            expires_at: entry.expires_at,
+                            cached_at: now,
+                        },
+                    );
+                }
+                Ok(Resolution::Found { id: entry.id, url })
+            }
+            // Past its expiry, not yet marked by the daily job.
+            Some(_) => Ok(Resolution::Gone),
+            None => Ok(match self.store.link_by_code(code)? {
+                Some(_) => Resolution::Gone,
+                None => Resolution::NotFound,
+            }),
+        }
+    }
+
+    /// The link that owns a code.
+    pub fn get(&self, code: &str) -> Result<Link> {
+        if !is_code_syntax(code) {
+            return Err(LinkError::NotFound(code.to_string()));
+        }
+        self.store
+            .link_by_code(code)?
+            .ok_or_else(|| LinkError::NotFound(code.to_string()))
+    }
+
+    /// A page of links.
+    pub fn list(&self, query: &LinkQuery) -> Result<LinkPage> {
+        Ok(self.store.list_links(query)?)
+    }
+
+    /// Applies a patch; the cache forgets the old target at once.
+    pub fn update(&self, code: &str, req: UpdateLink) -> Result<Link> {
+        let now = self.clock.now();
+        let patch = LinkPatch {
+            url: req.url.as_deref().map(|u| self.check_url(u)).transpose()?,
+            expires_at: req
+                .expires_at
+                .map(|at| parse_expiry(at.as_deref(), now))
+                .transpose()?,
+            title: req.title.map(check_title).transpose()?,
+            tags: req.tags.map(|t| check_tags(Some(t))).transpose()?,
+        };
+        let result = self.store.update_link(code, &patch, now);
+        self.invalidate(code);
+        result.map_err(|e| self.map_write_error(code, e))
+    }
+
+    /// Deletes a link; redirects stop at once, the record stays.
+    pub fn delete(&self, code: &str) -> Result<Link> {
+        let now = self.clock.now();
+        let result = self.store.delete_link(code, now);
+        self.invalidate(code);
+        result.map_err(|e| self.map_write_error(code, e))
+    }
+
+    /// Forgets a code in the cache (updates, deletes, expiry).
+    pub fn invalidate(&self, code: &str) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.cache.invalidate(code);
+    }
+
+    fn map_write_error(&self, code: &str, e: StoreError) -> LinkError {
+        match e {
+            StoreError::NotFound => LinkError::NotFound(code.to_string()),
+            StoreError::WrongStatus(LinkStatus::Archived) => LinkError::NotFound(code.to_string()),
+            StoreError::WrongStatus(status) => LinkError::NotActive {
+                code: code.to_string(),
+                status: status.as_str(),
+            },
+            other => LinkError::Store(other),
+        }
+    }
+
+    /// Parses and normalises a target URL (SPEC §12).
+    pub fn check_url(&self, raw: &str) -> Result<String> {
+        let max = self.config.limits.max_url_len;
+        let bad = |detail: String| LinkError::invalid("invalid_url", "url", detail);
+        let raw = raw.trim();
+        if raw.is_empty() {
+            return Err(bad("url is empty".into()));
+        }
+        if raw.len() > max {
+            return Err(bad(format!("url is longer than {max} characters")));
+        }
+        let url = Url::parse(raw).map_err(|e| bad(format!("url is not a valid URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad(format!(
+                "the scheme `{}` is not allowed; use http or https",
+                url.scheme()
+            )));
+        }
+        let Some(host) = url.host_str().filter(|h| !h.is_empty()) else {
+            return Err(bad("url has no host".into()));
+        };
+        let same_host = self
+            .base
+            .host_str()
+            .is_some_and(|b| b.eq_ignore_ascii_case(host));
+        if same_host && url.port_or_known_default() == self.base.port_or_known_default() {
+            return Err(bad(
+                "url points back at this shortener; a short link cannot lead to another".into(),
+            ));
+        }
+        let normalised = url.to_string();
+        if normalised.len() > max {
+            return Err(bad(format!("url is longer than {max} characters")));
+        }
+        Ok(normalised)
+    }
+}
+
+/// Checks a caller-chosen code (SPEC §2, §16).
+pub fn check_custom_code(code: &str) -> Result<()> {
+    if !is_code_syntax(code) {
+        return Err(LinkError::invalid(
+            "invalid_code",
+            "code",
+            format!("`{code}` is not 1 to 16 characters of 0-9, a-z, A-Z, `_` and `-`"),
+        ));
+    }
+    if is_reserved(code) {
+        return Err(LinkError::invalid(
+            "invalid_code",
+            "code",
+            format!("`{code}` is a reserved word"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_space(space: Option<&str>) -> Result<String> {
+    let space = space.unwrap_or(DEFAULT_SPACE);
+    let ok = !space.is_empty()
+        && space.len() <= MAX_SPACE_LEN
+        && space
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(space.to_string())
+    } else {
+        Err(LinkError::invalid(
+            "invalid_space",
+            "space",
+            format!("space must be 1 to {MAX_SPACE_LEN} characters of letters, digits, `_`, `-` and `.`"),
+        ))
+    }
+}
+
+fn check_title(title: Option<String>) -> Result<Option<String>> {
+    match title {
+        Some(t) if t.chars().count() > MAX_TITLE_LEN => Err(LinkError::invalid(
+            "invalid_title",
+            "title",
+            format!("title is longer than {MAX_TITLE_LEN} characters"),
+        )),
+        other => Ok(other),
+    }
+}
+
+fn check_tags(tags: Option<Vec<String>>) -> Result<Vec<String>> {
+    let tags = tags.unwrap_or_default();
+    if tags.len() > MAX_TAGS {
+        return Err(LinkError::invalid(
+            "invalid_tags",
+            "tags",
+            format!("at most {MAX_TAGS} tags"),
+        ));
+    }
+    if tags
+        .iter()
+        .any(|t| t.trim().is_empty() || t.chars().count() > MAX_TAG_LEN)
+    {
+        return Err(LinkError::invalid(
+            "invalid_tags",
+            "tags",
+            format!("each tag is 1 to {MAX_TAG_LEN} characters"),
+        ));
+    }
+    Ok(tags)
+}
+
+/// `null` → permanent; an RFC 3339 time that must be in the future.
+fn parse_expiry(at: Option<&str>, now: Millis) -> Result<Option<Millis>> {
+    let Some(text) = at else {
+        return Ok(None);
+    };
+    let bad = |detail: String| LinkError::invalid("invalid_expires_at", "expires_at", detail);
+    let parsed = OffsetDateTime::parse(text, &Rfc3339)
+        .map_err(|e| bad(format!("`{text}` is not an RFC 3339 time: {e}")))?;
+    let ms = parsed.unix_timestamp_nanos() / 1_000_000;
+    let ms = u64::try_from(ms).map_err(|_| bad(format!("`{text}` is before 1970")))?;
+    if ms <= now {
+        return Err(bad(format!("`{text}` is in the past")));
+    }
+    Ok(Some(ms))
+}
+
+/// Formats a timestamp as RFC 3339 (UTC).
+pub fn rfc3339(ms: Millis) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}

@@ -1,0 +1,22 @@
+//! [`AppState`]: what every handler can reach. Built once in `lib.rs`, cheap to clone, no logic.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::http::auth::KeyRing;
+use crate::http::pages::Pages;
+use crate::links::Links;
+use crate::pools::Pools;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    /// The domain service; handlers call it, never the store, for link work.
+    pub links: Arc<Links>,
+    pub pools: Arc<Pools>,
+    /// For health checks and counts only.
+    pub store: Arc<dyn Store>,
+    pub keys: Arc<KeyRing>,
+    pub pages: Arc<Pages>,
+}
