@@ -1,0 +1,253 @@
+//! `TestApp`: the real `vshortlink` binary on port 0 with a temp data dir and generated config,
+//! and a blocking HTTP client that does not follow redirects.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use serde_json::Value;
+
+pub const ADMIN: &str = "test-admin-key-0001";
+pub const EDITOR: &str = "test-editor-key-0001";
+pub const VIEWER: &str = "test-viewer-key-0001";
+/// An editor limited to the space `sports`.
+pub const SPORTS: &str = "test-sports-key-0001";
+pub const BASE_URL: &str = "http://sl.test";
+
+pub struct TestApp {
+    pub dir: tempfile::TempDir,
+    pub addr: SocketAddr,
+    child: Option<Child>,
+    extra: String,
+    env: Vec<(String, String)>,
+    pub client: Client,
+}
+
+impl TestApp {
+    /// Starts the server with the default test config.
+    pub fn start() -> Self {
+        Self::start_with("", &[])
+    }
+
+    /// Starts the server with extra TOML (sections other than `server`, `storage` and `auth`)
+    /// and extra `VSL_*` environment variables.
+    pub fn start_with(extra: &str, env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut app = TestApp {
+            dir,
+            addr: "127.0.0.1:0".parse().expect("addr"),
+            child: None,
+            extra: extra.to_string(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            client: Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+        };
+        app.spawn();
+        app
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    pub fn data_path(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn write_config(&self) {
+        let config = format!(
+            r#"
+[server]
+listen = "127.0.0.1:0"
+base_url = "{BASE_URL}"
+
+[storage]
+path = "{data}"
+
+[auth]
+keys = [
+  {{ key = "{ADMIN}", name = "admin", role = "admin" }},
+  {{ key = "{EDITOR}", name = "editor", role = "editor" }},
+  {{ key = "{VIEWER}", name = "viewer", role = "viewer" }},
+  {{ key = "{SPORTS}", name = "sports", role = "editor", spaces = ["sports"] }},
+]
+
+{extra}
+"#,
+            data = self.data_path().display(),
+            extra = self.extra,
+        );
+        std::fs::write(self.config_path(), config).expect("write config");
+    }
+
+    fn spawn(&mut self) {
+        self.write_config();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+            .arg("--config")
+            .arg(self.config_path())
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start vshortlink");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Some(addr) = line
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("listen="))
+                    {
+                        let _ = tx.send(Ok(addr.to_string()));
+                        sent = true;
+                    }
+                }
+                if std::env::var_os("VSL_TEST_LOG").is_some() {
+                    eprintln!("[server] {line}");
+                }
+            }
+            if !sent {
+                let _ = tx.send(Err("server exited before listening".to_string()));
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("server start timed out")
+            .expect("server failed to start");
+        self.addr = addr.parse().expect("listen address");
+        self.child = Some(child);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn get(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().expect("GET")
+    }
+
+    pub fn req(&self, method: reqwest::Method, path: &str, key: Option<&str>) -> RequestBuilder {
+        let builder = self.client.request(method, self.url(path));
+        match key {
+            Some(k) => builder.bearer_auth(k),
+            None => builder,
+        }
+    }
+
+    pub fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
+        self.req(reqwest::Method::POST, path, Some(key))
+            .json(body)
+            .send()
+            .expect("POST")
+    }
+
+    /// Creates a link as admin and returns the response body (asserting success).
+    pub fn create(&self, body: Value) -> Value {
+        let response = self.post_json("/api/v1/links", ADMIN, &body);
+        let status = response.status().as_u16();
+        let json: Value = response.json().expect("json");
+        assert!(
+            status == 201 || status == 200,
+            "create failed: {status} {json}"
+        );
+        json
+    }
+
+    /// Number of links of every status, via the API.
+    pub fn link_total(&self) -> usize {
+        let response = self
+            .req(
+                reqwest::Method::GET,
+                "/api/v1/links?limit=1000",
+                Some(ADMIN),
+            )
+            .send()
+            .expect("list");
+        let json: Value = response.json().expect("json");
+        json["items"].as_array().map_or(0, Vec::len)
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        signal(child.id(), "TERM");
+        let status = wait_timeout(child, Duration::from_secs(30)).expect("exit after SIGTERM");
+        self.child = None;
+        status
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same data dir and config.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+        self.spawn();
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Asserts a problem+json response and returns its body.
+pub fn problem(response: Response, status: u16) -> Value {
+    assert_eq!(response.status().as_u16(), status, "status");
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(kind, "application/problem+json");
+    let body: Value = response.json().expect("problem body");
+    assert_eq!(body["status"], status);
+    assert!(body["title"].is_string() && body["detail"].is_string());
+    assert!(body["type"]
+        .as_str()
+        .unwrap_or("")
+        .ends_with(body["code"].as_str().unwrap_or("?")));
+    body
+}
