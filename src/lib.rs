@@ -29,6 +29,7 @@ pub mod codes;
 pub mod config;
 pub mod http;
 pub mod links;
+pub mod ops;
 pub mod pools;
 pub mod shutdown;
 pub mod state;
@@ -61,6 +62,8 @@ pub fn store_options(config: &Config) -> StoreOptions {
         cache_capacity_bytes: config.storage.cache_capacity_mb.saturating_mul(1024 * 1024),
         filter_capacity: config.codes.filter_capacity,
         filter_fp_rate: config.codes.filter_fp_rate,
+        // A second process on the same directory fails at once with a clear message.
+        lock_wait: Duration::ZERO,
     }
 }
 

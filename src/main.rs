@@ -24,6 +24,8 @@ enum Command {
     Serve,
     /// Print the embedded default configuration.
     DefaultConfig,
+    /// Exit 0 if the server configured here answers /healthz (for Docker's HEALTHCHECK).
+    Healthcheck,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::Healthcheck) = cli.command {
+        return match vshortlink::ops::healthcheck(&config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("vshortlink: unhealthy: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -735,3 +735,33 @@ fn a_bad_config_stops_start_up_naming_the_key() {
         .unwrap();
     assert!(!missing.status.success());
 }
+
+#[test]
+fn healthcheck_command_and_storage_path_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("elsewhere");
+    let app = TestApp::start_with("", &[("VSL_STORAGE__PATH", data.to_str().unwrap())]);
+    app.create(json!({"url": "https://example.com/env", "code": "envpath"}));
+    assert!(
+        data.join("db").exists(),
+        "VSL_STORAGE__PATH wins over the file"
+    );
+    let ok = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .arg("--config")
+        .arg(app.config_path())
+        .arg("healthcheck")
+        .env("VSL_SERVER__LISTEN", app.addr.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let down = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .args(["healthcheck"])
+        .env("VSL_SERVER__LISTEN", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    assert!(!down.status.success());
+}

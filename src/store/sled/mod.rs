@@ -39,8 +39,6 @@ const MAX_LEN: u8 = 16;
 /// At most this many records are scanned for one page of a filtered listing, so that a rare
 /// filter cannot turn one request into a full scan; the cursor lets the caller go on.
 const LIST_SCAN_BUDGET: usize = 100_000;
-/// How long `open` waits for a previous handle in this process to release the data directory.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 /// Milliseconds in a UTC day.
 const DAY_MS: u64 = 86_400_000;
 
@@ -56,6 +54,9 @@ pub struct StoreOptions {
     pub filter_capacity: u64,
     /// The filter's false-positive rate at capacity.
     pub filter_fp_rate: f64,
+    /// How long to wait for another handle in this process to release the directory (a
+    /// quick reopen in tests). Another process holding it fails at once when this is zero.
+    pub lock_wait: std::time::Duration,
 }
 
 impl StoreOptions {
@@ -67,6 +68,7 @@ impl StoreOptions {
             cache_capacity_bytes: 64 * 1024 * 1024,
             filter_capacity: 10_000_000,
             filter_fp_rate: 0.01,
+            lock_wait: std::time::Duration::from_secs(3),
         }
     }
 }
@@ -208,12 +210,12 @@ impl SledStore {
             // bounds how much unacknowledged work a crash can lose.
             .flush_every_ms(Some(1000));
         // sled releases its file lock when its last background thread lets go of the previous
-        // handle, a moment after that handle is dropped; a quick reopen (a restart, a test)
-        // waits for it rather than failing.
+        // handle, a moment after that handle is dropped; a quick reopen in the same process
+        // (tests) waits for it rather than failing.
         let started = std::time::Instant::now();
         let db = loop {
             match config.open().map_err(|e| open_error(e, &options.path)) {
-                Err(StoreError::Locked(_)) if started.elapsed() < LOCK_WAIT => {
+                Err(StoreError::Locked(_)) if started.elapsed() < options.lock_wait => {
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
                 other => break other?,
