@@ -12,6 +12,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -20,9 +21,16 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::store::{Durability, StoreError, StoreResult};
 
+/// How long the flusher waits for committing writers to join a flush, per round.
+const COMMIT_DELAY_WINDOW: Duration = Duration::from_micros(100);
+/// At most this many rounds (so a flush waits at most 1 ms for company).
+const COMMIT_DELAY_ROUNDS: usize = 10;
+
 /// Shared between writers and the flusher thread.
 struct Shared {
     state: Mutex<State>,
+    /// Writers inside a transaction that will ask for durability next.
+    committing: AtomicUsize,
     /// Wakes the flusher thread when a ticket is taken or shutdown starts.
     work: Condvar,
     /// Wakes writers when `durable` advances.
@@ -64,6 +72,7 @@ impl Flusher {
     pub fn start(db: sled::Db, dir: &Path, durability: Durability) -> StoreResult<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            committing: AtomicUsize::new(0),
             work: Condvar::new(),
             done: Condvar::new(),
         });
@@ -80,6 +89,13 @@ impl Flusher {
             shared,
             thread: Mutex::new(Some(thread)),
         })
+    }
+
+    /// Marks a writer as committing until the guard drops; the flusher waits briefly for
+    /// committing writers so that they share its flush.
+    pub fn committing(&self) -> CommitGuard<'_> {
+        self.shared.committing.fetch_add(1, Ordering::AcqRel);
+        CommitGuard(&self.shared.committing)
     }
 
     /// Blocks until everything committed before this call is durable.
@@ -124,6 +140,15 @@ impl Flusher {
     }
 }
 
+/// See [`Flusher::committing`].
+pub struct CommitGuard<'a>(&'a AtomicUsize);
+
+impl Drop for CommitGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Drop for Flusher {
     fn drop(&mut self) {
         self.shutdown();
@@ -139,6 +164,17 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
             }
             if state.requested == state.durable && state.shutdown {
                 return;
+            }
+            // Commit delay: while writers are between starting a transaction and asking for
+            // durability, give them a moment to join this flush. A flush costs about a
+            // millisecond of I/O and CPU whatever it covers, so covering more commits per
+            // flush raises throughput under load. A lone writer is never delayed: nobody is
+            // committing when it asks.
+            for _ in 0..COMMIT_DELAY_ROUNDS {
+                if shared.committing.load(Ordering::Acquire) == 0 || state.shutdown {
+                    break;
+                }
+                shared.work.wait_for(&mut state, COMMIT_DELAY_WINDOW);
             }
             state.requested
         };

@@ -39,6 +39,8 @@ const MAX_LEN: u8 = 16;
 /// At most this many records are scanned for one page of a filtered listing, so that a rare
 /// filter cannot turn one request into a full scan; the cursor lets the caller go on.
 const LIST_SCAN_BUDGET: usize = 100_000;
+/// Codes per pool-add transaction.
+const POOL_ADD_CHUNK: usize = 256;
 /// Milliseconds in a UTC day.
 const DAY_MS: u64 = 86_400_000;
 
@@ -582,9 +584,12 @@ fn open_error(e: sled::Error, path: &Path) -> StoreError {
 
 impl Store for SledStore {
     fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
-        let created = match &new.code {
-            CodeChoice::Pool(length) => self.create_from_pool(new, *length)?,
-            CodeChoice::Custom(code) => self.create_custom(new, code)?,
+        let created = {
+            let _committing = self.flusher.committing();
+            match &new.code {
+                CodeChoice::Pool(length) => self.create_from_pool(new, *length)?,
+                CodeChoice::Custom(code) => self.create_custom(new, code)?,
+            }
         };
         if matches!(created, Created::New(_)) {
             self.flusher.wait_durable()?;
@@ -892,31 +897,65 @@ impl Store for SledStore {
         // Into the filter before the commit (see `checkpoint`); codes the transaction skips
         // exist already, so they belong in the filter anyway.
         self.filter_insert(batch.codes.iter().map(String::as_str));
+        // Most codes are new: weed out the others with plain reads, which are much cheaper
+        // than reads inside a transaction. Only a custom create can make a code exist
+        // between this check and the commit, so the transaction re-checks the code index.
+        let mut fresh = Vec::with_capacity(batch.codes.len());
+        for code in &batch.codes {
+            if length_of(code) == Some(length)
+                && !self.codes.contains_key(code.as_bytes()).map_err(backend)?
+                && !self
+                    .members
+                    .contains_key(code.as_bytes())
+                    .map_err(backend)?
+            {
+                fresh.push(code.as_str());
+            }
+        }
+        // Bounded transactions: sled's cost per write grows with the transaction. A crash
+        // between chunks leaves the strategy state (written with the last chunk) behind the
+        // pooled codes; the strategy then offers those codes again and they are skipped, so
+        // nothing is lost or pooled twice.
+        let chunks: Vec<&[&str]> = fresh.chunks(POOL_ADD_CHUNK).collect();
+        let last = chunks.len().saturating_sub(1);
         let trees = (&self.codes, pool, &self.members, &self.counters, &self.meta);
-        let added = trees
-            .transaction(|(codes, pool, members, counters, meta)| {
-                let mut added = 0u64;
-                for code in &batch.codes {
-                    if length_of(code) != Some(length)
-                        || codes.get(code.as_bytes())?.is_some()
-                        || members.get(code.as_bytes())?.is_some()
-                    {
-                        continue;
+        let mut added = 0u64;
+        for (i, chunk) in chunks.iter().enumerate() {
+            let state = if i == last {
+                batch.state.as_ref()
+            } else {
+                None
+            };
+            added += trees
+                .transaction(|(codes, pool, members, counters, meta)| {
+                    let mut added = 0u64;
+                    for code in *chunk {
+                        if codes.get(code.as_bytes())?.is_some() {
+                            continue;
+                        }
+                        pool.insert(keys::pool_key(batch.score, code), &[][..])?;
+                        members.insert(code.as_bytes(), &batch.score.to_be_bytes()[..])?;
+                        added += 1;
                     }
-                    pool.insert(keys::pool_key(batch.score, code), &[][..])?;
-                    members.insert(code.as_bytes(), &batch.score.to_be_bytes()[..])?;
-                    added += 1;
-                }
-                let delta = i64::try_from(added).unwrap_or(i64::MAX);
-                bump(counters, &counter::pool_size(length), delta)?;
-                bump(counters, &counter::pool_generated(length), delta)?;
-                bump(counters, counter::CODES_ISSUED, delta)?;
-                if let Some(state) = &batch.state {
-                    meta.insert(state_key.as_bytes(), state.as_slice())?;
-                }
-                Ok(added)
-            })
-            .map_err(|e| tx_error(e, ""))?;
+                    let delta = i64::try_from(added).unwrap_or(i64::MAX);
+                    bump(counters, &counter::pool_size(length), delta)?;
+                    bump(counters, &counter::pool_generated(length), delta)?;
+                    bump(counters, counter::CODES_ISSUED, delta)?;
+                    if let Some(state) = state {
+                        meta.insert(state_key.as_bytes(), state.as_slice())?;
+                    }
+                    Ok(added)
+                })
+                .map_err(|e| tx_error(e, ""))?;
+        }
+        if chunks.is_empty() {
+            // Nothing new (every code exists already): still move the strategy on.
+            if let Some(state) = &batch.state {
+                self.meta
+                    .insert(state_key.as_bytes(), state.as_slice())
+                    .map_err(backend)?;
+            }
+        }
         if batch.score > batch.now {
             self.note_cooling(length, batch.score, i64::try_from(added).unwrap_or(0));
         }
