@@ -765,3 +765,25 @@ fn healthcheck_command_and_storage_path_from_the_environment() {
         .unwrap();
     assert!(!down.status.success());
 }
+
+#[test]
+fn wrong_methods_are_problems() {
+    let app = TestApp::start();
+    let p = problem(
+        app.req(Method::POST, "/somecode", None).send().unwrap(),
+        405,
+    );
+    assert_eq!(p["code"], "method_not_allowed");
+    problem(
+        app.req(Method::PUT, "/api/v1/links", Some(ADMIN))
+            .send()
+            .unwrap(),
+        405,
+    );
+    problem(
+        app.req(Method::GET, "/api/v1/nothing-here", Some(ADMIN))
+            .send()
+            .unwrap(),
+        404,
+    );
+}

@@ -46,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/{code}", get(redirect::redirect))
         .fallback(redirect::fallback)
+        .method_not_allowed_fallback(api::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
