@@ -2,6 +2,7 @@
 //! (`assets/`) through minijinja. User-facing text lives in [`Messages`], not in handlers, so
 //! a second language can be added beside English.
 
+use axum::body::Bytes;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use minijinja::{context, Environment};
@@ -27,10 +28,11 @@ pub const ENGLISH: Messages = Messages {
     gone_text: "This short link has expired or was removed by its owner.",
 };
 
-/// The template environment.
+/// The template environment, and the 404/410 pages rendered once: the redirect path serves
+/// them for every unknown code, so they must cost no more than a copy of a few bytes.
 pub struct Pages {
-    env: Environment<'static>,
-    messages: Messages,
+    not_found: Bytes,
+    gone: Bytes,
 }
 
 impl Pages {
@@ -39,40 +41,42 @@ impl Pages {
         for (name, source) in TEMPLATES {
             env.add_template(name, source)?;
         }
-        Ok(Self {
-            env,
-            messages: ENGLISH,
-        })
+        let messages = ENGLISH;
+        let not_found = render_error(&env, &messages, StatusCode::NOT_FOUND)?.into();
+        let gone = render_error(&env, &messages, StatusCode::GONE)?.into();
+        Ok(Self { not_found, gone })
     }
 
-    /// The 404 or 410 page for a code.
-    pub fn error(&self, status: StatusCode, code: Option<&str>) -> Response {
-        let m = &self.messages;
-        let (title, message) = if status == StatusCode::GONE {
-            (m.gone_title, m.gone_text)
+    /// The 404 or 410 page.
+    pub fn error(&self, status: StatusCode) -> Response {
+        let page = if status == StatusCode::GONE {
+            self.gone.clone()
         } else {
-            (m.not_found_title, m.not_found_text)
+            self.not_found.clone()
         };
-        let rendered = self.env.get_template("error.html").and_then(|t| {
-            t.render(context! {
-                lang => m.lang,
-                status => status.as_u16(),
-                title => title,
-                message => message,
-                code => code,
-            })
-        });
-        match rendered {
-            Ok(html) => html_response(status, html),
-            Err(e) => {
-                tracing::error!(error = %e, "page template failed");
-                (status, title).into_response()
-            }
-        }
+        html_response(status, page)
     }
 }
 
-fn html_response(status: StatusCode, html: String) -> Response {
+fn render_error(
+    env: &Environment<'static>,
+    m: &Messages,
+    status: StatusCode,
+) -> Result<String, minijinja::Error> {
+    let (title, message) = if status == StatusCode::GONE {
+        (m.gone_title, m.gone_text)
+    } else {
+        (m.not_found_title, m.not_found_text)
+    };
+    env.get_template("error.html")?.render(context! {
+        lang => m.lang,
+        status => status.as_u16(),
+        title => title,
+        message => message,
+    })
+}
+
+fn html_response(status: StatusCode, html: Bytes) -> Response {
     let mut response = (status, html).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -55,9 +55,7 @@ fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap
         };
         ApiError::new(status, kind, detail).into_response()
     } else {
-        state
-            .pages
-            .error(status, Some(code).filter(|c| !c.is_empty()))
+        state.pages.error(status)
     };
     response
         .headers_mut()
