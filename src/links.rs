@@ -29,6 +29,8 @@ const MAX_SPACE_LEN: usize = 64;
 const MAX_TITLE_LEN: usize = 512;
 const MAX_TAGS: usize = 32;
 const MAX_TAG_LEN: usize = 64;
+/// The furthest expiry accepted: 100 years (timestamps stay formattable and meaningful).
+const MAX_VALIDITY_MS: u64 = 100 * 366 * 86_400_000;
 /// The space of links created without one.
 pub const DEFAULT_SPACE: &str = "default";
 
@@ -233,14 +235,16 @@ impl Links {
                 ))
             }
             (Some(ttl), None) => {
-                if ttl <= 0 {
+                let ms = u64::try_from(ttl).unwrap_or(0).saturating_mul(1000);
+                if ttl <= 0 || ms > MAX_VALIDITY_MS {
                     return Err(LinkError::invalid(
                         "invalid_ttl",
                         "ttl",
-                        format!("ttl must be a positive number of seconds, not {ttl}"),
+                        format!(
+                            "ttl must be a positive number of seconds up to 100 years, not {ttl}"
+                        ),
                     ));
                 }
-                let ms = u64::try_from(ttl).unwrap_or(0).saturating_mul(1000);
                 Some(now.saturating_add(ms))
             }
             (None, Some(at)) => parse_expiry(at.as_deref(), now)?,
@@ -288,16 +292,20 @@ impl Links {
         match self.store.resolve(code)? {
             Some(entry) if entry.expires_at.is_none_or(|at| now < at) => {
                 let url: Arc<str> = entry.url.into();
-                if self.epoch.load(Ordering::Acquire) == epoch {
-                    self.cache.insert(
-                        code,
-                        CachedTarget {
-                            id: entry.id,
-                            url: url.clone(),
-                            expires_at: entry.expires_at,
-                            cached_at: now,
-                        },
-                    );
+                self.cache.insert(
+                    code,
+                    CachedTarget {
+                        id: entry.id,
+                        url: url.clone(),
+                        expires_at: entry.expires_at,
+                        cached_at: now,
+                    },
+                );
+                // An update or delete may have invalidated between our read and our insert:
+                // `invalidate` bumps the epoch before it removes, so a changed epoch here means
+                // what we inserted may be stale. Drop it; the next resolve reads again.
+                if self.epoch.load(Ordering::Acquire) != epoch {
+                    self.cache.invalidate(code);
                 }
                 Ok(Resolution::Found { id: entry.id, url })
             }
@@ -488,6 +496,11 @@ fn parse_expiry(at: Option<&str>, now: Millis) -> Result<Option<Millis>> {
     let ms = u64::try_from(ms).map_err(|_| bad(format!("`{text}` is before 1970")))?;
     if ms <= now {
         return Err(bad(format!("`{text}` is in the past")));
+    }
+    if ms - now > MAX_VALIDITY_MS {
+        return Err(bad(format!(
+            "`{text}` is more than 100 years away; use null for a permanent link"
+        )));
     }
     Ok(Some(ms))
 }

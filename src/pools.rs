@@ -28,6 +28,10 @@ use crate::store::{
 /// nearly full, and the length is reported exhausted.
 const RANDOM_ATTEMPTS_PER_CODE: usize = 20;
 
+/// A create that keeps finding its pool empty (others drain every refill) gives up after this
+/// many refills, answering `PoolEmpty` rather than spinning.
+const MAX_EMPTY_RETRIES: usize = 8;
+
 /// The state a strategy keeps between refills, as shown by `GET /api/v1/pools`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -190,7 +194,7 @@ impl Pools {
         }
         let tier = &self.tiers[&length];
         let mut attempt = std::borrow::Cow::Borrowed(new);
-        loop {
+        for _ in 0..MAX_EMPTY_RETRIES {
             match self.store.create_link(&attempt) {
                 Ok(created) => {
                     self.check_low_water(length, attempt.now);
@@ -199,7 +203,7 @@ impl Pools {
                 Err(StoreError::PoolEmpty(_)) => {
                     // Other creates may drain what this refill adds; only a refill that finds
                     // nothing new means the length is exhausted.
-                    if self.refill(length, tier.batch)? == 0
+                    if self.refill_if_empty(tier)? == 0
                         && self.store.pool_counts(length, self.clock.now())?.available == 0
                     {
                         return Err(StoreError::PoolEmpty(length));
@@ -211,6 +215,23 @@ impl Pools {
                 Err(e) => return Err(e),
             }
         }
+        Err(StoreError::PoolEmpty(length))
+    }
+
+    /// The synchronous refill of a create that found its pool empty. Creates that found it
+    /// empty at the same moment queue on the refill lock; the first one refills and the others
+    /// find codes available and generate nothing.
+    fn refill_if_empty(&self, tier: &Tier) -> StoreResult<u64> {
+        let _one_at_a_time = tier.refilling.lock();
+        if self
+            .store
+            .pool_counts(tier.length, self.clock.now())?
+            .available
+            > 0
+        {
+            return Ok(1);
+        }
+        self.refill_locked(tier, tier.batch)
     }
 
     fn check_low_water(&self, length: u8, now: Millis) {
@@ -239,6 +260,10 @@ impl Pools {
             .get(&length)
             .ok_or_else(|| StoreError::Backend(format!("no pool of length {length}")))?;
         let _one_at_a_time = tier.refilling.lock();
+        self.refill_locked(tier, count)
+    }
+
+    fn refill_locked(&self, tier: &Tier, count: u64) -> StoreResult<u64> {
         match tier.strategy {
             Strategy::Random => self.refill_random(tier, count),
             Strategy::Step => self.refill_step(tier, count),

@@ -316,6 +316,30 @@ fn bad_input_is_a_problem_and_writes_nothing() {
             "ttl",
         ),
         (
+            json!({"url": "https://example.com/", "ttl": i64::MAX}),
+            400,
+            "invalid_ttl",
+            "ttl",
+        ),
+        (
+            json!({"url": "https://example.com/", "ttl": 1, "expires_at": null}),
+            400,
+            "invalid_ttl",
+            "ttl",
+        ),
+        (
+            json!({"url": "https://example.com/", "expires_at": "9999-01-01T00:00:00Z"}),
+            400,
+            "invalid_expires_at",
+            "expires_at",
+        ),
+        (
+            json!({"url": "https://example.com/", "code": "batch"}),
+            400,
+            "invalid_code",
+            "code",
+        ),
+        (
             json!({"url": "https://example.com/", "ttl": "soon"}),
             400,
             "invalid_ttl",
@@ -782,6 +806,14 @@ fn wrong_methods_are_problems() {
     );
     problem(
         app.req(Method::GET, "/api/v1/nothing-here", Some(ADMIN))
+            .send()
+            .unwrap(),
+        404,
+    );
+    // paths that do not decode are unknown codes, not plain-text 400s
+    assert_eq!(app.get("/%FF").status(), 404);
+    problem(
+        app.req(Method::GET, "/api/v1/links/%C3", Some(ADMIN))
             .send()
             .unwrap(),
         404,

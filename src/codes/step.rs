@@ -16,6 +16,11 @@ pub struct StepState {
     pub batch_index: u64,
     /// True once the final batch (`k = step − 1`) has been produced.
     pub exhausted: bool,
+    /// The batch size the cycle started with (0 before the first batch). The step width
+    /// depends on it, so a cycle keeps it even if the configured batch changes; otherwise
+    /// some residues would never be produced.
+    #[serde(default)]
+    pub batch: u64,
 }
 
 /// Distance between consecutive numbers within one batch: ceil(size / batch).
@@ -36,7 +41,11 @@ pub fn step_width(space: Space, batch: u64) -> u64 {
 ///
 /// Once exhausted, returns an empty vec and the state marked exhausted.
 pub fn next_batch(space: Space, batch: u64, state: &StepState) -> (Vec<u64>, StepState) {
-    let batch = batch.max(1);
+    let batch = if state.batch > 0 {
+        state.batch
+    } else {
+        batch.max(1)
+    };
     let step = step_width(space, batch);
     let k = state.batch_index;
     if state.exhausted || k >= step {
@@ -66,6 +75,7 @@ pub fn next_batch(space: Space, batch: u64, state: &StepState) -> (Vec<u64>, Ste
         last_id: out.last().copied().or(state.last_id),
         batch_index: k + 1,
         exhausted: k + 1 >= step,
+        batch,
     };
     (out, next)
 }
@@ -174,5 +184,22 @@ mod tests {
         let (v, s) = next_batch(Space { min: 5, max: 4 }, 10, &StepState::default());
         assert!(v.is_empty());
         assert!(s.exhausted);
+    }
+
+    #[test]
+    fn a_changed_batch_does_not_change_a_started_cycle() {
+        let space = Space::for_length(2).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        let (first, mut state) = next_batch(space, 100, &StepState::default());
+        seen.extend(first);
+        while !state.exhausted {
+            // The configured batch changes after the first batch; the cycle keeps its own.
+            let (values, next) = next_batch(space, 37, &state);
+            for v in values {
+                assert!(seen.insert(v), "{v} produced twice");
+            }
+            state = next;
+        }
+        assert_eq!(seen.len() as u64, space.size());
     }
 }

@@ -10,6 +10,8 @@
 pub const RESERVED: &[&str] = &[
     "api",
     "ui",
+    // `/api/v1/links/batch` is a route: a link with this code could not be managed.
+    "batch",
     "static",
     "assets",
     "healthz",

@@ -72,6 +72,23 @@ impl LinkView {
     }
 }
 
+/// The `{code}` of an API path; one that does not decode is an unknown code (404).
+pub struct CodePath(pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(code)| CodePath(code))
+            .map_err(|_| ApiError::not_found("no link has this code"))
+    }
+}
+
 /// Runs blocking domain work (durable writes) off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, LinkError> + Send + 'static,
@@ -282,7 +299,7 @@ pub async fn list_links(
 pub async fn get_link(
     State(state): State<AppState>,
     caller: Caller,
-    Path(code): Path<String>,
+    CodePath(code): CodePath,
 ) -> Result<Json<LinkView>, ApiError> {
     caller.require(Role::Viewer)?;
     let link = state.links.get(&code)?;
@@ -296,7 +313,7 @@ pub async fn get_link(
 pub async fn update_link(
     State(state): State<AppState>,
     caller: Caller,
-    Path(code): Path<String>,
+    CodePath(code): CodePath,
     request: Request,
 ) -> Result<Json<LinkView>, ApiError> {
     caller.require(Role::Editor)?;
@@ -311,7 +328,7 @@ pub async fn update_link(
 pub async fn delete_link(
     State(state): State<AppState>,
     caller: Caller,
-    Path(code): Path<String>,
+    CodePath(code): CodePath,
 ) -> Result<StatusCode, ApiError> {
     caller.require(Role::Editor)?;
     let link = state.links.get(&code)?;
@@ -345,10 +362,11 @@ const MAX_REFILL: u64 = 1_000_000;
 pub async fn refill_pool(
     State(state): State<AppState>,
     caller: Caller,
-    Path(length): Path<String>,
+    length: Result<Path<String>, axum::extract::rejection::PathRejection>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     caller.require(Role::Admin)?;
+    let length = length.map(|Path(l)| l).unwrap_or_default();
     let length: u8 = length.parse().map_err(|_| {
         ApiError::bad_request(
             "invalid_length",

@@ -2,6 +2,7 @@
 //! or the 404/410 page (problem+json for clients that ask for JSON). Never waits on background
 //! work.
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -15,9 +16,13 @@ const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0"
 
 pub async fn redirect(
     State(state): State<AppState>,
-    Path(code): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
+    // A path that does not even decode (bad percent-encoding) is no code.
+    let Ok(Path(code)) = path else {
+        return missing(&state, StatusCode::NOT_FOUND, "", &headers);
+    };
     match state.links.resolve(&code) {
         Ok(Resolution::Found { url, .. }) => {
             let Ok(location) = HeaderValue::from_str(&url) else {

@@ -16,7 +16,6 @@ mod keys;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{Mutex, RwLock};
 use sled::transaction::{
@@ -105,7 +104,9 @@ pub struct SledStore {
     cooling: Vec<Mutex<BTreeMap<Millis, u64>>>,
     /// Every code ever issued. Held in memory, persisted by `checkpoint`.
     filter: RwLock<CodeFilter>,
-    filter_dirty: AtomicBool,
+    /// The watermark of the filter file on disk (`None`: none that matches memory). Held
+    /// across a whole checkpoint, so that two checkpoints never interleave.
+    saved_watermark: Mutex<Option<u64>>,
     filter_path: PathBuf,
     filter_fp_rate: f64,
     flusher: Flusher,
@@ -121,6 +122,8 @@ enum Abort {
     NotFound,
     WrongStatus(LinkStatus),
     Corrupt(&'static str, String),
+    /// A pooled code is also owned by a link (the trees disagree).
+    Owned,
 }
 
 type TxResult<T> = Result<T, ConflictableTransactionError<Abort>>;
@@ -133,6 +136,10 @@ fn tx_error(e: TransactionError<Abort>, code: &str) -> StoreError {
     match e {
         TransactionError::Abort(Abort::CodeTaken) => StoreError::CodeTaken(code.to_string()),
         TransactionError::Abort(Abort::Raced) => StoreError::Backend("pool race".into()),
+        TransactionError::Abort(Abort::Owned) => StoreError::Corrupt {
+            tree: "pool",
+            detail: format!("pooled code `{code}` is owned by a link"),
+        },
         TransactionError::Abort(Abort::NotFound) => StoreError::NotFound,
         TransactionError::Abort(Abort::WrongStatus(s)) => StoreError::WrongStatus(s),
         TransactionError::Abort(Abort::Corrupt(tree, detail)) => {
@@ -242,7 +249,7 @@ impl SledStore {
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
             cooling: (0..MAX_LEN).map(|_| Mutex::new(BTreeMap::new())).collect(),
             filter: RwLock::new(CodeFilter::new(1000, options.filter_fp_rate)),
-            filter_dirty: AtomicBool::new(false),
+            saved_watermark: Mutex::new(None),
             filter_path: options.path.join("codes.bloom"),
             filter_fp_rate: options.filter_fp_rate,
             report: OpenReport {
@@ -318,6 +325,7 @@ impl SledStore {
         let reason = match filter_file::load(&self.filter_path) {
             Ok(Some((watermark, filter))) if watermark == issued && !filter.is_over_capacity() => {
                 *self.filter.get_mut() = filter;
+                *self.saved_watermark.get_mut() = Some(watermark);
                 return Ok(());
             }
             Ok(Some((watermark, _))) if watermark != issued => {
@@ -344,7 +352,7 @@ impl SledStore {
                 .map_err(backend)?;
         }
         *self.filter.get_mut() = rebuilt;
-        self.filter_dirty.store(true, Ordering::Release);
+        *self.saved_watermark.get_mut() = None;
         self.report.filter_rebuilt = Some(reason);
         self.checkpoint()
     }
@@ -369,7 +377,6 @@ impl SledStore {
         for code in codes {
             filter.insert(code);
         }
-        self.filter_dirty.store(true, Ordering::Release);
     }
 
     /// The lowest-score pool entry of `length` that is due at `now`.
@@ -404,7 +411,7 @@ impl SledStore {
         new: &NewLink,
         code: &str,
         taken: Option<&[u8]>,
-    ) -> Result<Created, TransactionError<Abort>> {
+    ) -> Result<(Created, Option<Millis>), TransactionError<Abort>> {
         let length = length_of(code).ok_or(TransactionError::Abort(Abort::CodeTaken))?;
         let pool = self
             .pool(length)
@@ -428,15 +435,21 @@ impl SledStore {
                         if let Some(bytes) = links.get(id)? {
                             let link = tx_decode_link(&bytes)?;
                             if link.status == LinkStatus::Active && !link.is_expired_at(new.now) {
-                                return Ok(Created::Existing(link));
+                                return Ok((Created::Existing(link), None));
                             }
                         }
                     }
                 }
+                let mut unpooled = None;
                 match taken {
                     Some(pool_key) => {
                         if pool.remove(pool_key)?.is_none() {
                             return abort(Abort::Raced);
+                        }
+                        if codes.get(code.as_bytes())?.is_some() {
+                            // Never reachable when the trees agree; if they ever disagree,
+                            // refuse to give one code to two links.
+                            return abort(Abort::Owned);
                         }
                         members.remove(code.as_bytes())?;
                         bump(counters, &counter::pool_size(length), -1)?;
@@ -448,6 +461,7 @@ impl SledStore {
                         match members.remove(code.as_bytes())? {
                             Some(score) => {
                                 let score = read_u64(&score).unwrap_or(0);
+                                unpooled = Some(score);
                                 pool.remove(keys::pool_key(score, code))?;
                                 bump(counters, &counter::pool_size(length), -1)?;
                             }
@@ -493,7 +507,7 @@ impl SledStore {
                 }
                 bump_status(counters, None, LinkStatus::Active)?;
                 bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
-                Ok(Created::New(link))
+                Ok((Created::New(link), unpooled))
             },
         )
     }
@@ -512,9 +526,13 @@ impl SledStore {
                 return Err(StoreError::PoolEmpty(length));
             };
             match self.create_tx(new, &code, Some(&key)) {
-                Ok(created) => return Ok(created),
+                Ok((created, _)) => return Ok(created),
                 // A custom create took this code from the pool first.
                 Err(TransactionError::Abort(Abort::Raced)) => continue,
+                Err(TransactionError::Abort(Abort::Owned)) => {
+                    tracing::error!(code = %code, "a pooled code is owned by a link; dropping it from the pool");
+                    self.drop_pool_entry(pool, &key, &code)?;
+                }
                 Err(e) => return Err(tx_error(e, &code)),
             }
         }
@@ -525,19 +543,29 @@ impl SledStore {
         // committed (see `checkpoint`). If the create fails, the code is a harmless false
         // positive.
         self.filter_insert([code]);
-        let pooled_score = self
-            .members
-            .get(code.as_bytes())
-            .map_err(backend)?
-            .and_then(|v| read_u64(&v));
-        let created = self
+        let (created, unpooled) = self
             .create_tx(new, code, None)
             .map_err(|e| tx_error(e, code))?;
-        // The code left its pool: it is no longer cooling there.
-        if let (Some(score), Some(length)) = (pooled_score, length_of(code)) {
+        // The code left its pool (with the score the transaction saw): it is no longer
+        // cooling there.
+        if let (Some(score), Some(length)) = (unpooled, length_of(code)) {
             self.note_cooling(length, score, -1);
         }
         Ok(created)
+    }
+
+    /// Removes one entry from a pool (and its membership), keeping the size counter right.
+    fn drop_pool_entry(&self, pool: &sled::Tree, key: &[u8], code: &str) -> StoreResult<()> {
+        let length = length_of(code).unwrap_or(0);
+        (pool, &self.members, &self.counters)
+            .transaction(|(pool, members, counters)| {
+                if pool.remove(key)?.is_some() {
+                    members.remove(code.as_bytes())?;
+                    bump(counters, &counter::pool_size(length), -1)?;
+                }
+                Ok(())
+            })
+            .map_err(|e: TransactionError<Abort>| tx_error(e, code))
     }
 
     /// Reads a link by code inside a transaction.
@@ -591,9 +619,9 @@ impl Store for SledStore {
                 CodeChoice::Custom(code) => self.create_custom(new, code)?,
             }
         };
-        if matches!(created, Created::New(_)) {
-            self.flusher.wait_durable()?;
-        }
+        // A dedup hit may return a link whose own create is still waiting for its flush:
+        // answer only once that link is durable too.
+        self.flusher.wait_durable()?;
         Ok(created)
     }
 
@@ -800,9 +828,16 @@ impl Store for SledStore {
                 if let Some(at) = ended_at {
                     ended.remove(&keys::time_id_key(at, id)[..])?;
                 }
-                if codes.get(old.code.as_bytes())?.and_then(|v| read_u64(&v)) == Some(id) {
-                    codes.remove(old.code.as_bytes())?;
+                let owned = codes.get(old.code.as_bytes())?.and_then(|v| read_u64(&v)) == Some(id);
+                if !owned {
+                    // The code belongs to someone else: archive without pooling it.
+                    let mut link = old.clone();
+                    link.status = LinkStatus::Archived;
+                    links.insert(&id_key[..], encode(&link))?;
+                    bump_status(counters, Some(old.status), LinkStatus::Archived)?;
+                    return Ok(Some((link, false)));
                 }
+                codes.remove(old.code.as_bytes())?;
                 pool.insert(keys::pool_key(score, &old.code), &[][..])?;
                 members.insert(old.code.as_bytes(), &score.to_be_bytes()[..])?;
                 let mut link = old.clone();
@@ -811,14 +846,17 @@ impl Store for SledStore {
                 bump_status(counters, Some(old.status), LinkStatus::Archived)?;
                 bump(counters, &counter::pool_size(length), 1)?;
                 bump(counters, &counter::pool_recycled(length), 1)?;
-                Ok(Some(link))
+                Ok(Some((link, true)))
             })
             .map_err(|e| tx_error(e, &current.code))?;
-        if link.is_some() {
+        let Some((link, pooled)) = link else {
+            return Ok(None);
+        };
+        if pooled {
             self.note_cooling(length, score, 1);
-            self.flusher.wait_durable()?;
         }
-        Ok(link)
+        self.flusher.wait_durable()?;
+        Ok(Some(link))
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
@@ -1036,20 +1074,21 @@ impl Store for SledStore {
     }
 
     fn checkpoint(&self) -> StoreResult<()> {
-        if !self.filter_dirty.swap(false, Ordering::AcqRel) {
-            return Ok(());
-        }
+        let mut saved = self.saved_watermark.lock();
         // The watermark is read before the filter is copied: every code counted in it was put
         // in the filter before its transaction committed, so the copy holds all of them.
         let watermark = self.counter(counter::CODES_ISSUED)?;
+        if *saved == Some(watermark) {
+            return Ok(());
+        }
         let bytes = self.filter.read().to_bytes();
-        if let Err(e) = filter_file::save(&self.filter_path, watermark, &bytes) {
-            self.filter_dirty.store(true, Ordering::Release);
-            return Err(backend(format!(
+        filter_file::save(&self.filter_path, watermark, &bytes).map_err(|e| {
+            backend(format!(
                 "cannot save code filter {}: {e}",
                 self.filter_path.display()
-            )));
-        }
+            ))
+        })?;
+        *saved = Some(watermark);
         Ok(())
     }
 
