@@ -8,6 +8,7 @@
 //!   are problem+json, API keys are checked by an extractor. Handlers are thin.
 //! - [`links`] is the domain service, the one home of business rules: URL checks, tiers and
 //!   default validity, custom codes, dedup, the read-through [`cache`], invalidation.
+//! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.
 //! - [`pools`] keeps every length's pool supplied: it runs the strategies, refills in the
 //!   background when a pool runs low and synchronously when one is empty.
 //! - [`codes`] is pure: the base-62 alphabet, each length's number space, reserved and blocked
@@ -28,6 +29,7 @@ pub mod clock;
 pub mod codes;
 pub mod config;
 pub mod http;
+pub mod jobs;
 pub mod links;
 pub mod ops;
 pub mod pools;
@@ -43,6 +45,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::http::auth::KeyRing;
 use crate::http::pages::Pages;
+use crate::jobs::lifecycle::Lifecycle;
+use crate::jobs::Jobs;
 use crate::links::Links;
 use crate::pools::Pools;
 use crate::state::AppState;
@@ -50,9 +54,6 @@ use crate::store::{SledStore, Store, StoreOptions};
 
 /// Any failure that stops the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// How often the code filter is saved (a crash in between costs a rebuild at next start).
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(60);
 
 /// The store options a configuration asks for.
 pub fn store_options(config: &Config) -> StoreOptions {
@@ -79,6 +80,12 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     if let Some(reason) = &report.filter_rebuilt {
         tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
     }
+    for correction in &report.counters_corrected {
+        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
+    }
+    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
+        tracing::info!("recovery check: the code filter and pool counters match the trees");
+    }
     let store: Arc<dyn Store> = Arc::new(sled);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
@@ -99,10 +106,18 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     let links = Arc::new(Links::new(
         store.clone(),
         pools.clone(),
-        clock,
+        clock.clone(),
         config.clone(),
     )?);
+    let lifecycle = Arc::new(Lifecycle::new(
+        store.clone(),
+        pools.clone(),
+        links.clone(),
+        clock,
+        config.clone(),
+    ));
     let state = AppState {
+        lifecycle: lifecycle.clone(),
         config: config.clone(),
         links,
         pools: pools.clone(),
@@ -131,22 +146,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         "vshortlink listening"
     );
 
-    let checkpoints = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(CHECKPOINT_EVERY);
-            every.tick().await;
-            loop {
-                every.tick().await;
-                let store = store.clone();
-                match tokio::task::spawn_blocking(move || store.checkpoint()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::error!(error = %e, "checkpoint failed"),
-                    Err(e) => tracing::error!(error = %e, "checkpoint task failed"),
-                }
-            }
-        })
-    };
+    let jobs = Jobs::start(&config.lifecycle.schedule, lifecycle, store.clone()).await?;
 
     axum::serve(
         listener,
@@ -155,7 +155,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     .with_graceful_shutdown(shutdown::signal())
     .await?;
 
-    checkpoints.abort();
+    jobs.stop().await;
     tokio::task::spawn_blocking(move || {
         pools.stop_background();
         store.close()

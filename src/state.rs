@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::http::auth::KeyRing;
 use crate::http::pages::Pages;
+use crate::jobs::lifecycle::Lifecycle;
 use crate::links::Links;
 use crate::pools::Pools;
 use crate::store::Store;
@@ -15,6 +16,8 @@ pub struct AppState {
     /// The domain service; handlers call it, never the store, for link work.
     pub links: Arc<Links>,
     pub pools: Arc<Pools>,
+    /// The maintenance job, also run on demand by the API.
+    pub lifecycle: Arc<Lifecycle>,
     /// For health checks and counts only.
     pub store: Arc<dyn Store>,
     pub keys: Arc<KeyRing>,

@@ -819,3 +819,69 @@ fn wrong_methods_are_problems() {
         404,
     );
 }
+
+#[test]
+fn maintenance_endpoint_expires_recycles_and_is_idempotent() {
+    let app = TestApp::start_with(
+        "[lifecycle]\nrecycle_after = \"1s\"\n[tiers.5]\ncooldown = \"1h\"\n",
+        &[],
+    );
+    problem(
+        app.req(Method::POST, "/api/v1/maintenance/run", Some(EDITOR))
+            .send()
+            .unwrap(),
+        403,
+    );
+    let a = app.create(json!({"url": "https://example.com/m1", "ttl": 1, "length": 5}));
+    app.create(json!({"url": "https://example.com/m2", "ttl": 1}));
+    app.create(json!({"url": "https://example.com/m3"}));
+    std::thread::sleep(Duration::from_millis(1100));
+    let run = |app: &TestApp| -> Value {
+        let r = app
+            .req(Method::POST, "/api/v1/maintenance/run", Some(ADMIN))
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().unwrap()
+    };
+    let first = run(&app);
+    assert_eq!(first["expired"], 2, "{first}");
+    assert!(first["took_ms"].is_u64() && first["visits_pruned"].is_u64());
+    let second = run(&app);
+    assert_eq!(
+        (second["expired"].as_u64(), second["recycled"].as_u64()),
+        (Some(0), Some(0))
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let third = run(&app);
+    assert_eq!(third["recycled"], 1, "length 5 recycles: {third}");
+    assert_eq!(third["retired"], 1, "length 6 does not: {third}");
+    let code = a["code"].as_str().unwrap();
+    assert_eq!(
+        app.get(&format!("/{code}")).status(),
+        404,
+        "archived: the code is free"
+    );
+    problem(
+        app.req(Method::GET, &format!("/api/v1/links/{code}"), Some(ADMIN))
+            .send()
+            .unwrap(),
+        404,
+    );
+    let pools: Value = app
+        .req(Method::GET, "/api/v1/pools", Some(ADMIN))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let five = pools["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["length"] == 5)
+        .unwrap()
+        .clone();
+    assert_eq!(five["cooling"], 1, "{five}");
+    assert_eq!(five["recycled_total"], 1);
+    assert_eq!(run(&app)["recycled"], 0);
+}

@@ -403,6 +403,19 @@ pub async fn refill_pool(
     ))
 }
 
+pub async fn run_maintenance(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<crate::jobs::lifecycle::MaintenanceReport>, ApiError> {
+    caller.require(Role::Admin)?;
+    let lifecycle = state.lifecycle.clone();
+    let report = tokio::task::spawn_blocking(move || lifecycle.run())
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    Ok(Json(report))
+}
+
 pub async fn healthz(State(state): State<AppState>) -> Response {
     match state.store.ping() {
         Ok(()) => Json(serde_json::json!({ "status": "ok" })).into_response(),

@@ -38,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
+        .route("/maintenance/run", post(api::run_maintenance))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed);
     let body_limit = state.config.limits.max_body_bytes;

@@ -288,7 +288,9 @@ pub trait Store: Send + Sync + 'static {
     /// Marks a link deleted: out of the active mapping and the dedup index; the record stays.
     fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link>;
 
-    /// Marks an active link expired (the lifecycle job). Returns `None` if it was not active.
+    /// Marks an active link expired (the lifecycle job). Returns `None` if it was not active
+    /// or not yet due. Like the other lifecycle writes below, it is atomic but not durable on
+    /// return: the job makes a whole chunk durable with one [`Store::sync`].
     fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>>;
 
     /// Archives an expired or deleted link and returns its code to its pool with `score`
@@ -344,6 +346,9 @@ pub trait Store: Send + Sync + 'static {
     /// Persists state that is kept in memory between flushes (the code filter). Called
     /// periodically and at shutdown; a crash before it only costs a rebuild at next start.
     fn checkpoint(&self) -> StoreResult<()>;
+
+    /// Waits until every write made so far is durable (one shared flush).
+    fn sync(&self) -> StoreResult<()>;
 
     /// A cheap read that proves the store answers (for `/healthz`).
     fn ping(&self) -> StoreResult<()>;

@@ -27,6 +27,8 @@ pub struct TestApp {
     extra: String,
     env: Vec<(String, String)>,
     pub client: Client,
+    /// Every log line of the current server process.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl TestApp {
@@ -53,6 +55,7 @@ impl TestApp {
                 .timeout(Duration::from_secs(30))
                 .build()
                 .expect("client"),
+            log: Default::default(),
         };
         app.spawn();
         app
@@ -105,9 +108,14 @@ keys = [
             .expect("start vshortlink");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        self.log = log.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(mut log) = log.lock() {
+                    log.push(line.clone());
+                }
                 if !sent {
                     if let Some(addr) = line
                         .split_whitespace()
@@ -131,6 +139,14 @@ keys = [
             .expect("server failed to start");
         self.addr = addr.parse().expect("listen address");
         self.child = Some(child);
+    }
+
+    /// True when some log line of the current process contains `text`.
+    pub fn logged(&self, text: &str) -> bool {
+        self.log
+            .lock()
+            .map(|l| l.iter().any(|line| line.contains(text)))
+            .unwrap_or(false)
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -81,6 +81,8 @@ pub struct OpenReport {
     pub recovered: bool,
     /// Why the code filter was rebuilt from the trees, if it was.
     pub filter_rebuilt: Option<String>,
+    /// Counters found to disagree with the trees, and corrected (`name: was → now`).
+    pub counters_corrected: Vec<String>,
 }
 
 /// The sled-backed store.
@@ -255,10 +257,12 @@ impl SledStore {
             report: OpenReport {
                 recovered: db.was_recovered(),
                 filter_rebuilt: None,
+                counters_corrected: Vec::new(),
             },
             flusher,
             db,
         };
+        store.check_pool_sizes()?;
         store.load_cooling()?;
         store.load_filter(options.filter_capacity)?;
         Ok(store)
@@ -290,6 +294,27 @@ impl SledStore {
             .map_err(backend)?
             .and_then(|v| read_u64(&v))
             .unwrap_or(0))
+    }
+
+    /// Counters change in the same transactions as the trees, so they cannot drift; this
+    /// re-counts the pools (small) at every start anyway and corrects any that disagree, as a
+    /// guard against bugs and hand-edited data.
+    fn check_pool_sizes(&mut self) -> StoreResult<()> {
+        for (i, pool) in self.pools.iter().enumerate() {
+            let length = u8::try_from(i + 1).unwrap_or(u8::MAX);
+            let key = counter::pool_size(length);
+            let counted = pool.len() as u64;
+            let stored = self.counter(&key)?;
+            if counted != stored {
+                self.counters
+                    .insert(key, &counted.to_be_bytes()[..])
+                    .map_err(backend)?;
+                self.report
+                    .counters_corrected
+                    .push(format!("pool.{length}.size: {stored} → {counted}"));
+            }
+        }
+        Ok(())
     }
 
     fn load_cooling(&self) -> StoreResult<()> {
@@ -776,7 +801,12 @@ impl Store for SledStore {
                 let Some(at) = old.expires_at else {
                     return Ok(None);
                 };
-                if old.status != LinkStatus::Active || now < at {
+                if now < at {
+                    return Ok(None);
+                }
+                if old.status != LinkStatus::Active {
+                    // Not in the active set: whatever index entry led here is stale.
+                    expiry.remove(&keys::time_id_key(at, id)[..])?;
                     return Ok(None);
                 }
                 active.remove(old.code.as_bytes())?;
@@ -791,9 +821,6 @@ impl Store for SledStore {
                 Ok(Some(link))
             })
             .map_err(|e| tx_error(e, ""))?;
-        if link.is_some() {
-            self.flusher.wait_durable()?;
-        }
         Ok(link)
     }
 
@@ -855,7 +882,6 @@ impl Store for SledStore {
         if pooled {
             self.note_cooling(length, score, 1);
         }
-        self.flusher.wait_durable()?;
         Ok(Some(link))
     }
 
@@ -906,15 +932,11 @@ impl Store for SledStore {
         let Some(at) = ended_at else {
             return Ok(false);
         };
-        let removed = self
+        Ok(self
             .ended
             .remove(keys::time_id_key(at, id))
             .map_err(backend)?
-            .is_some();
-        if removed {
-            self.flusher.wait_durable()?;
-        }
-        Ok(removed)
+            .is_some())
     }
 
     fn link_counts(&self) -> StoreResult<LinkCounts> {
@@ -1097,6 +1119,10 @@ impl Store for SledStore {
         self.db.flush().map_err(backend)?;
         self.flusher.shutdown();
         Ok(())
+    }
+
+    fn sync(&self) -> StoreResult<()> {
+        self.flusher.wait_durable()
     }
 
     fn ping(&self) -> StoreResult<()> {

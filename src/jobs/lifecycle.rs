@@ -1,0 +1,148 @@
+//! The lifecycle job (SPEC §5): marks expired links, recycles or retires codes of links that
+//! ended long enough ago, and prunes old visits. Run daily by the scheduler and on demand by
+//! `POST /api/v1/maintenance/run`.
+//!
+//! It works in bounded chunks: each link is its own small transaction, and each chunk ends
+//! with one shared flush, so the job never holds a giant transaction, never stalls redirects
+//! for long, and can run beside creates or twice in a row (every step re-checks the link's
+//! state inside its transaction).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::links::Links;
+use crate::pools::Pools;
+use crate::store::{Store, StoreResult};
+
+/// Links handled between two flushes.
+const CHUNK: usize = 500;
+
+/// What one run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MaintenanceReport {
+    /// Active links past their expiry, now expired.
+    pub expired: u64,
+    /// Ended links archived with their code back in its pool (cooling).
+    pub recycled: u64,
+    /// Ended links of tiers that do not recycle: their codes are retired for good.
+    pub retired: u64,
+    /// Visits older than `visits.retention` removed (visit recording arrives with its issue).
+    pub visits_pruned: u64,
+    pub took_ms: u64,
+}
+
+/// The job and what it works with.
+pub struct Lifecycle {
+    store: Arc<dyn Store>,
+    pools: Arc<Pools>,
+    links: Arc<Links>,
+    clock: Arc<dyn Clock>,
+    config: Arc<Config>,
+    /// One run at a time; a second request waits and then finds little left to do.
+    running: Mutex<()>,
+}
+
+impl Lifecycle {
+    pub fn new(
+        store: Arc<dyn Store>,
+        pools: Arc<Pools>,
+        links: Arc<Links>,
+        clock: Arc<dyn Clock>,
+        config: Arc<Config>,
+    ) -> Self {
+        Self {
+            store,
+            pools,
+            links,
+            clock,
+            config,
+            running: Mutex::new(()),
+        }
+    }
+
+    /// Runs expiry, then recycling, then pruning. Blocking: call it off the async threads.
+    pub fn run(&self) -> StoreResult<MaintenanceReport> {
+        let _one_at_a_time = self.running.lock();
+        let started = Instant::now();
+        let now = self.clock.now();
+        let mut report = MaintenanceReport::default();
+        self.expire(now, &mut report)?;
+        self.recycle(now, &mut report)?;
+        report.took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(
+            expired = report.expired,
+            recycled = report.recycled,
+            retired = report.retired,
+            visits_pruned = report.visits_pruned,
+            took_ms = report.took_ms,
+            "maintenance run"
+        );
+        Ok(report)
+    }
+
+    fn expire(&self, now: u64, report: &mut MaintenanceReport) -> StoreResult<()> {
+        loop {
+            let due = self.store.due_for_expiry(now, CHUNK)?;
+            let mut progressed = 0;
+            for link in &due {
+                if let Some(expired) = self.store.expire_link(link.id, now)? {
+                    // Redirects already refuse it (entries know their expiry); this frees
+                    // the cache slot.
+                    self.links.invalidate(&expired.code);
+                    report.expired += 1;
+                    progressed += 1;
+                }
+            }
+            self.store.sync()?;
+            if due.len() < CHUNK || progressed == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn recycle(&self, now: u64, report: &mut MaintenanceReport) -> StoreResult<()> {
+        let after = self
+            .config
+            .lifecycle
+            .recycle_after
+            .millis()
+            .unwrap_or(u64::MAX);
+        let Some(cutoff) = now.checked_sub(after) else {
+            return Ok(());
+        };
+        loop {
+            let mut due = self.store.due_for_recycling(cutoff, CHUNK)?;
+            // Short codes are the scarce ones: they go back first.
+            due.sort_by_key(|l| l.length());
+            let mut progressed = 0;
+            for link in &due {
+                let length = link.length();
+                let tier = self.config.tier(length);
+                let recycles = self.pools.has_pool(length) && tier.is_some_and(|t| t.recycle);
+                if recycles {
+                    let cooldown = tier.and_then(|t| t.cooldown.millis()).unwrap_or(0);
+                    if self
+                        .store
+                        .recycle_link(link.id, now.saturating_add(cooldown))?
+                        .is_some()
+                    {
+                        report.recycled += 1;
+                        progressed += 1;
+                    }
+                } else if self.store.retire_link(link.id)? {
+                    report.retired += 1;
+                    progressed += 1;
+                }
+            }
+            self.store.sync()?;
+            if due.len() < CHUNK || progressed == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
