@@ -7,5 +7,5 @@
 #   ROUNDS=100 benches/crash.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VSL_CRASH_ROUNDS=${ROUNDS:-40} cargo test --release --test crash -- --nocapture 2>&1 |
+CRASH_ROUNDS=${ROUNDS:-40} cargo test --release --test crash -- --nocapture 2>&1 |
   grep -E "^round|test result|panicked|FAILED|acknowledged"

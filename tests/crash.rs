@@ -95,7 +95,7 @@ fn sigkill_under_concurrent_writes_loses_nothing_acknowledged() {
     let mut app = TestApp::start_with("[tiers.5]\nbatch = 200\nlow_water = 50\n", &[]);
     let expected: Arc<Mutex<HashMap<String, Expect>>> = Arc::default();
     // benches/crash.sh raises this for a long run.
-    let rounds: u64 = std::env::var("VSL_CRASH_ROUNDS")
+    let rounds: u64 = std::env::var("CRASH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);

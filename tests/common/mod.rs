@@ -97,7 +97,15 @@ keys = [
 
     fn spawn(&mut self) {
         self.write_config();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_vshortlink"));
+        // Only the variables this app was given: VSL_* in the test's own environment would
+        // reconfigure (or, unknown, stop) the server.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("VSL_") {
+                command.env_remove(key);
+            }
+        }
+        let mut child = command
             .arg("--config")
             .arg(self.config_path())
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -125,7 +133,7 @@ keys = [
                         sent = true;
                     }
                 }
-                if std::env::var_os("VSL_TEST_LOG").is_some() {
+                if std::env::var_os("TEST_SERVER_LOG").is_some() {
                     eprintln!("[server] {line}");
                 }
             }
