@@ -38,12 +38,11 @@ for _ in $(seq 100); do curl -sf "http://$ADDR/healthz" >/dev/null && break; sle
 
 echo "== creating $LINKS links ($EXPIRING_PCT % with a 1 s ttl)" >&2
 START=$(date +%s)
-python3 - "$ADDR" "$KEY" "$LINKS" "$EXPIRING_PCT" "$TMP/hot" <<'PY'
+python3 - "$ADDR" "$KEY" "$LINKS" "$EXPIRING_PCT" <<'PY'
 import json, sys, threading, urllib.request
-addr, key, n, pct, hot_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+addr, key, n, pct = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 batches = [list(range(i, min(i + 1000, n))) for i in range(0, n, 1000)]
 lock = threading.Lock()
-hot = []
 def worker():
     while True:
         with lock:
@@ -57,13 +56,9 @@ def worker():
         bad = [r for r in out["results"] if not r["ok"]]
         if bad:
             sys.exit(f"create failed: {bad[0]}")
-        with lock:
-            if not hot:
-                hot.append(out["results"][0]["link"]["code"])
 threads = [threading.Thread(target=worker) for _ in range(4)]
 [t.start() for t in threads]
 [t.join() for t in threads]
-open(hot_file, "w").write(hot[0])
 PY
 echo "   took $(( $(date +%s) - START )) s" >&2
 # A permanent code to hammer.
