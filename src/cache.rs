@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use quick_cache::sync::Cache;
 
 use crate::store::Millis;
@@ -18,10 +19,18 @@ pub struct CachedTarget {
     pub cached_at: Millis,
 }
 
+/// Hit and miss counters, shared with `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct CacheCounters {
+    pub hits: Counter,
+    pub misses: Counter,
+}
+
 /// A bounded cache of active mappings.
 pub struct RedirectCache {
     entries: Cache<Box<str>, CachedTarget>,
     ttl_ms: u64,
+    counters: CacheCounters,
 }
 
 impl RedirectCache {
@@ -29,20 +38,30 @@ impl RedirectCache {
         Self {
             entries: Cache::new(capacity.max(1)),
             ttl_ms,
+            counters: CacheCounters::default(),
         }
     }
 
     /// A fresh entry for `code` that has not expired at `now`.
     pub fn get(&self, code: &str, now: Millis) -> Option<CachedTarget> {
-        let hit = self.entries.get(code)?;
+        let Some(hit) = self.entries.get(code) else {
+            self.counters.misses.inc();
+            return None;
+        };
         let fresh = now < hit.cached_at.saturating_add(self.ttl_ms);
         let live = hit.expires_at.is_none_or(|at| now < at);
         if fresh && live {
+            self.counters.hits.inc();
             Some(hit)
         } else {
+            self.counters.misses.inc();
             self.entries.remove(code);
             None
         }
+    }
+
+    pub fn counters(&self) -> &CacheCounters {
+        &self.counters
     }
 
     pub fn insert(&self, code: &str, target: CachedTarget) {

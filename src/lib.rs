@@ -31,11 +31,13 @@ pub mod config;
 pub mod http;
 pub mod jobs;
 pub mod links;
+pub mod metrics;
 pub mod ops;
 pub mod pools;
 pub mod shutdown;
 pub mod state;
 pub mod store;
+pub mod visits;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,9 +50,11 @@ use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::jobs::Jobs;
 use crate::links::Links;
+use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::state::AppState;
 use crate::store::{SledStore, Store, StoreOptions};
+use crate::visits::Recorder;
 
 /// Any failure that stops the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -109,6 +113,9 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         clock.clone(),
         config.clone(),
     )?);
+    let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
+        .map_err(|e| format!("visits.geo_db: {e}"))?;
+    let metrics = Arc::new(Metrics::new(links.cache_counters(), &recorder));
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
@@ -124,6 +131,8 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         store: store.clone(),
         keys: Arc::new(keys),
         pages: Arc::new(Pages::new()?),
+        recorder: recorder.clone(),
+        metrics,
     };
     let app = http::router(state);
 
@@ -155,6 +164,8 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     .with_graceful_shutdown(shutdown::signal())
     .await?;
 
+    // No request is in flight any more: write every queued visit before the store closes.
+    recorder.shutdown().await;
     jobs.stop().await;
     tokio::task::spawn_blocking(move || {
         pools.stop_background();

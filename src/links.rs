@@ -169,6 +169,11 @@ impl Links {
         )
     }
 
+    /// Redirect cache hits and misses, for metrics.
+    pub fn cache_counters(&self) -> &crate::cache::CacheCounters {
+        self.cache.counters()
+    }
+
     /// The clock this service reads.
     pub fn now(&self) -> Millis {
         self.clock.now()

@@ -7,8 +7,10 @@ use crate::http::auth::KeyRing;
 use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::links::Links;
+use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::store::Store;
+use crate::visits::Recorder;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -18,8 +20,11 @@ pub struct AppState {
     pub pools: Arc<Pools>,
     /// The maintenance job, also run on demand by the API.
     pub lifecycle: Arc<Lifecycle>,
-    /// For health checks and counts only.
+    /// For health checks, counts, visits and statistics (links go through `links`).
     pub store: Arc<dyn Store>,
+    /// The visit queue the redirect feeds.
+    pub recorder: Arc<Recorder>,
+    pub metrics: Arc<Metrics>,
     pub keys: Arc<KeyRing>,
     pub pages: Arc<Pages>,
 }

@@ -89,6 +89,34 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
     }
 }
 
+/// `cursor` and `limit` of a listing (a limit over [`MAX_PAGE`] is clamped).
+pub(super) fn page_params(
+    params: &HashMap<String, String>,
+) -> Result<(Option<u64>, usize), ApiError> {
+    let after = match params.get("cursor").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(c) => Some(c.parse::<u64>().map_err(|_| {
+            ApiError::bad_request("invalid_query", "cursor", format!("`{c}` is not a cursor"))
+        })?),
+    };
+    let limit = match params.get("limit") {
+        None => DEFAULT_PAGE,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|l| *l > 0)
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_query",
+                    "limit",
+                    format!("`{l}` is not a positive number"),
+                )
+            })?
+            .min(MAX_PAGE),
+    };
+    Ok((after, limit))
+}
+
 /// Runs blocking domain work (durable writes) off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, LinkError> + Send + 'static,
@@ -255,27 +283,7 @@ pub async fn list_links(
                 })?,
         ),
     };
-    let after = match params.get("cursor").filter(|c| !c.is_empty()) {
-        None => None,
-        Some(c) => Some(c.parse::<u64>().map_err(|_| {
-            ApiError::bad_request("invalid_query", "cursor", format!("`{c}` is not a cursor"))
-        })?),
-    };
-    let limit = match params.get("limit") {
-        None => DEFAULT_PAGE,
-        Some(l) => l
-            .parse::<usize>()
-            .ok()
-            .filter(|l| *l > 0)
-            .ok_or_else(|| {
-                ApiError::bad_request(
-                    "invalid_query",
-                    "limit",
-                    format!("`{l}` is not a positive number"),
-                )
-            })?
-            .min(MAX_PAGE),
-    };
+    let (after, limit) = page_params(&params)?;
     let query = LinkQuery {
         space,
         status,
@@ -305,8 +313,12 @@ pub async fn get_link(
     let link = state.links.get(&code)?;
     caller.require_space(Role::Viewer, &link.space)?;
     let mut view = LinkView::new(&state, &link);
-    // Visit counters arrive with visit recording; until then nothing is counted.
-    view.visits_total = Some(0);
+    let store = state.store.clone();
+    let totals = tokio::task::spawn_blocking(move || store.visit_totals(link.id))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    view.visits_total = Some(totals.visits);
     Ok(Json(view))
 }
 
@@ -430,11 +442,16 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     }
 }
 
-pub async fn not_found() -> ApiError {
+pub async fn not_found(State(state): State<AppState>, method: axum::http::Method) -> ApiError {
+    super::observe::count_unmatched(&state, &method, StatusCode::NOT_FOUND);
     ApiError::not_found("no such API route")
 }
 
-pub async fn method_not_allowed() -> ApiError {
+pub async fn method_not_allowed(
+    State(state): State<AppState>,
+    method: axum::http::Method,
+) -> ApiError {
+    super::observe::count_unmatched(&state, &method, StatusCode::METHOD_NOT_ALLOWED);
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",

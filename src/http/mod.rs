@@ -5,17 +5,22 @@
 //! - `redirect` — `/{code}` and the 404/410 pages
 //! - `error` — the only place that maps errors to status codes
 //! - `auth` — API keys and roles
+//! - `stats` — visits, statistics and `/metrics`
+//! - `observe` — request metrics
 //! - `pages` — templates embedded in the binary
 
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod observe;
 pub mod pages;
 pub mod redirect;
+pub mod stats;
 
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 use tower_http::timeout::TimeoutLayer;
@@ -36,6 +41,9 @@ pub fn router(state: AppState) -> Router {
                 .patch(api::update_link)
                 .delete(api::delete_link),
         )
+        .route("/links/{code}/stats", get(stats::link_stats))
+        .route("/links/{code}/visits", get(stats::link_visits))
+        .route("/stats", get(stats::system_stats))
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
         .route("/maintenance/run", post(api::run_maintenance))
@@ -45,7 +53,12 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .route("/healthz", get(api::healthz))
+        .route("/metrics", get(stats::metrics))
         .route("/{code}", get(redirect::redirect))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            observe::observe,
+        ))
         .fallback(redirect::fallback)
         .method_not_allowed_fallback(api::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

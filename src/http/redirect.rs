@@ -1,21 +1,26 @@
 //! `GET`/`HEAD /{code}` (SPEC §6): resolve through the domain service and answer a redirect,
-//! or the 404/410 page (problem+json for clients that ask for JSON). Never waits on background
-//! work.
+//! or the 404/410 page (problem+json for clients that ask for JSON), and hand the visit to the
+//! visit queue. Never waits on background work.
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use super::observe::count_unmatched;
 use crate::links::Resolution;
 use crate::state::AppState;
+use crate::visits::client;
 
 /// Browsers come back for every visit, so every visit can be counted.
 const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
 
 pub async fn redirect(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
@@ -24,7 +29,7 @@ pub async fn redirect(
         return missing(&state, StatusCode::NOT_FOUND, "", &headers);
     };
     match state.links.resolve(&code) {
-        Ok(Resolution::Found { url, .. }) => {
+        Ok(Resolution::Found { id, url }) => {
             let Ok(location) = HeaderValue::from_str(&url) else {
                 return ApiError::internal(format!("stored URL of `{code}` is not a header value"))
                     .into_response();
@@ -35,6 +40,16 @@ pub async fn redirect(
             let h = response.headers_mut();
             h.insert(header::LOCATION, location);
             h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+            if state.recorder.enabled() {
+                let trust = state.config.server.trust_proxy_headers;
+                state.recorder.record(
+                    id,
+                    code,
+                    client::client_ip(peer.ip(), &headers, trust),
+                    headers.get(header::USER_AGENT),
+                    headers.get(header::REFERER),
+                );
+            }
             response
         }
         Ok(Resolution::Gone) => missing(&state, StatusCode::GONE, &code, &headers),
@@ -44,7 +59,12 @@ pub async fn redirect(
 }
 
 /// Any path that is no route and no code.
-pub async fn fallback(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn fallback(
+    State(state): State<AppState>,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
+    count_unmatched(&state, &method, StatusCode::NOT_FOUND);
     missing(&state, StatusCode::NOT_FOUND, "", &headers)
 }
 

@@ -35,7 +35,7 @@ pub struct MaintenanceReport {
     pub recycled: u64,
     /// Ended links of tiers that do not recycle: their codes are retired for good.
     pub retired: u64,
-    /// Visits older than `visits.retention` removed (visit recording arrives with its issue).
+    /// Visits older than `visits.retention` removed.
     pub visits_pruned: u64,
     pub took_ms: u64,
 }
@@ -77,6 +77,7 @@ impl Lifecycle {
         let mut report = MaintenanceReport::default();
         self.expire(now, &mut report)?;
         self.recycle(now, &mut report)?;
+        self.prune(now, &mut report)?;
         report.took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(
             expired = report.expired,
@@ -148,6 +149,27 @@ impl Lifecycle {
             }
             self.store.sync()?;
             if due.len() < CHUNK || progressed == 0 {
+                return Ok(());
+            }
+            std::thread::sleep(chunk_started.elapsed() * REST_PER_WORK);
+        }
+    }
+
+    /// Removes visits older than `visits.retention`, a bounded chunk per transaction; the
+    /// counters (and so every statistic) stay.
+    fn prune(&self, now: u64, report: &mut MaintenanceReport) -> StoreResult<()> {
+        let Some(retention) = self.config.visits.retention.millis() else {
+            return Ok(()); // `permanent`: keep every visit
+        };
+        let Some(cutoff) = now.checked_sub(retention) else {
+            return Ok(());
+        };
+        loop {
+            let chunk_started = Instant::now();
+            let pruned = self.store.prune_visits(cutoff, CHUNK)?;
+            self.store.sync()?;
+            report.visits_pruned += pruned;
+            if pruned < CHUNK as u64 {
                 return Ok(());
             }
             std::thread::sleep(chunk_started.elapsed() * REST_PER_WORK);

@@ -258,6 +258,114 @@ pub struct LinkQuery {
     pub limit: usize,
 }
 
+// ---- visits ----
+
+/// One recorded visit (SPEC §7), as the visit writer enriched it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Visit {
+    /// Assigned by the store in write order; the cursor of visit listings.
+    pub id: u64,
+    pub link_id: u64,
+    pub code: String,
+    pub at: Millis,
+    /// Hex SHA-1 of `ip & user_agent`, computed from the full address.
+    pub client_id: String,
+    /// Full, truncated or absent, per `visits.ip`.
+    pub ip: Option<String>,
+    pub user_agent: String,
+    pub referer: String,
+    pub browser: String,
+    pub browser_version: String,
+    pub os: String,
+    pub os_version: String,
+    /// desktop, mobile, tablet, bot or other.
+    pub device: String,
+    pub is_bot: bool,
+    pub country: Option<String>,
+    pub region: Option<String>,
+    pub city: Option<String>,
+    pub isp: Option<String>,
+}
+
+/// A visit handed to [`Store::record_visits`], with what its counters need beside the record.
+#[derive(Clone, Debug, Default)]
+pub struct NewVisit {
+    pub visit: Visit,
+    /// 64 uniformly distributed bits of the client id, for distinct-visitor counting.
+    pub client_hash: u64,
+    /// The referer's host (the value the `referer` top list counts); empty for none.
+    pub referer_host: String,
+}
+
+/// What a link's visits are broken down by in the `top` lists of its statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dimension {
+    Browser = 1,
+    Os = 2,
+    Device = 3,
+    Country = 4,
+    Referer = 5,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 5] = [
+        Dimension::Browser,
+        Dimension::Os,
+        Dimension::Device,
+        Dimension::Country,
+        Dimension::Referer,
+    ];
+
+    pub fn from_u8(n: u8) -> Option<Dimension> {
+        Self::ALL.into_iter().find(|d| *d as u8 == n)
+    }
+}
+
+/// One page of a link's visits, oldest first.
+#[derive(Clone, Debug, Default)]
+pub struct VisitPage {
+    pub items: Vec<Visit>,
+    /// The id to pass as `after` for the next page; `None` at the end.
+    pub next: Option<u64>,
+}
+
+/// Visits of one link in one UTC hour.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HourCount {
+    /// Hours since the Unix epoch.
+    pub hour: u64,
+    /// Every visit, bots included.
+    pub visits: u64,
+    pub bots: u64,
+}
+
+/// A link's visit counters over a time range, read from counters only.
+#[derive(Clone, Debug, Default)]
+pub struct VisitSummary {
+    /// Hours that had visits, in order.
+    pub hours: Vec<HourCount>,
+    /// Visit counts by dimension and value, over the whole UTC days the range touches.
+    pub top: Vec<(Dimension, String, u64)>,
+    /// Distinct non-bot clients over the whole UTC days the range touches.
+    pub unique_visitors: u64,
+}
+
+/// All-time visit counts of one link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VisitTotals {
+    pub visits: u64,
+    pub bots: u64,
+}
+
+/// System-wide counts of one UTC day.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DayCount {
+    /// Days since the Unix epoch.
+    pub day: u64,
+    pub creates: u64,
+    pub visits: u64,
+}
+
 /// Storage for links, code pools and their metadata.
 ///
 /// Implementations must make every write atomic across the records it touches and durable
@@ -331,6 +439,35 @@ pub trait Store: Send + Sync + 'static {
 
     /// The persisted state of a length's strategy, as last written by `pool_add`.
     fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>>;
+
+    // ---- visits ----
+
+    /// Writes a batch of visits and their counters (per link per hour, per link per day by
+    /// dimension, distinct visitors, per link totals, system per day) in one transaction,
+    /// assigning each visit its id, and returns when it is durable.
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
+
+    /// A link's visits with id greater than `after`, oldest first, at most `limit`.
+    fn visits_page(&self, link_id: u64, after: Option<u64>, limit: usize)
+        -> StoreResult<VisitPage>;
+
+    /// A link's all-time visit counts.
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals>;
+
+    /// A link's counters for visits at `from..to` (hours; dimensions and distinct visitors
+    /// by whole UTC days).
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary>;
+
+    /// Removes up to `limit` visits recorded before `before`, oldest first; counters stay.
+    /// Returns how many were removed. Not durable until [`Store::sync`], like the lifecycle
+    /// writes.
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64>;
+
+    /// System-wide creates and visits for each UTC day in `from_day..=to_day`.
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>>;
+
+    /// Group-commit statistics, for metrics.
+    fn flush_stats(&self) -> FlushStats;
 
     // ---- metadata ----
 

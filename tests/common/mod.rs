@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod mmdb;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -12,6 +12,8 @@
 //! | `pool_members` | code                                  | score u64                     |
 //! | `counters`     | name                                  | u64                           |
 //! | `meta`         | name                                  | bytes                         |
+//!
+//! The visit trees are described in `visits.rs`.
 
 use sha2::{Digest, Sha256};
 
@@ -88,6 +90,16 @@ pub mod counter {
     pub fn pool_recycled(length: u8) -> Vec<u8> {
         format!("pool.{length}.recycled").into_bytes()
     }
+    /// The id of the last visit recorded.
+    pub const VISIT_ID: &[u8] = b"visit_id";
+
+    /// Visits per UTC day (days since the epoch), for the system-wide statistics.
+    pub fn day_visits(day: u64) -> Vec<u8> {
+        let mut key = b"day.visits.".to_vec();
+        key.extend_from_slice(&day.to_be_bytes());
+        key
+    }
+
     /// Creates per UTC day (days since the epoch), for the system-wide statistics.
     pub fn day_creates(day: u64) -> Vec<u8> {
         let mut key = b"day.creates.".to_vec();

@@ -13,6 +13,7 @@
 mod filter_file;
 mod flusher;
 mod keys;
+mod visits;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +30,9 @@ use self::flusher::Flusher;
 use self::keys::{counter, read_u64};
 use crate::codes::filter::CodeFilter;
 use crate::store::{
-    ActiveEntry, CodeChoice, Created, Durability, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
-    LinkStatus, Millis, NewLink, PoolAdded, PoolBatch, PoolCounts, Store, StoreError, StoreResult,
+    ActiveEntry, CodeChoice, Created, DayCount, Durability, Link, LinkCounts, LinkPage, LinkPatch,
+    LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, Store,
+    StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -97,6 +99,12 @@ pub struct SledStore {
     members: sled::Tree,
     counters: sled::Tree,
     meta: sled::Tree,
+    visits: sled::Tree,
+    visit_log: sled::Tree,
+    visit_hours: sled::Tree,
+    visit_dims: sled::Tree,
+    visit_uniques: sled::Tree,
+    visit_totals: sled::Tree,
     /// `pool/<L>` for L in 1..=16, index L-1.
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.
@@ -247,6 +255,12 @@ impl SledStore {
             members: tree("pool_members")?,
             counters: tree("counters")?,
             meta: tree("meta")?,
+            visits: tree("visits")?,
+            visit_log: tree("visit_log")?,
+            visit_hours: tree("visit_hours")?,
+            visit_dims: tree("visit_dims")?,
+            visit_uniques: tree("visit_uniques")?,
+            visit_totals: tree("visit_totals")?,
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
             cooling: (0..MAX_LEN).map(|_| Mutex::new(BTreeMap::new())).collect(),
@@ -271,11 +285,6 @@ impl SledStore {
     /// What happened while opening.
     pub fn open_report(&self) -> &OpenReport {
         &self.report
-    }
-
-    /// Group-commit statistics (flush count and latency).
-    pub fn flush_stats(&self) -> FlushStats {
-        self.flusher.stats()
     }
 
     /// Bytes the store's files take on disk.
@@ -1093,6 +1102,39 @@ impl Store for SledStore {
             }
             Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
         }
+    }
+
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.record_visits_impl(visits)
+    }
+
+    fn visits_page(
+        &self,
+        link_id: u64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.visits_page_impl(link_id, after, limit)
+    }
+
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
+        self.visit_totals_impl(link_id)
+    }
+
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
+        self.visit_summary_impl(link_id, from, to)
+    }
+
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.prune_visits_impl(before, limit)
+    }
+
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
+        self.day_counts_impl(from_day, to_day)
+    }
+
+    fn flush_stats(&self) -> FlushStats {
+        self.flusher.stats()
     }
 
     fn checkpoint(&self) -> StoreResult<()> {

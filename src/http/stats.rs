@@ -1,0 +1,304 @@
+//! Visit and statistics handlers (SPEC §7, §8): a link's statistics and visits (JSON pages or
+//! streamed CSV), the system-wide statistics, and `/metrics`. Statistics read counters only.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::api::{page_params, CodePath};
+use super::auth::Caller;
+use super::error::ApiError;
+use crate::config::Role;
+use crate::links::rfc3339;
+use crate::state::AppState;
+use crate::store::{Millis, Store, StoreError, Visit};
+use crate::visits::stats::{self, Granularity, MAX_POINTS};
+
+/// Visits read per store call while streaming CSV: bounds the memory of one export.
+const CSV_PAGE: usize = 1000;
+/// CSV chunks buffered ahead of a slow client.
+const CSV_AHEAD: usize = 4;
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(ApiError::internal),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// A query time: RFC 3339, or a UTC date `YYYY-MM-DD` (its midnight).
+fn parse_time(params: &HashMap<String, String>, field: &str) -> Result<Option<Millis>, ApiError> {
+    let Some(text) = params.get(field).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::bad_request(
+            "invalid_query",
+            field,
+            format!("`{text}` is not an RFC 3339 time or a YYYY-MM-DD date"),
+        )
+    };
+    let parsed = OffsetDateTime::parse(text, &Rfc3339)
+        .or_else(|_| OffsetDateTime::parse(&format!("{text}T00:00:00Z"), &Rfc3339))
+        .map_err(|_| bad())?;
+    let ms = u64::try_from(parsed.unix_timestamp_nanos() / 1_000_000).map_err(|_| bad())?;
+    Ok(Some(ms))
+}
+
+/// `GET /api/v1/links/{code}/stats?from&to&granularity=hour|day`.
+pub async fn link_stats(
+    State(state): State<AppState>,
+    caller: Caller,
+    CodePath(code): CodePath,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<stats::LinkStats>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let link = state.links.get(&code)?;
+    caller.require_space(Role::Viewer, &link.space)?;
+    let to = parse_time(&params, "to")?.unwrap_or_else(|| state.links.now() + 1);
+    let from = parse_time(&params, "from")?.unwrap_or(link.created_at);
+    if from >= to {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "from",
+            "`from` must be before `to`",
+        ));
+    }
+    let granularity = match params.get("granularity").map(String::as_str) {
+        None | Some("") => Granularity::for_range(from, to),
+        Some("hour") => Granularity::Hour,
+        Some("day") => Granularity::Day,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "granularity",
+                format!("`{other}` is not one of hour, day"),
+            ))
+        }
+    };
+    if granularity.points(from, to) > MAX_POINTS {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "granularity",
+            format!("the range needs more than {MAX_POINTS} points; use a coarser granularity or a shorter range"),
+        ));
+    }
+    let store = state.store.clone();
+    let stats =
+        blocking(move || stats::link_stats(&*store, link.id, from, to, granularity)).await?;
+    Ok(Json(stats))
+}
+
+/// A visit as the API and the CSV export show it.
+#[derive(Serialize)]
+struct VisitView {
+    id: u64,
+    at: String,
+    code: String,
+    client_id: String,
+    ip: Option<String>,
+    user_agent: String,
+    referer: String,
+    browser: String,
+    browser_version: String,
+    os: String,
+    os_version: String,
+    device: String,
+    is_bot: bool,
+    country: Option<String>,
+    region: Option<String>,
+    city: Option<String>,
+    isp: Option<String>,
+}
+
+impl From<Visit> for VisitView {
+    fn from(v: Visit) -> Self {
+        VisitView {
+            id: v.id,
+            at: rfc3339(v.at),
+            code: v.code,
+            client_id: v.client_id,
+            ip: v.ip,
+            user_agent: v.user_agent,
+            referer: v.referer,
+            browser: v.browser,
+            browser_version: v.browser_version,
+            os: v.os,
+            os_version: v.os_version,
+            device: v.device,
+            is_bot: v.is_bot,
+            country: v.country,
+            region: v.region,
+            city: v.city,
+            isp: v.isp,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct VisitPageView {
+    items: Vec<VisitView>,
+    next_cursor: Option<String>,
+}
+
+/// `GET /api/v1/links/{code}/visits?cursor&limit`, or `?format=csv` for all of them streamed.
+pub async fn link_visits(
+    State(state): State<AppState>,
+    caller: Caller,
+    CodePath(code): CodePath,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    caller.require(Role::Viewer)?;
+    let link = state.links.get(&code)?;
+    caller.require_space(Role::Viewer, &link.space)?;
+    let (after, limit) = page_params(&params)?;
+    match params.get("format").map(String::as_str) {
+        None | Some("") | Some("json") => {}
+        Some("csv") => return Ok(csv_response(state.store.clone(), link.id, after, &code)),
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "format",
+                format!("`{other}` is not one of json, csv"),
+            ))
+        }
+    }
+    let store = state.store.clone();
+    let page = blocking(move || store.visits_page(link.id, after, limit)).await?;
+    Ok(Json(VisitPageView {
+        items: page.items.into_iter().map(VisitView::from).collect(),
+        next_cursor: page.next.map(|n| n.to_string()),
+    })
+    .into_response())
+}
+
+/// Streams every visit of a link (after `after`) as CSV, one store page at a time.
+fn csv_response(store: Arc<dyn Store>, link_id: u64, after: Option<u64>, code: &str) -> Response {
+    let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(CSV_AHEAD);
+    tokio::spawn(async move {
+        let mut after = after;
+        let mut header = true;
+        loop {
+            let page_store = store.clone();
+            let page = tokio::task::spawn_blocking(move || {
+                page_store.visits_page(link_id, after, CSV_PAGE)
+            })
+            .await;
+            let page = match page {
+                Ok(Ok(page)) => page,
+                Ok(Err(e)) => return fail(&sender, e.to_string()).await,
+                Err(e) => return fail(&sender, e.to_string()).await,
+            };
+            let mut writer = csv::WriterBuilder::new()
+                .has_headers(header)
+                .from_writer(Vec::with_capacity(256 * CSV_PAGE));
+            if page.items.is_empty() {
+                // Only the first page can be empty: a link without visits still gets its header.
+                if header {
+                    let _ = sender.send(Ok(Bytes::from(csv_header()))).await;
+                }
+                break;
+            }
+            header = false;
+            for visit in page.items {
+                if let Err(e) = writer.serialize(VisitView::from(visit)) {
+                    return fail(&sender, e.to_string()).await;
+                }
+            }
+            match writer.into_inner() {
+                Ok(bytes) => {
+                    if sender.send(Ok(Bytes::from(bytes))).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+                Err(e) => return fail(&sender, e.to_string()).await,
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(ReceiverStream::new(receiver)));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"visits-{code}.csv\""))
+    {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
+}
+
+/// The CSV header line alone.
+fn csv_header() -> Vec<u8> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let _ = writer.write_record([
+        "id",
+        "at",
+        "code",
+        "client_id",
+        "ip",
+        "user_agent",
+        "referer",
+        "browser",
+        "browser_version",
+        "os",
+        "os_version",
+        "device",
+        "is_bot",
+        "country",
+        "region",
+        "city",
+        "isp",
+    ]);
+    writer.into_inner().unwrap_or_default()
+}
+
+/// Ends a stream with an error: the client sees a truncated (failed) transfer, not a short
+/// file that looks complete.
+async fn fail(sender: &mpsc::Sender<Result<Bytes, std::io::Error>>, detail: String) {
+    tracing::error!("visit export failed: {detail}");
+    let _ = sender.send(Err(std::io::Error::other(detail))).await;
+}
+
+/// `GET /api/v1/stats`.
+pub async fn system_stats(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<stats::SystemStats>, ApiError> {
+    caller.require(Role::Viewer)?;
+    let store = state.store.clone();
+    let now = state.links.now();
+    Ok(Json(
+        blocking(move || stats::system_stats(&*store, now)).await?,
+    ))
+}
+
+/// `GET /metrics`, Prometheus text. Needs no key (SPEC §16).
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let text = {
+        let s = state.clone();
+        blocking(move || s.metrics.render(&*s.store, &s.pools, &s.recorder)).await?
+    };
+    let mut response = (StatusCode::OK, text).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Ok(response)
+}

@@ -1,0 +1,269 @@
+//! `/metrics` (SPEC §8): Prometheus text from a `prometheus-client` registry.
+//!
+//! Counters that hot paths bump (requests, redirect latency, cache hits, visit queue) are
+//! atomics owned by the components that count and registered here by handle. Levels that
+//! already live elsewhere (pool sizes, links by status, queue depth, flushes) are read into
+//! gauges when the endpoint is scraped, so the hot paths never pay for them.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use crate::cache::CacheCounters;
+use crate::pools::Pools;
+use crate::store::{LinkStatus, Store, StoreResult};
+use crate::visits::Recorder;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The route pattern (`/{code}`, `/api/v1/links`), never the raw path.
+    pub route: Cow<'static, str>,
+    pub method: Cow<'static, str>,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LengthLabel {
+    length: u8,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: &'static str,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric the server exports.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub redirect_seconds: Histogram,
+    pool_available: Family<LengthLabel, Gauge>,
+    pool_cooling: Family<LengthLabel, Gauge>,
+    links: Family<StatusLabel, Gauge>,
+    queue_depth: Gauge,
+    queue_capacity: Gauge,
+    flushes: Gauge,
+    flush_seconds: FloatGauge,
+    last_flush_seconds: FloatGauge,
+}
+
+impl Metrics {
+    pub fn new(cache: &CacheCounters, recorder: &Recorder) -> Metrics {
+        let mut registry = Registry::with_prefix("vsl");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests by route pattern, method and status",
+            requests.clone(),
+        );
+        // 50 µs .. ~0.8 s
+        let redirect_seconds = Histogram::new(exponential_buckets(0.00005, 2.0, 15));
+        registry.register(
+            "redirect_duration_seconds",
+            "Time to answer GET/HEAD /{code}, in the server",
+            redirect_seconds.clone(),
+        );
+        registry.register(
+            "cache_hits",
+            "Redirects answered from the cache",
+            cache.hits.clone(),
+        );
+        registry.register(
+            "cache_misses",
+            "Redirects that read the store",
+            cache.misses.clone(),
+        );
+        let v = recorder.metrics();
+        registry.register(
+            "visits_queued",
+            "Visits accepted into the queue",
+            v.accepted.clone(),
+        );
+        registry.register(
+            "visits_dropped",
+            "Visits dropped because the queue was full",
+            v.dropped.clone(),
+        );
+        registry.register(
+            "visits_written",
+            "Visits written to the store",
+            v.written.clone(),
+        );
+        registry.register(
+            "visits_failed",
+            "Visits lost to a store error",
+            v.failed.clone(),
+        );
+        registry.register(
+            "visit_batch_duration_seconds",
+            "Time to enrich and durably write one batch of visits",
+            v.batch_seconds.clone(),
+        );
+        let metrics = Metrics {
+            requests,
+            redirect_seconds,
+            pool_available: Family::default(),
+            pool_cooling: Family::default(),
+            links: Family::default(),
+            queue_depth: Gauge::default(),
+            queue_capacity: Gauge::default(),
+            flushes: Gauge::default(),
+            flush_seconds: FloatGauge::default(),
+            last_flush_seconds: FloatGauge::default(),
+            registry,
+        };
+        metrics.register_levels()
+    }
+
+    fn register_levels(mut self) -> Metrics {
+        let r = &mut self.registry;
+        r.register(
+            "pool_available",
+            "Codes ready to hand out, per length",
+            self.pool_available.clone(),
+        );
+        r.register(
+            "pool_cooling",
+            "Recycled codes waiting out their cooldown, per length",
+            self.pool_cooling.clone(),
+        );
+        r.register("links", "Links by status", self.links.clone());
+        r.register(
+            "visit_queue_depth",
+            "Visits waiting for the writer",
+            self.queue_depth.clone(),
+        );
+        r.register(
+            "visit_queue_capacity",
+            "Size of the visit queue",
+            self.queue_capacity.clone(),
+        );
+        r.register(
+            "store_flushes",
+            "Group-commit flushes since start",
+            self.flushes.clone(),
+        );
+        r.register(
+            "store_flush_seconds_sum",
+            "Time spent in group-commit flushes since start",
+            self.flush_seconds.clone(),
+        );
+        r.register(
+            "store_last_flush_seconds",
+            "Duration of the latest flush",
+            self.last_flush_seconds.clone(),
+        );
+        self
+    }
+
+    /// Reads the levels and renders the whole registry as Prometheus text.
+    pub fn render(
+        &self,
+        store: &dyn Store,
+        pools: &Pools,
+        recorder: &Recorder,
+    ) -> StoreResult<String> {
+        for status in pools.statuses()? {
+            let label = LengthLabel {
+                length: status.length,
+            };
+            set(
+                &self.pool_available.get_or_create(&label),
+                status.counts.available,
+            );
+            set(
+                &self.pool_cooling.get_or_create(&label),
+                status.counts.cooling,
+            );
+        }
+        let counts = store.link_counts()?;
+        for status in LinkStatus::ALL {
+            let n = match status {
+                LinkStatus::Active => counts.active,
+                LinkStatus::Expired => counts.expired,
+                LinkStatus::Deleted => counts.deleted,
+                LinkStatus::Archived => counts.archived,
+            };
+            let label = StatusLabel {
+                status: status.as_str(),
+            };
+            set(&self.links.get_or_create(&label), n);
+        }
+        set(&self.queue_depth, recorder.depth() as u64);
+        set(&self.queue_capacity, recorder.capacity() as u64);
+        let flush = store.flush_stats();
+        set(&self.flushes, flush.flushes);
+        self.flush_seconds.set(flush.total.as_secs_f64());
+        self.last_flush_seconds
+            .set(Duration::as_secs_f64(&flush.last));
+        let mut text = String::with_capacity(8 * 1024);
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        Ok(prometheus_text(&text))
+    }
+}
+
+fn set(gauge: &Gauge, value: u64) {
+    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+}
+
+/// Turns the encoder's OpenMetrics text into the Prometheus text format (0.0.4) that every
+/// scraper and `curl` reader expects: a counter family is named like its `_total` samples,
+/// and there is no `# EOF` line.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 16 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_families_take_their_sample_names() {
+        let om = "# HELP a_requests Requests.\n# TYPE a_requests counter\na_requests_total 3\n\
+                  # HELP b Level.\n# TYPE b gauge\nb 1\n# EOF\n";
+        assert_eq!(
+            prometheus_text(om),
+            "# HELP a_requests_total Requests.\n# TYPE a_requests_total counter\n\
+             a_requests_total 3\n# HELP b Level.\n# TYPE b gauge\nb 1\n"
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! Who is visiting (SPEC §7, §16): the client address (optionally from proxy headers), the form
+//! of it that is stored, and the client id. Pure functions; nothing here stores or logs.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use axum::http::HeaderMap;
+use sha1::{Digest, Sha1};
+
+use crate::config::IpMode;
+
+/// The visitor's address. Proxy headers are read only when `trust_proxy_headers` is on, since
+/// any client can send them: the first address of `X-Forwarded-For`, then `X-Real-IP`, then the
+/// first `for=` of `Forwarded` (RFC 7239); a header that is absent or does not parse passes to
+/// the next, and the peer is the last resort. IPv4-mapped IPv6 addresses (what a dual-stack
+/// listener reports for IPv4 peers) become plain IPv4, so one visitor has one address.
+pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trust_proxy_headers: bool) -> IpAddr {
+    let from_headers = || {
+        header(headers, "x-forwarded-for")
+            .and_then(|value| parse_node(value.split(',').next()?))
+            .or_else(|| header(headers, "x-real-ip").and_then(parse_node))
+            .or_else(|| header(headers, "forwarded").and_then(forwarded_for))
+    };
+    let ip = if trust_proxy_headers {
+        from_headers().unwrap_or(peer)
+    } else {
+        peer
+    };
+    ip.to_canonical()
+}
+
+/// The address as stored with a visit (config `visits.ip`): truncation keeps the /24 of an IPv4
+/// address and the /48 of an IPv6 one — the network, not the host.
+pub fn stored_ip(ip: IpAddr, mode: IpMode) -> Option<String> {
+    let ip = ip.to_canonical();
+    match mode {
+        IpMode::Full => Some(ip.to_string()),
+        IpMode::Truncated => Some(match ip {
+            IpAddr::V4(v4) => {
+                let [a, b, c, _] = v4.octets();
+                Ipv4Addr::new(a, b, c, 0).to_string()
+            }
+            IpAddr::V6(v6) => {
+                let s = v6.segments();
+                Ipv6Addr::new(s[0], s[1], s[2], 0, 0, 0, 0, 0).to_string()
+            }
+        }),
+        IpMode::None => None,
+    }
+}
+
+/// Lowercase hex SHA-1 of `ip + "&" + user_agent` over the full address (SPEC §7), whatever
+/// `visits.ip` stores.
+pub fn client_id(ip: IpAddr, user_agent: &str) -> String {
+    client_key(ip, user_agent).0
+}
+
+/// The client id and a 64-bit key for distinct counting (the first 8 bytes of the same SHA-1,
+/// big-endian), from one hash. SHA-1 bits are uniform, so the key serves as a sketch hash.
+pub fn client_key(ip: IpAddr, user_agent: &str) -> (String, u64) {
+    let digest = Sha1::new()
+        .chain_update(ip.to_canonical().to_string())
+        .chain_update("&")
+        .chain_update(user_agent)
+        .finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (hex::encode(digest), u64::from_be_bytes(first))
+}
+
+/// A header's first value, if it is text.
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name)?.to_str().ok()
+}
+
+/// The address in RFC 7239's first `for=` parameter; `unknown` and obfuscated identifiers
+/// (`_hidden`) give `None`.
+fn forwarded_for(value: &str) -> Option<IpAddr> {
+    value
+        .split(',')
+        .flat_map(|element| element.split(';'))
+        .find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            key.trim().eq_ignore_ascii_case("for").then_some(value)
+        })
+        .and_then(parse_node)
+}
+
+/// One address as proxies write it: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`,
+/// `[2001:db8::1]:4711`, any of them in double quotes.
+fn parse_node(value: &str) -> Option<IpAddr> {
+    let value = value.trim();
+    let value = value
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(value)
+        .trim();
+    if let Some(bracketed) = value.strip_prefix('[') {
+        let (inside, _port) = bracketed.split_once(']')?;
+        return inside.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    value
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| value.parse::<SocketAddr>().ok().map(|addr| addr.ip()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for &(name, value) in pairs {
+            map.append(name, value.parse().expect("header value"));
+        }
+        map
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn untrusted_headers_are_ignored() {
+        let h = headers(&[("x-forwarded-for", "1.2.3.4"), ("x-real-ip", "5.6.7.8")]);
+        assert_eq!(client_ip(PEER, &h, false), PEER);
+    }
+
+    #[test]
+    fn trusted_headers_in_order() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "10.0.0.1"),
+            (
+                &[("x-forwarded-for", "1.2.3.4, 10.1.1.1, 10.2.2.2")],
+                "1.2.3.4",
+            ),
+            (&[("x-forwarded-for", " 2001:db8::7 ")], "2001:db8::7"),
+            (&[("x-forwarded-for", "1.2.3.4:5678")], "1.2.3.4"),
+            (&[("x-forwarded-for", "[2001:db8::7]:443")], "2001:db8::7"),
+            (&[("x-real-ip", "5.6.7.8")], "5.6.7.8"),
+            (
+                &[("x-forwarded-for", "1.2.3.4"), ("x-real-ip", "5.6.7.8")],
+                "1.2.3.4",
+            ),
+            // Several X-Forwarded-For lines: the first line's first address.
+            (
+                &[
+                    ("x-forwarded-for", "1.2.3.4"),
+                    ("x-forwarded-for", "9.9.9.9"),
+                ],
+                "1.2.3.4",
+            ),
+            // An unparsable header passes to the next one.
+            (
+                &[("x-forwarded-for", "unknown"), ("x-real-ip", "5.6.7.8")],
+                "5.6.7.8",
+            ),
+            (
+                &[
+                    ("x-real-ip", "garbage"),
+                    ("forwarded", "for=192.0.2.60;proto=http"),
+                ],
+                "192.0.2.60",
+            ),
+            (&[("forwarded", "for=192.0.2.60")], "192.0.2.60"),
+            (&[("forwarded", "For=\"192.0.2.60:80\"")], "192.0.2.60"),
+            (
+                &[("forwarded", "for=\"[2001:db8:cafe::17]:4711\"")],
+                "2001:db8:cafe::17",
+            ),
+            (
+                &[("forwarded", "for=\"[2001:db8:cafe::17]\"")],
+                "2001:db8:cafe::17",
+            ),
+            (
+                &[(
+                    "forwarded",
+                    "proto=https;by=203.0.113.43; FOR = 198.51.100.17, for=1.1.1.1",
+                )],
+                "198.51.100.17",
+            ),
+            (
+                &[("forwarded", "by=1.1.1.1, for=198.51.100.17")],
+                "198.51.100.17",
+            ),
+            (&[("forwarded", "for=unknown")], "10.0.0.1"),
+            (&[("forwarded", "for=_hidden, for=1.1.1.1")], "10.0.0.1"),
+            (&[("x-forwarded-for", "::ffff:1.2.3.4")], "1.2.3.4"),
+        ];
+        for &(pairs, expected) in cases {
+            assert_eq!(
+                client_ip(PEER, &headers(pairs), true),
+                ip(expected),
+                "{pairs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn junk_headers_fall_back_to_the_peer() {
+        let junk = [
+            "",
+            ",",
+            " , 1.2.3.4",
+            "[",
+            "[]",
+            "[::1",
+            "]:80",
+            "\"",
+            "\"\"",
+            "1.2.3.4.5",
+            "300.1.1.1",
+            "for=",
+            "for",
+            ";;;",
+            "=",
+            "for=[",
+            "for=\"[::1]",
+            "fe80::1%eth0",
+            "1.2.3.4:99999",
+        ];
+        for value in junk {
+            for name in ["x-forwarded-for", "x-real-ip", "forwarded"] {
+                let h = headers(&[(name, value)]);
+                assert_eq!(client_ip(PEER, &h, true), PEER, "{name}: {value:?}");
+            }
+        }
+        let mut h = HeaderMap::new();
+        let bytes = axum::http::HeaderValue::from_bytes(b"\xff\xfe1.2.3.4").expect("opaque value");
+        h.insert("x-forwarded-for", bytes);
+        assert_eq!(client_ip(PEER, &h, true), PEER);
+    }
+
+    #[test]
+    fn mapped_peers_become_ipv4() {
+        let mapped = ip("::ffff:192.0.2.1");
+        assert_eq!(client_ip(mapped, &HeaderMap::new(), false), ip("192.0.2.1"));
+        assert_eq!(client_ip(mapped, &HeaderMap::new(), true), ip("192.0.2.1"));
+        assert_eq!(client_ip(ip("::1"), &HeaderMap::new(), false), ip("::1"));
+    }
+
+    #[test]
+    fn stored_ip_modes() {
+        let v4 = ip("203.0.113.77");
+        let v6 = ip("2001:db8:1:2:3:4:5:6");
+        assert_eq!(stored_ip(v4, IpMode::Full).as_deref(), Some("203.0.113.77"));
+        assert_eq!(
+            stored_ip(v4, IpMode::Truncated).as_deref(),
+            Some("203.0.113.0")
+        );
+        assert_eq!(stored_ip(v4, IpMode::None), None);
+        assert_eq!(
+            stored_ip(v6, IpMode::Full).as_deref(),
+            Some("2001:db8:1:2:3:4:5:6")
+        );
+        assert_eq!(
+            stored_ip(v6, IpMode::Truncated).as_deref(),
+            Some("2001:db8:1::")
+        );
+        assert_eq!(stored_ip(v6, IpMode::None), None);
+        assert_eq!(
+            stored_ip(ip("::ffff:203.0.113.77"), IpMode::Truncated).as_deref(),
+            Some("203.0.113.0")
+        );
+    }
+
+    #[test]
+    fn client_id_is_sha1_of_ip_and_agent() {
+        // Expected values from `printf '1.2.3.4&Mozilla/5.0' | sha1sum` and the like.
+        assert_eq!(
+            client_id(ip("1.2.3.4"), "Mozilla/5.0"),
+            "02d7c297e3414ae740891f963ff0fa9fcea1f169"
+        );
+        assert_eq!(
+            client_id(ip("2001:db8::1"), ""),
+            "9d9d8009b5154a54b8fdee29bd70ddb887d9642d"
+        );
+        assert_eq!(
+            client_id(ip("::ffff:1.2.3.4"), ""),
+            "35b900cee37476844e7b79fabc019f5269d795f1"
+        );
+    }
+
+    #[test]
+    fn client_key_shares_the_digest() {
+        let (id, key) = client_key(ip("1.2.3.4"), "Mozilla/5.0");
+        assert_eq!(id, client_id(ip("1.2.3.4"), "Mozilla/5.0"));
+        assert_eq!(key, 0x02d7_c297_e341_4ae7);
+        assert_ne!(key, client_key(ip("1.2.3.5"), "Mozilla/5.0").1);
+    }
+}

@@ -1,0 +1,12 @@
+//! Visits (SPEC §6, §7): the redirect hands a raw visit to a bounded queue and returns; the
+//! writer task enriches visits (user agent, geolocation, client id) and writes them in batches,
+//! with their counters, through the store.
+
+pub mod client;
+pub mod geo;
+pub mod hll;
+pub mod recorder;
+pub mod stats;
+pub mod ua;
+
+pub use recorder::{RawVisit, Recorder, VisitMetrics};

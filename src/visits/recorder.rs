@@ -1,0 +1,310 @@
+//! The visit queue and its writer (SPEC §6, §7).
+//!
+//! The redirect handler calls [`Recorder::record`], which stamps the visit and offers it to a
+//! bounded channel without waiting: when the channel is full the visit is dropped and counted,
+//! so recording never slows or fails a redirect. One writer task takes whatever has queued
+//! (up to [`BATCH`] visits), enriches it on a blocking thread (user agent, geolocation,
+//! client id, stored address) and writes it with its counters in one store transaction and
+//! one flush. While a batch is being written the next one queues, so batches grow with load.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::http::HeaderValue;
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use super::client;
+use super::geo::{Geo, GeoDb, GeoError};
+use super::ua::UaParser;
+use crate::clock::Clock;
+use crate::config::{IpMode, VisitsConfig};
+use crate::store::{Millis, NewVisit, Store, Visit};
+
+/// Most visits written in one transaction.
+pub const BATCH: usize = 1024;
+/// Longest user agent or referer kept; longer ones are cut (at a character boundary).
+const MAX_HEADER_CHARS: usize = 1024;
+/// Distinct user agents whose parse is remembered.
+const UA_CACHE: usize = 4096;
+
+/// A visit as the redirect saw it; enriched later by the writer.
+#[derive(Debug)]
+pub struct RawVisit {
+    pub link_id: u64,
+    pub code: String,
+    pub at: Millis,
+    pub ip: IpAddr,
+    pub user_agent: Option<HeaderValue>,
+    pub referer: Option<HeaderValue>,
+}
+
+/// Counters of the visit pipeline, shared with `/metrics`.
+#[derive(Clone, Debug)]
+pub struct VisitMetrics {
+    pub accepted: Counter,
+    pub dropped: Counter,
+    pub written: Counter,
+    pub failed: Counter,
+    pub batch_seconds: Histogram,
+}
+
+impl Default for VisitMetrics {
+    fn default() -> Self {
+        Self {
+            accepted: Counter::default(),
+            dropped: Counter::default(),
+            written: Counter::default(),
+            failed: Counter::default(),
+            // 0.5 ms .. ~1 s
+            batch_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 12)),
+        }
+    }
+}
+
+/// The redirect's side of the visit queue.
+pub struct Recorder {
+    /// `None` when `visits.enabled` is off.
+    sender: Option<mpsc::Sender<RawVisit>>,
+    capacity: usize,
+    clock: Arc<dyn Clock>,
+    metrics: VisitMetrics,
+    stop: Arc<Notify>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the writer needs to turn raw visits into records.
+struct Enricher {
+    ua: UaParser,
+    geo: Option<GeoDb>,
+    ip_mode: IpMode,
+}
+
+impl Recorder {
+    /// Opens the geolocation database (if configured) and starts the writer task. Must be
+    /// called inside a tokio runtime.
+    pub fn start(
+        config: &VisitsConfig,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Recorder>, GeoError> {
+        let metrics = VisitMetrics::default();
+        let stop = Arc::new(Notify::new());
+        if !config.enabled {
+            return Ok(Arc::new(Recorder {
+                sender: None,
+                capacity: 0,
+                clock,
+                metrics,
+                stop,
+                writer: Mutex::new(None),
+            }));
+        }
+        let geo = match config.geo_db.trim() {
+            "" => None,
+            path => Some(GeoDb::open(std::path::Path::new(path))?),
+        };
+        let enricher = Arc::new(Enricher {
+            ua: UaParser::new(UA_CACHE),
+            geo,
+            ip_mode: config.ip,
+        });
+        let (sender, receiver) = mpsc::channel(config.queue);
+        let writer = tokio::spawn(write_loop(
+            receiver,
+            enricher,
+            store,
+            metrics.clone(),
+            stop.clone(),
+        ));
+        Ok(Arc::new(Recorder {
+            sender: Some(sender),
+            capacity: config.queue,
+            clock,
+            metrics,
+            stop,
+            writer: Mutex::new(Some(writer)),
+        }))
+    }
+
+    /// Queues a visit without waiting; drops (and counts) it when the queue is full.
+    pub fn record(
+        &self,
+        link_id: u64,
+        code: String,
+        ip: IpAddr,
+        user_agent: Option<&HeaderValue>,
+        referer: Option<&HeaderValue>,
+    ) {
+        let Some(sender) = &self.sender else {
+            return;
+        };
+        let visit = RawVisit {
+            link_id,
+            code,
+            at: self.clock.now(),
+            ip,
+            user_agent: user_agent.cloned(),
+            referer: referer.cloned(),
+        };
+        match sender.try_send(visit) {
+            Ok(()) => self.metrics.accepted.inc(),
+            Err(_) => self.metrics.dropped.inc(),
+        };
+    }
+
+    /// Is recording on?
+    pub fn enabled(&self) -> bool {
+        self.sender.is_some()
+    }
+
+    /// Visits waiting in the queue.
+    pub fn depth(&self) -> usize {
+        self.sender
+            .as_ref()
+            .map_or(0, |s| self.capacity.saturating_sub(s.capacity()))
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn metrics(&self) -> &VisitMetrics {
+        &self.metrics
+    }
+
+    /// Stops taking visits, writes everything queued, and returns when the writer is done
+    /// (SIGTERM: "drain the visit queue").
+    pub async fn shutdown(&self) {
+        self.stop.notify_one();
+        let writer = self.writer.lock().take();
+        if let Some(writer) = writer {
+            if let Err(e) = writer.await {
+                tracing::error!("the visit writer failed: {e}");
+            }
+        }
+    }
+}
+
+async fn write_loop(
+    mut receiver: mpsc::Receiver<RawVisit>,
+    enricher: Arc<Enricher>,
+    store: Arc<dyn Store>,
+    metrics: VisitMetrics,
+    stop: Arc<Notify>,
+) {
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut stopping = false;
+    loop {
+        if stopping {
+            if receiver.recv_many(&mut batch, BATCH).await == 0 {
+                break;
+            }
+        } else {
+            tokio::select! {
+                n = receiver.recv_many(&mut batch, BATCH) => if n == 0 { break },
+                () = stop.notified() => {
+                    // No new visits from here on; what is queued is still written.
+                    receiver.close();
+                    stopping = true;
+                    continue;
+                }
+            }
+        }
+        let raw = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+        let count = raw.len() as u64;
+        let enricher = enricher.clone();
+        let store = store.clone();
+        let started = Instant::now();
+        let written = tokio::task::spawn_blocking(move || {
+            let mut visits: Vec<NewVisit> = raw.into_iter().map(|v| enricher.enrich(v)).collect();
+            store.record_visits(&mut visits)
+        })
+        .await;
+        metrics
+            .batch_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match written {
+            Ok(Ok(())) => {
+                metrics.written.inc_by(count);
+            }
+            Ok(Err(e)) => {
+                metrics.failed.inc_by(count);
+                tracing::error!("{count} visits could not be written: {e}");
+            }
+            Err(e) => {
+                metrics.failed.inc_by(count);
+                tracing::error!("the visit writer panicked on a batch of {count}: {e}");
+            }
+        }
+    }
+}
+
+impl Enricher {
+    fn enrich(&self, raw: RawVisit) -> NewVisit {
+        let user_agent = header_text(raw.user_agent.as_ref());
+        let referer = header_text(raw.referer.as_ref());
+        let agent = self.ua.parse(&user_agent);
+        let (client_id, client_hash) = client::client_key(raw.ip, &user_agent);
+        let geo = self
+            .geo
+            .as_ref()
+            .map_or_else(Geo::default, |db| db.lookup(raw.ip));
+        let referer_host = url::Url::parse(&referer)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+            .unwrap_or_default();
+        NewVisit {
+            visit: Visit {
+                id: 0,
+                link_id: raw.link_id,
+                code: raw.code,
+                at: raw.at,
+                client_id,
+                ip: client::stored_ip(raw.ip, self.ip_mode),
+                user_agent,
+                referer,
+                browser: agent.browser.clone(),
+                browser_version: agent.browser_version.clone(),
+                os: agent.os.clone(),
+                os_version: agent.os_version.clone(),
+                device: agent.device.as_str().to_string(),
+                is_bot: agent.is_bot,
+                country: geo.country,
+                region: geo.region,
+                city: geo.city,
+                isp: geo.isp,
+            },
+            client_hash,
+            referer_host,
+        }
+    }
+}
+
+/// A header as text (lossy for non-UTF-8 bytes), cut to a bounded length.
+fn header_text(value: Option<&HeaderValue>) -> String {
+    let Some(value) = value else {
+        return String::new();
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    match text.char_indices().nth(MAX_HEADER_CHARS) {
+        Some((cut, _)) => text[..cut].to_string(),
+        None => text.into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_headers_are_cut_at_a_character_boundary() {
+        let long = HeaderValue::from_bytes("é".repeat(2000).as_bytes()).unwrap();
+        assert_eq!(header_text(Some(&long)).chars().count(), MAX_HEADER_CHARS);
+        assert_eq!(header_text(None), "");
+    }
+}
