@@ -25,7 +25,7 @@ use crate::store::{Millis, Store, StoreError, Visit};
 use crate::visits::stats::{self, Granularity, MAX_POINTS};
 
 /// Visits read per store call while streaming CSV: bounds the memory of one export.
-const CSV_PAGE: usize = 1000;
+pub const CSV_PAGE: usize = 1000;
 /// CSV chunks buffered ahead of a slow client.
 const CSV_AHEAD: usize = 4;
 
@@ -184,8 +184,25 @@ pub async fn link_visits(
     .into_response())
 }
 
-/// Streams every visit of a link (after `after`) as CSV, one store page at a time.
 fn csv_response(store: Arc<dyn Store>, link_id: u64, after: Option<u64>, code: &str) -> Response {
+    let mut response = Response::new(csv_body(store, link_id, after));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("attachment; filename=\"visits-{code}.csv\""))
+    {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
+}
+
+/// Every visit of a link (after `after`) as a CSV body, streamed one store page
+/// ([`CSV_PAGE`] visits) per chunk: at most [`CSV_AHEAD`] chunks wait for a slow client, so an
+/// export of any size holds a few thousand visits in memory.
+pub fn csv_body(store: Arc<dyn Store>, link_id: u64, after: Option<u64>) -> Body {
     let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(CSV_AHEAD);
     tokio::spawn(async move {
         let mut after = after;
@@ -231,17 +248,7 @@ fn csv_response(store: Arc<dyn Store>, link_id: u64, after: Option<u64>, code: &
             }
         }
     });
-    let mut response = Response::new(Body::from_stream(ReceiverStream::new(receiver)));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
-    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"visits-{code}.csv\""))
-    {
-        headers.insert(header::CONTENT_DISPOSITION, value);
-    }
-    response
+    Body::from_stream(ReceiverStream::new(receiver))
 }
 
 /// The CSV header line alone.

@@ -53,12 +53,11 @@ const MAX_CACHED_LEN: usize = 1024;
 /// 1.7–1.9 µs for an uncached parse (nearly all of it woothee's regexes), about 40 ns for a
 /// cache hit (`tests::parse_cost`). The writer parses every visit, so the cache matters.
 ///
-/// Bot rule: woothee's `crawler` category is a bot, and so is anything that is plainly a
-/// script rather than a person at a browser — HTTP libraries and command-line clients (`curl`,
-/// `python-requests`, `Go-http-client`…) and headless browsers. Short links are fetched by
-/// monitors, link checkers and scrapers built on those; counting them as visitors would inflate
-/// `unique_visitors`, while a human fetching a link with `curl` is rare. Their visits are still
-/// recorded and counted in totals, only flagged.
+/// Bot rule (SPEC §7 "crawlers"): woothee's `crawler` category and headless browsers are
+/// bots. HTTP libraries and command-line clients (`curl`, `python-requests`,
+/// `Go-http-client`…) are not crawlers: they are device `other`, named by their first product
+/// token, and not flagged, because people do open short links with them (and API users test
+/// with them); flagging them would hide those visitors from `unique_visitors`.
 pub struct UaParser {
     parser: woothee::parser::Parser,
     cache: Cache<String, Arc<Agent>>,
@@ -114,7 +113,9 @@ impl UaParser {
             agent.browser_version = version.to_owned();
         }
 
-        agent.device = if parsed.category == "crawler" || library || is_headless(ua) {
+        agent.device = if library {
+            Device::Other
+        } else if parsed.category == "crawler" || is_headless(ua) {
             Device::Bot
         } else {
             match parsed.category {
@@ -231,10 +232,10 @@ mod tests {
         ("facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
             "facebook", "", "", "", Device::Bot),
         // Scripts and headless browsers: our rules, not woothee's.
-        ("curl/8.5.0", "curl", "8.5.0", "", "", Device::Bot),
-        ("Wget/1.21.4", "Wget", "1.21.4", "", "", Device::Bot),
-        ("python-requests/2.31.0", "python-requests", "2.31.0", "", "", Device::Bot),
-        ("Go-http-client/1.1", "Go-http-client", "1.1", "", "", Device::Bot),
+        ("curl/8.5.0", "curl", "8.5.0", "", "", Device::Other),
+        ("Wget/1.21.4", "Wget", "1.21.4", "", "", Device::Other),
+        ("python-requests/2.31.0", "python-requests", "2.31.0", "", "", Device::Other),
+        ("Go-http-client/1.1", "Go-http-client", "1.1", "", "", Device::Other),
         ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
             HeadlessChrome/124.0.0.0 Safari/537.36",
             "Chrome", "124.0.0.0", "Linux", "", Device::Bot),

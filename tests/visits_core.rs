@@ -1,0 +1,150 @@
+//! Visit storage, queue and retention in process, where time and scheduling can be controlled:
+//! a 100k-visit CSV export streamed page by page, queue overflow that drops and counts, and
+//! retention that prunes old visits only while every counter stays.
+
+use std::sync::Arc;
+
+use tokio_stream::StreamExt;
+use vshortlink::clock::{Clock, ManualClock};
+use vshortlink::config::Config;
+use vshortlink::http::stats::{csv_body, CSV_PAGE};
+use vshortlink::jobs::lifecycle::Lifecycle;
+use vshortlink::links::Links;
+use vshortlink::pools::Pools;
+use vshortlink::store::{NewVisit, SledStore, Store, StoreOptions, Visit};
+use vshortlink::visits::Recorder;
+
+const DAY: u64 = 86_400_000;
+const T0: u64 = 1_800_000_000_000;
+
+fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    Arc::new(SledStore::open(&StoreOptions::new(dir.path())).unwrap())
+}
+
+fn new_visit(link_id: u64, at: u64, i: u64) -> NewVisit {
+    NewVisit {
+        visit: Visit {
+            link_id,
+            code: "abcdef".into(),
+            at,
+            client_id: format!("{i:040x}"),
+            user_agent: format!("agent {i}"),
+            browser: "Firefox".into(),
+            os: "Linux".into(),
+            device: "desktop".into(),
+            ..Visit::default()
+        },
+        client_hash: i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        referer_host: String::new(),
+    }
+}
+
+fn record(store: &dyn Store, link_id: u64, at: u64, range: std::ops::Range<u64>) {
+    let ids: Vec<u64> = range.collect();
+    for chunk in ids.chunks(1000) {
+        let mut batch: Vec<NewVisit> = chunk.iter().map(|i| new_visit(link_id, at, *i)).collect();
+        store.record_visits(&mut batch).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_export_streams_100k_visits_page_by_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let writer = store.clone();
+    tokio::task::spawn_blocking(move || {
+        record(&*writer, 7, T0, 0..100_000);
+        record(&*writer, 8, T0, 0..10); // another link's visits stay out
+    })
+    .await
+    .unwrap();
+
+    let mut stream = csv_body(store.clone(), 7, None).into_data_stream();
+    let (mut chunks, mut rows, mut header) = (0usize, 0usize, None);
+    let mut largest = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        chunks += 1;
+        largest = largest.max(chunk.len());
+        let text = std::str::from_utf8(&chunk).unwrap();
+        let mut lines = text.lines().count();
+        if header.is_none() {
+            header = text.lines().next().map(str::to_string);
+            lines -= 1;
+        }
+        // Each chunk is one store page: the export never holds more than a page per chunk.
+        assert!(lines <= CSV_PAGE, "a chunk of {lines} rows");
+        rows += lines;
+    }
+    assert_eq!(rows, 100_000);
+    assert_eq!(chunks, 100_000 / CSV_PAGE);
+    assert!(header.unwrap().starts_with("id,at,code,client_id,ip,user_agent"));
+    assert!(largest < 256 * 1024, "largest chunk {largest} bytes");
+    assert_eq!(store.visit_totals(7).unwrap().visits, 100_000);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_full_queue_drops_and_counts_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let config = Config::from_toml("[visits]\nqueue = 4\n").unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(T0));
+    let recorder = Recorder::start(&config.visits, store.clone(), clock).unwrap();
+    // On a single-threaded runtime the writer cannot run between these calls: the queue takes
+    // four and every other visit is dropped at once instead of waiting for room.
+    for _ in 0..100 {
+        recorder.record(1, "abcdef".into(), [10, 0, 0, 1].into(), None, None);
+    }
+    let metrics = recorder.metrics();
+    assert_eq!(metrics.accepted.get(), 4);
+    assert_eq!(metrics.dropped.get(), 96);
+    assert_eq!(recorder.depth(), 4);
+    // Shutdown drains what was queued.
+    recorder.shutdown().await;
+    assert_eq!(metrics.written.get(), 4);
+    assert_eq!(store.visit_totals(1).unwrap().visits, 4);
+    assert_eq!(recorder.depth(), 0);
+}
+
+#[test]
+fn retention_prunes_old_visits_only_and_counters_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Arc::new(Config::from_toml("[visits]\nretention = \"30d\"\n").unwrap());
+    let store = store(&dir);
+    let clock = Arc::new(ManualClock::new(T0));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let pools = Arc::new(Pools::new(store.clone(), dyn_clock.clone(), &config).unwrap());
+    let links = Arc::new(
+        Links::new(
+            store.clone(),
+            pools.clone(),
+            dyn_clock.clone(),
+            config.clone(),
+        )
+        .unwrap(),
+    );
+    let job = Lifecycle::new(store.clone(), pools, links, dyn_clock, config);
+
+    // 1,200 visits 40 days ago (more than one pruning chunk), 30 visits 10 days ago.
+    record(&*store, 1, T0, 0..1_200);
+    record(&*store, 1, T0 + 30 * DAY, 1_200..1_230);
+    let before = store.visit_summary(1, T0, T0 + 31 * DAY).unwrap();
+    clock.set(T0 + 40 * DAY);
+
+    let report = job.run().unwrap();
+    assert_eq!(report.visits_pruned, 1_200);
+    let left = store.visits_page(1, None, 1000).unwrap();
+    assert_eq!(left.items.len(), 30);
+    assert!(left.items.iter().all(|v| v.at == T0 + 30 * DAY));
+    // Counters are kept: totals, series, top lists and distinct visitors are unchanged.
+    assert_eq!(store.visit_totals(1).unwrap().visits, 1_230);
+    let after = store.visit_summary(1, T0, T0 + 31 * DAY).unwrap();
+    assert_eq!(after.hours, before.hours);
+    assert_eq!(after.unique_visitors, before.unique_visitors);
+    assert_eq!(
+        store.day_counts(T0 / DAY, T0 / DAY).unwrap()[0].visits,
+        1_200
+    );
+    // A second run finds nothing more.
+    assert_eq!(job.run().unwrap().visits_pruned, 0);
+}
