@@ -62,7 +62,13 @@ async fn pipeline(durability: Durability, visits: u64, links: u64) -> (f64, f64)
     let started = Instant::now();
     for i in 0..visits {
         let agent = &agents[(i % agents.len() as u64) as usize];
-        recorder.record(i % links, "abcdef".into(), ip(i), Some(agent), Some(&referer));
+        recorder.record(
+            i % links,
+            "abcdef".into(),
+            ip(i),
+            Some(agent),
+            Some(&referer),
+        );
         if i % 4096 == 0 {
             tokio::task::yield_now().await; // let the writer run beside the offers
         }
@@ -141,5 +147,8 @@ fn main() {
         "{:<44} {:>12.0} {:>8.2}",
         "store only (pre-enriched, 1024 per batch)", s_rate, s_took
     );
-    println!("enrichment share of the pipeline's time: {:.0} %", 100.0 * (1.0 - p_rate.min(s_rate) / s_rate.max(1.0)) );
+    println!(
+        "enrichment share of the pipeline's time: {:.0} %",
+        100.0 * (1.0 - p_rate.min(s_rate) / s_rate.max(1.0))
+    );
 }

@@ -739,7 +739,18 @@ fn a_bad_config_stops_start_up_naming_the_key() {
         ("[tiers.6]\nttl = \"forever\"\n", vec![], "ttl"),
         ("", vec![("VSL_CACHE__CAPACITY", "lots")], "capacity"),
         ("[server]\nlisten = \"nowhere\"\n", vec![], "listen"),
+        ("[visits]\nip = \"partial\"\n", vec![], "ip"),
+        ("[visits]\nretention = \"often\"\n", vec![], "retention"),
     ];
+    let data = dir.path().join("data");
+    let geo = format!(
+        "[storage]\npath = \"{}\"\n[visits]\ngeo_db = \"{}\"\n",
+        data.display(),
+        dir.path().join("no-such.mmdb").display()
+    );
+    let cases = cases
+        .into_iter()
+        .chain([(geo.as_str(), vec![], "visits.geo_db")]);
     for (toml, env, key) in cases {
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, toml).unwrap();

@@ -473,3 +473,41 @@ fn metrics_parse_as_prometheus_text() {
     // No key needed.
     assert!(scrape.docs.contains_key("vsl_http_requests_total"));
 }
+
+#[test]
+fn proxy_headers_give_the_client_address_only_when_trusted() {
+    let geo_dir = tempfile::tempdir().unwrap();
+    let geo_db = geo_dir.path().join("test-geo.mmdb");
+    common::mmdb::write_test_geo_db(&geo_db);
+    for trusted in [true, false] {
+        let app = TestApp::start_with(
+            &format!(
+                "[visits]\ngeo_db = \"{}\"\nip = \"full\"\n",
+                geo_db.display()
+            ),
+            &[(
+                "VSL_SERVER__TRUST_PROXY_HEADERS",
+                if trusted { "true" } else { "false" },
+            )],
+        );
+        let code = new_code(&app, "https://example.com/proxied");
+        let response = app
+            .client
+            .get(app.url(&format!("/{code}")))
+            .header("user-agent", DESKTOP)
+            .header("x-forwarded-for", "81.2.69.160, 10.0.0.1")
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 302);
+        wait_visits(&app, &code, 1);
+        let v = &visits(&app, &code)[0];
+        if trusted {
+            assert_eq!(v["ip"], "81.2.69.160");
+            assert_eq!(v["country"], "GB");
+            assert_eq!(v["city"], "London");
+        } else {
+            assert_eq!(v["ip"], "127.0.0.1");
+            assert_eq!(v["country"], "ZZ");
+        }
+    }
+}

@@ -78,7 +78,9 @@ async fn csv_export_streams_100k_visits_page_by_page() {
     }
     assert_eq!(rows, 100_000);
     assert_eq!(chunks, 100_000 / CSV_PAGE);
-    assert!(header.unwrap().starts_with("id,at,code,client_id,ip,user_agent"));
+    assert!(header
+        .unwrap()
+        .starts_with("id,at,code,client_id,ip,user_agent"));
     assert!(largest < 256 * 1024, "largest chunk {largest} bytes");
     assert_eq!(store.visit_totals(7).unwrap().visits, 100_000);
 }

@@ -191,8 +191,7 @@ fn csv_response(store: Arc<dyn Store>, link_id: u64, after: Option<u64>, code: &
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/csv; charset=utf-8"),
     );
-    if let Ok(value) =
-        HeaderValue::from_str(&format!("attachment; filename=\"visits-{code}.csv\""))
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"visits-{code}.csv\""))
     {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
