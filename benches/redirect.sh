@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# Redirect benchmark (SPEC §14): vshortlink against the ceiling, a bare axum server answering 302
-# from an in-memory HashMap (examples/bare_redirect.rs), both on 127.0.0.1, measured by wrk in the
-# same run, alternating, for three scenarios: one hot code, cycling over every code, unknown codes.
+# Redirect benchmark (SPEC §14): vshortlink with visits recorded ("ours") against the ceiling, a
+# bare axum server answering 302 from an in-memory HashMap ("bare", examples/bare_redirect.rs),
+# and against a second vshortlink with visit recording switched off ("off"), all on 127.0.0.1,
+# measured by wrk in the same run, alternating, for three scenarios: one hot code, cycling over
+# every code, unknown codes. Every request carries the same browser User-Agent and Referer.
 # See benches/README.md. Everything it starts is killed on exit; every wrk run is bounded in time.
 #
 # Environment (defaults in brackets):
-#   LINKS [100000]       links created in vshortlink, and codes held by the bare server
+#   SIDES ["ours off bare"]  the servers measured, in this order in the first round and in the
+#                        table: ours (visits on), off (visits off), bare (the ceiling); the table
+#                        shows ours/bare and ours/off when both sides of the ratio are measured
+#   LINKS [100000]       links created in each vshortlink, and codes held by the bare server
 #   DURATION [10s]       each measured wrk run; WARMUP [2s] the wrk run before each of them
 #   THREADS [2]          wrk threads; CONNECTIONS [64] wrk connections
 #   ROUNDS [1]           repeat every measurement; the table shows each cell's median round
 #   PAUSE [2]            seconds of quiet before each warm-up (lets background work settle)
+#   SETTLE_MAX [60]      then, with ours measured, wait up to this long for ours' visit queue to
+#                        drain (its writer idle) before any side's warm-up; 0: do not wait
 #   CACHE_CAPACITY [100000]  vshortlink's [cache] capacity
+#   USER_AGENT, REFERER  sent with every request (default: desktop Chrome 124 on Windows 10;
+#                        https://news.example.org/articles/42)
 #   SKIP_BUILD [0]       1: use the binaries as they are
-#   OURS_BIN, BARE_BIN   the binaries (default: the release builds of this repo)
-#   KEEP_TMP [0]         1: keep the temp dir (config, data, logs, raw wrk output)
+#   OURS_BIN, BARE_BIN   the binaries (default: the release builds of this repo; off runs OURS_BIN)
+#   KEEP_TMP [0]         1: keep the temp dir (configs, data, logs, raw wrk output)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
+SIDES=${SIDES:-ours off bare}
 LINKS=${LINKS:-100000}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
@@ -25,18 +35,30 @@ THREADS=${THREADS:-2}
 CONNECTIONS=${CONNECTIONS:-64}
 ROUNDS=${ROUNDS:-1}
 PAUSE=${PAUSE:-2}
+SETTLE_MAX=${SETTLE_MAX:-60}
 CACHE_CAPACITY=${CACHE_CAPACITY:-100000}
+USER_AGENT=${USER_AGENT:-Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36}
+REFERER=${REFERER:-https://news.example.org/articles/42}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_TMP=${KEEP_TMP:-0}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 OURS_BIN=${OURS_BIN:-$TARGET_DIR/release/vshortlink}
 BARE_BIN=${BARE_BIN:-$TARGET_DIR/release/examples/bare_redirect}
-OURS_ADDR=127.0.0.1:18180
-BARE_ADDR=127.0.0.1:18181
 ADMIN_KEY=bench-admin-key-0001
+declare -A ADDR=([ours]=127.0.0.1:18180 [bare]=127.0.0.1:18181 [off]=127.0.0.1:18182)
 
 die() { echo "redirect.sh: $*" >&2; exit 1; }
 log() { echo "== $*" >&2; }
+
+read -ra SIDE_LIST <<<"$SIDES"
+((${#SIDE_LIST[@]} > 0)) || die "SIDES is empty"
+declare -A HAS=()
+for side in "${SIDE_LIST[@]}"; do
+  case $side in ours | off | bare) ;; *) die "SIDES: unknown side '$side' (ours, off, bare)" ;; esac
+  [[ -z ${HAS[$side]:-} ]] || die "SIDES: '$side' is given twice"
+  HAS[$side]=1
+done
+has() { [[ -n ${HAS[$1]:-} ]]; }
 
 # ---------------------------------------------------------------- tools
 command -v python3 >/dev/null || die "python3 is needed (link creation, health checks)"
@@ -52,22 +74,21 @@ if [[ $SKIP_BUILD != 1 ]]; then
   log "building (release)"
   cargo build --release --bin vshortlink --example bare_redirect
 fi
-[[ -x $OURS_BIN ]] || die "no executable at $OURS_BIN"
-[[ -x $BARE_BIN ]] || die "no executable at $BARE_BIN"
+if has ours || has off; then [[ -x $OURS_BIN ]] || die "no executable at $OURS_BIN"; fi
+if has bare; then [[ -x $BARE_BIN ]] || die "no executable at $BARE_BIN"; fi
 
 # Environment overrides would change what is measured.
 while read -r var; do unset "$var"; done < <(compgen -e | grep '^VSL_' || true)
 
 # ---------------------------------------------------------------- processes
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/vsl-redirect-bench.XXXXXX")
-OURS_PID=
-BARE_PID=
+declare -A PID=() CODES=() HOT=()
 cleanup() {
-  local rc=$?
-  for pid in $OURS_PID $BARE_PID; do
+  local rc=$? pid
+  for pid in "${PID[@]}"; do
     kill "$pid" 2>/dev/null || true
   done
-  for pid in $OURS_PID $BARE_PID; do
+  for pid in "${PID[@]}"; do
     # Give the server its graceful shutdown (drain visits, flush), then insist.
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
@@ -99,6 +120,20 @@ PY
   fi
 }
 
+# http_get URL: the body of a 2xx answer (empty when there is none).
+http_get() {
+  if command -v curl >/dev/null; then
+    curl -sf --max-time 5 "$1" || true
+    return
+  fi
+  python3 - "$1" <<'PY' || true
+import sys, urllib.request
+try:
+    sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())
+except Exception: pass
+PY
+}
+
 # http_location URL: the Location header of the response (empty if none).
 http_location() {
   python3 - "$1" <<'PY'
@@ -123,17 +158,22 @@ duration_secs() {
   esac
 }
 
-for addr in "$OURS_ADDR" "$BARE_ADDR"; do
-  if port_busy "$addr"; then die "$addr is already in use"; fi
+for side in "${SIDE_LIST[@]}"; do
+  if port_busy "${ADDR[$side]}"; then die "${ADDR[$side]} (for $side) is already in use"; fi
 done
 
-# ---------------------------------------------------------------- vshortlink
-cat >"$TMP/config.toml" <<EOF
+# ---------------------------------------------------------------- vshortlink: ours, off
+# start_vsl SIDE VISITS: a vshortlink on ADDR[SIDE] with its config, data and log under $TMP.
+# The configs of ours and off differ only in the address, the data dir and [visits] enabled.
+start_vsl() {
+  local side=$1 visits=$2 i
+  mkdir -p "$TMP/$side"
+  cat >"$TMP/$side/config.toml" <<EOF
 [server]
-listen = "$OURS_ADDR"
+listen = "${ADDR[$side]}"
 base_url = "http://sl.test"
 [storage]
-path = "$TMP/data"
+path = "$TMP/$side/data"
 [cache]
 capacity = $CACHE_CAPACITY
 [[auth.keys]]
@@ -141,24 +181,30 @@ key = "$ADMIN_KEY"
 name = "bench"
 role = "admin"
 [visits]
-enabled = true
+enabled = $visits
 EOF
+  log "starting vshortlink '$side' ([visits] enabled = $visits) on ${ADDR[$side]} (log: $TMP/$side.log)"
+  "$OURS_BIN" --config "$TMP/$side/config.toml" >"$TMP/$side.log" 2>&1 &
+  PID[$side]=$!
+  for i in $(seq 600); do
+    if [[ $(http_code "http://${ADDR[$side]}/healthz") == 200 ]]; then break; fi
+    if ! kill -0 "${PID[$side]}" 2>/dev/null; then
+      tail -n 30 "$TMP/$side.log" >&2
+      die "vshortlink '$side' exited before /healthz answered"
+    fi
+    if ((i == 600)); then
+      tail -n 30 "$TMP/$side.log" >&2
+      die "vshortlink '$side': /healthz did not answer 200 within 60 s"
+    fi
+    sleep 0.1
+  done
+}
 
-log "starting vshortlink on $OURS_ADDR (log: $TMP/ours.log)"
-"$OURS_BIN" --config "$TMP/config.toml" >"$TMP/ours.log" 2>&1 &
-OURS_PID=$!
-for i in $(seq 600); do
-  if [[ $(http_code "http://$OURS_ADDR/healthz") == 200 ]]; then break; fi
-  if ! kill -0 "$OURS_PID" 2>/dev/null; then
-    tail -n 30 "$TMP/ours.log" >&2
-    die "vshortlink exited before /healthz answered"
-  fi
-  if ((i == 600)); then tail -n 30 "$TMP/ours.log" >&2; die "/healthz did not answer 200 within 60 s"; fi
-  sleep 0.1
-done
-
-log "creating $LINKS links through POST /api/v1/links/batch"
-python3 - "http://$OURS_ADDR" "$ADMIN_KEY" "$LINKS" "$TMP/ours_codes.txt" <<'PY'
+# create_links ADDR OUT: creates LINKS links (https://example.com/<i>) through
+# POST /api/v1/links/batch on ADDR and writes the codes, in that order, one a line, into OUT.
+create_links() {
+  log "creating $LINKS links on $1 through POST /api/v1/links/batch"
+  python3 - "http://$1" "$ADMIN_KEY" "$LINKS" "$2" <<'PY'
 import json, sys, threading, time, urllib.error, urllib.request
 
 base, key, total, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -212,45 +258,58 @@ with open(out, "w") as f:
 print(f"   created {total} links in {took:.1f} s ({total / took:,.0f}/s, "
       f"batches of {BATCH}, {WORKERS} clients)", file=sys.stderr)
 PY
-[[ -s $TMP/ours_codes.txt ]] || die "no codes were created"
-log "vshortlink RSS after creating: $(rss_mb "$OURS_PID")"
+  [[ -s $2 ]] || die "no codes were created on $1"
+}
+
+for side in ours off; do
+  has "$side" || continue
+  if [[ $side == ours ]]; then start_vsl ours true; else start_vsl off false; fi
+  CODES[$side]=$TMP/${side}_codes.txt
+  create_links "${ADDR[$side]}" "${CODES[$side]}"
+  HOT[$side]=$(head -n 1 "${CODES[$side]}")
+  log "vshortlink '$side' RSS after creating: $(rss_mb "${PID[$side]}")"
+done
 
 # ---------------------------------------------------------------- bare server
-log "starting bare_redirect on $BARE_ADDR with $LINKS codes"
-: >"$TMP/bare.log" # exists before the server's own redirection opens it
-"$BARE_BIN" --listen "$BARE_ADDR" --codes "$LINKS" >"$TMP/bare.log" 2>&1 &
-BARE_PID=$!
-for i in $(seq 600); do
-  if grep -qs '^listening addr=' "$TMP/bare.log"; then break; fi
-  kill -0 "$BARE_PID" 2>/dev/null || { cat "$TMP/bare.log" >&2; die "bare_redirect exited"; }
-  if ((i == 600)); then die "bare_redirect did not start within 60 s"; fi
-  sleep 0.1
-done
-seq 0 $((LINKS - 1)) | sed 's/^/c/' >"$TMP/bare_codes.txt"
+if has bare; then
+  log "starting bare_redirect on ${ADDR[bare]} with $LINKS codes"
+  : >"$TMP/bare.log" # exists before the server's own redirection opens it
+  "$BARE_BIN" --listen "${ADDR[bare]}" --codes "$LINKS" >"$TMP/bare.log" 2>&1 &
+  PID[bare]=$!
+  for i in $(seq 600); do
+    if grep -qs '^listening addr=' "$TMP/bare.log"; then break; fi
+    kill -0 "${PID[bare]}" 2>/dev/null || { cat "$TMP/bare.log" >&2; die "bare_redirect exited"; }
+    if ((i == 600)); then die "bare_redirect did not start within 60 s"; fi
+    sleep 0.1
+  done
+  CODES[bare]=$TMP/bare_codes.txt
+  seq 0 $((LINKS - 1)) | sed 's/^/c/' >"${CODES[bare]}"
+  HOT[bare]=c0
+fi
 
 # ---------------------------------------------------------------- sanity
-HOT_OURS=$(head -n 1 "$TMP/ours_codes.txt")
-HOT_BARE=c0
-for side in "ours $OURS_ADDR $HOT_OURS" "bare $BARE_ADDR $HOT_BARE"; do
-  read -r name addr code <<<"$side"
+for side in "${SIDE_LIST[@]}"; do
+  addr=${ADDR[$side]} code=${HOT[$side]}
   status=$(http_code "http://$addr/$code")
   location=$(http_location "http://$addr/$code")
   [[ $status == 302 && $location == https://example.com/0 ]] ||
-    die "$name: GET /$code answered $status with Location '$location', expected 302 to https://example.com/0"
+    die "$side: GET /$code answered $status with Location '$location', expected 302 to https://example.com/0"
   status=$(http_code "http://$addr/zzzzzz")
-  [[ $status == 404 ]] || die "$name: GET /zzzzzz (never created) answered $status, expected 404"
+  [[ $status == 404 ]] || die "$side: GET /zzzzzz (never created) answered $status, expected 404"
 done
-log "sanity: both servers answer 302 for their first code and 404 for an unknown one"
+log "sanity: every server ($SIDES) answers 302 for its first code and 404 for an unknown one"
 
 # ---------------------------------------------------------------- measurements
 WRK_TIMEOUT=$(($(duration_secs "$DURATION") + 60))
 WARMUP_TIMEOUT=$(($(duration_secs "$WARMUP") + 60))
 
+# The same headers on every request to every side (the Lua scripts' wrk.format adds them too), so
+# that ours' visit writer parses a browser User-Agent and keeps a referer host.
+WRK_HEADERS=(-H "User-Agent: $USER_AGENT" -H "Referer: $REFERER")
+
 # wrk_args SCENARIO SIDE: the URL and script arguments of that scenario for that server.
 wrk_args() {
-  local addr codes hot
-  if [[ $2 == ours ]]; then addr=$OURS_ADDR codes=$TMP/ours_codes.txt hot=$HOT_OURS
-  else addr=$BARE_ADDR codes=$TMP/bare_codes.txt hot=$HOT_BARE; fi
+  local addr=${ADDR[$2]} codes=${CODES[$2]} hot=${HOT[$2]}
   case $1 in
     hot) echo "http://$addr/$hot" ;;
     cycle) echo "-s $ROOT/benches/wrk/cycle.lua http://$addr -- $codes $THREADS" ;;
@@ -258,24 +317,66 @@ wrk_args() {
   esac
 }
 
+# Wall-clock seconds spent in wrk (warm-ups included), by side and by side.scenario; "settle":
+# seconds spent waiting for ours' visit writer to drain its queue.
+declare -A WRK_SECS=()
+add_secs() { # add_secs KEY START: adds the seconds from START ($EPOCHREALTIME) to now
+  WRK_SECS[$1]=$(awk -v a="${WRK_SECS[$1]:-0}" -v s="$2" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.3f", a + e - s }')
+}
+
+# metric TEXT NAME: the value of the unlabelled metric NAME in Prometheus text (empty if absent).
+metric() { awk -v n="$2" '$1 == n { print $2; exit }' <<<"$1"; }
+
+# settle: waits (at most SETTLE_MAX seconds) until ours' visit writer is idle: queue empty and
+# vsl_visits_written_total unchanged over 0.2 s. Its backlog after a run against ours would
+# otherwise take CPU from the next run, whichever side that is. The time until the last poll that
+# saw it busy is added to WRK_SECS[settle].
+settle() {
+  has ours && ((SETTLE_MAX > 0)) || return 0
+  local t0=$EPOCHREALTIME busy="" m depth written last=x waited
+  while :; do
+    m=$(http_get "http://${ADDR[ours]}/metrics")
+    depth=$(metric "$m" vsl_visit_queue_depth) written=$(metric "$m" vsl_visits_written_total)
+    if [[ $depth != 0 || ($last != x && $written != "$last") ]]; then busy=$EPOCHREALTIME; fi
+    [[ $depth == 0 && $written == "$last" ]] && break
+    last=$written
+    waited=$(awk -v s="$t0" -v e="$EPOCHREALTIME" 'BEGIN { printf "%.1f", e - s }')
+    if awk -v w="$waited" -v m="$SETTLE_MAX" 'BEGIN { exit !(w >= m) }'; then
+      log "settle: ours' visit queue still at ${depth:-?} after $waited s; going on"
+      break
+    fi
+    sleep 0.2
+  done
+  [[ -n $busy ]] || return 0
+  WRK_SECS[settle]=$(awk -v a="${WRK_SECS[settle]:-0}" -v s="$t0" -v e="$busy" 'BEGIN { printf "%.3f", a + e - s }')
+  waited=$(awk -v s="$t0" -v e="$busy" 'BEGIN { printf "%.1f", e - s }')
+  log "settle: ours' visit writer was busy for $waited s more"
+}
+
 # measure SCENARIO SIDE ROUND: warm-up, then the measured run into $TMP/SCENARIO.SIDE.ROUND.txt
 measure() {
-  local args out=$TMP/$1.$2.$3.txt
+  local args out=$TMP/$1.$2.$3.txt t0
   read -ra args <<<"$(wrk_args "$1" "$2")"
   sleep "$PAUSE"
-  timeout -k 5 "$WARMUP_TIMEOUT" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" "${args[@]}" >/dev/null ||
+  settle
+  t0=$EPOCHREALTIME
+  timeout -k 5 "$WARMUP_TIMEOUT" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" "${WRK_HEADERS[@]}" "${args[@]}" >/dev/null ||
     die "wrk warm-up failed: $1 $2"
-  timeout -k 5 "$WRK_TIMEOUT" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "${args[@]}" >"$out" ||
+  timeout -k 5 "$WRK_TIMEOUT" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "${WRK_HEADERS[@]}" "${args[@]}" >"$out" ||
     { cat "$out" >&2; die "wrk failed: $1 $2"; }
+  add_secs "$2" "$t0"
+  add_secs "$2.$1" "$t0"
   log "$(printf '%-8s %-5s round %s: %s req/s' "$1" "$2" "$3" "$(awk '/^Requests\/sec:/ {print $2}' "$out")")"
 }
 
 SCENARIOS=(hot cycle unknown)
-log "wrk: $THREADS threads, $CONNECTIONS connections, $DURATION per run after a $WARMUP warm-up, $ROUNDS round(s)"
+log "wrk: $THREADS threads, $CONNECTIONS connections, $DURATION per run after a $WARMUP warm-up, $ROUNDS round(s), sides: $SIDES"
+NSIDES=${#SIDE_LIST[@]}
 for round in $(seq "$ROUNDS"); do
+  # Rotate which server goes first from one round to the next (two sides: the order flips).
+  k=$(((round - 1) % NSIDES))
+  sides=("${SIDE_LIST[@]:k}" "${SIDE_LIST[@]:0:k}")
   for scenario in "${SCENARIOS[@]}"; do
-    # Alternate which server goes first from one round to the next.
-    if ((round % 2)); then sides=(ours bare); else sides=(bare ours); fi
     for side in "${sides[@]}"; do measure "$scenario" "$side" "$round"; done
   done
 done
@@ -302,19 +403,37 @@ median() {
     sort -n | awk '{ line[NR] = $2 } END { print line[int((NR + 1) / 2)] }'
 }
 
+# percent A B: A as a percentage of B.
+percent() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f %%", 100 * a / b; else print "-" }'; }
+
+# Ratios of ours to the other sides measured: ours/bare (the ceiling), ours/off (visits on vs off).
+RATIOS=()
+if has ours && has bare; then RATIOS+=(bare); fi
+if has ours && has off; then RATIOS+=(off); fi
+
 declare -A LABEL=([hot]="cached hit (1 hot code)" [cycle]="cycle over $LINKS codes" [unknown]="unknown codes (random)")
+declare -A RPS=() P99=()
 echo
 echo "redirect benchmark: $LINKS links, wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $ROUNDS round(s), $(nproc) CPUs"
-printf '%-28s %12s %12s %8s %10s %10s\n' scenario "ours req/s" "bare req/s" "ratio" "ours p99" "bare p99"
-printf '%-28s %12s %12s %8s %10s %10s\n' "----------------------------" "----------" "----------" "------" "--------" "--------"
+declare -A MEANS=([ours]="vshortlink, visits recorded" [off]="vshortlink, [visits] enabled = false"
+  [bare]="axum + HashMap (the ceiling)")
+legend=""
+for side in "${SIDE_LIST[@]}"; do legend+="${legend:+; }$side = ${MEANS[$side]}"; done
+echo "sides: $legend"
+head1=$(printf '%-28s' scenario)
+head2=$(printf '%-28s' "----------------------------")
+for side in "${SIDE_LIST[@]}"; do head1+=$(printf ' %11s' "$side req/s"); head2+=$(printf ' %11s' "----------"); done
+for r in "${RATIOS[@]}"; do head1+=$(printf ' %9s' "ours/$r"); head2+=$(printf ' %9s' "---------"); done
+for side in "${SIDE_LIST[@]}"; do head1+=$(printf ' %9s' "$side p99"); head2+=$(printf ' %9s' "--------"); done
+echo "$head1"
+echo "$head2"
 notes=()
 for scenario in "${SCENARIOS[@]}"; do
-  read -r o_rps o_p99 o_req o_non o_sock <<<"$(parse "$(median "$scenario" ours)")"
-  read -r b_rps b_p99 b_req b_non b_sock <<<"$(parse "$(median "$scenario" bare)")"
-  ratio=$(awk -v o="$o_rps" -v b="$b_rps" 'BEGIN { if (b > 0) printf "%.1f %%", 100 * o / b; else print "-" }')
-  printf '%-28s %12.0f %12.0f %8s %8.2fms %8.2fms\n' "${LABEL[$scenario]}" "$o_rps" "$b_rps" "$ratio" "$o_p99" "$b_p99"
-  for side in ours bare; do
-    if [[ $side == ours ]]; then non=$o_non sock=$o_sock req=$o_req; else non=$b_non sock=$b_sock req=$b_req; fi
+  line=$(printf '%-28s' "${LABEL[$scenario]}")
+  for side in "${SIDE_LIST[@]}"; do
+    read -r rps p99 req non sock <<<"$(parse "$(median "$scenario" "$side")")"
+    RPS[$side]=$rps P99[$side]=$p99
+    line+=$(printf ' %11.0f' "$rps")
     if ((non > 0)); then
       expected=""
       if [[ $scenario == unknown ]]; then expected=" (expected: unknown codes answer 404)"; fi
@@ -322,11 +441,47 @@ for scenario in "${SCENARIOS[@]}"; do
     fi
     if ((sock > 0)); then notes+=("$scenario/$side: socket errors: $sock"); fi
   done
+  for r in "${RATIOS[@]}"; do line+=$(printf ' %9s' "$(percent "${RPS[ours]}" "${RPS[$r]}")"); done
+  for side in "${SIDE_LIST[@]}"; do line+=$(printf ' %7.2fms' "${P99[$side]}"); done
+  echo "$line"
 done
 echo
 for n in "${notes[@]}"; do echo "  $n"; done
-echo "  vshortlink RSS at the end: $(rss_mb "$OURS_PID")"
-if [[ $(http_code "http://$OURS_ADDR/metrics") == 200 ]]; then
-  curl -s --max-time 5 "http://$OURS_ADDR/metrics" 2>/dev/null | grep -iE '^[a-z_]*(visit|cache)[a-z_]*' |
-    grep -v '^#' | head -n 12 | sed 's/^/  metrics: /' || true
+for side in ours off; do
+  if has "$side"; then echo "  vshortlink '$side' RSS at the end: $(rss_mb "${PID[$side]}")"; fi
+done
+
+if has off; then
+  m=$(http_get "http://${ADDR[off]}/metrics")
+  echo "  off /metrics: vsl_visits_queued_total $(metric "$m" vsl_visits_queued_total) (recording off: expected 0)"
+fi
+if has ours; then
+  m=$(http_get "http://${ADDR[ours]}/metrics")
+  for name in vsl_visits_queued_total vsl_visits_dropped_total vsl_visits_written_total vsl_visits_failed_total \
+    vsl_visit_queue_depth vsl_visit_queue_capacity vsl_cache_hits_total vsl_cache_misses_total; do
+    echo "  ours /metrics: $name $(metric "$m" "$name")"
+  done
+  queued=$(metric "$m" vsl_visits_queued_total) dropped=$(metric "$m" vsl_visits_dropped_total)
+  written=$(metric "$m" vsl_visits_written_total) failed=$(metric "$m" vsl_visits_failed_total)
+  if [[ -n $queued && -n $dropped && -n $written ]]; then
+    awk -v q="$queued" -v d="$dropped" -v w="$written" -v f="${failed:-0}" \
+      -v all="${WRK_SECS[ours]:-0}" -v hot="${WRK_SECS[ours.hot]:-0}" -v cyc="${WRK_SECS[ours.cycle]:-0}" \
+      -v settle="${WRK_SECS[settle]:-0}" '
+      BEGIN {
+        printf "  ours visits: drop share %.2f %% = dropped / (queued + dropped) = %d / %d\n",
+          (q + d > 0 ? 100 * d / (q + d) : 0), d, q + d
+        printf "  ours visits: queued but not yet written at the end: %d (queued - written - failed)\n", q - w - f
+        printf "  ours visit writer, ESTIMATE: %.0f visits/s = written %d / %.1f s of wrk against ours (every scenario, warm-ups included)\n",
+          (all > 0 ? w / all : 0), w, all
+        printf "  ours visit writer, ESTIMATE: %.0f visits/s = written %d / %.1f s of wrk against ours in hot + cycle only (unknown codes record no visit)\n",
+          (hot + cyc > 0 ? w / (hot + cyc) : 0), w, hot + cyc
+        printf "  ours visit writer, ESTIMATE: %.0f visits/s = written %d / (%.1f s in hot + cycle + %.1f s waiting for its queue to drain)\n",
+          (hot + cyc + settle > 0 ? w / (hot + cyc + settle) : 0), w, hot + cyc, settle
+        print "    (estimates: with no drops the writer kept up and can do at least this; with drops it was saturated and also wrote"
+        print "     after wrk stopped, during PAUSE and the settle waits: the first two overstate its rate under load, the third counts"
+        print "     the settle waits but not PAUSE)"
+      }'
+  else
+    echo "  ours visits: /metrics gave no visit counters"
+  fi
 fi
