@@ -150,3 +150,39 @@ fn retention_prunes_old_visits_only_and_counters_stay() {
     // A second run finds nothing more.
     assert_eq!(job.run().unwrap().visits_pruned, 0);
 }
+
+#[test]
+fn visit_pages_cross_batch_chunks_in_id_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    // Three batches, each interleaving two links, so each link's visits sit in three chunks.
+    for b in 0..3u64 {
+        let mut batch: Vec<NewVisit> = (0..20)
+            .map(|i| new_visit(1 + i % 2, T0 + b, b * 100 + i))
+            .collect();
+        store.record_visits(&mut batch).unwrap();
+        // Ids are given link by link within a batch (each link's visits are one chunk).
+        let mut ids: Vec<u64> = batch.iter().map(|v| v.visit.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ((b * 20 + 1)..=(b * 20 + 20)).collect::<Vec<_>>());
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.visits_page(2, after, 7).unwrap();
+        assert!(page.items.len() <= 7);
+        seen.extend(page.items.iter().map(|v| v.id));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let expected: Vec<u64> = (0..3u64)
+        .flat_map(|b| (b * 20 + 11)..=(b * 20 + 20))
+        .collect();
+    assert_eq!(seen, expected);
+    assert!(seen
+        .iter()
+        .all(|id| store.visits_page(2, Some(id - 1), 1).unwrap().items[0].id == *id));
+    assert_eq!(store.visit_totals(1).unwrap().visits, 30);
+}

@@ -263,7 +263,8 @@ pub struct LinkQuery {
 /// One recorded visit (SPEC §7), as the visit writer enriched it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Visit {
-    /// Assigned by the store in write order; the cursor of visit listings.
+    /// Assigned by the store, increasing in write order for each link; the cursor of visit
+    /// listings.
     pub id: u64,
     pub link_id: u64,
     pub code: String,

@@ -1,20 +1,27 @@
 //! Visit records and their counters in sled.
 //!
-//! | tree            | key                                      | value                   |
-//! |-----------------|------------------------------------------|-------------------------|
-//! | `visits`        | link id u64, visit id u64                | `Visit` (MessagePack)   |
-//! | `visit_log`     | visit id u64                             | link id u64, at u64     |
-//! | `visit_hours`   | link id u64, hour u64                    | visits u64, bots u64    |
-//! | `visit_dims`    | link id u64, day u64, dimension u8, value| visits u64              |
-//! | `visit_uniques` | link id u64, day u64                     | [`Hll`] bytes (non-bots)|
-//! | `visit_totals`  | link id u64                              | visits u64, bots u64    |
+//! | tree           | key                          | value                                      |
+//! |----------------|------------------------------|--------------------------------------------|
+//! | `visits`       | link id u64, first id u64    | the link's visits of one batch, `Vec<Visit>`|
+//! | `visit_log`    | first id u64, link id u64    | newest `at` u64, count u64                 |
+//! | `visit_days`   | link id u64, day u64         | [`DayRecord`]: hours, top values, sketch   |
+//! | `visit_totals` | link id u64                  | visits u64, bots u64                       |
 //!
-//! Visit ids increase in write order, and the writer writes in arrival order, so `visit_log`
-//! is (nearly) in time order: pruning reads it from the start and stops at the first visit
-//! that is young enough.
+//! A batch from the writer is grouped by link: each link's visits of the batch are one record
+//! (a chunk), and each link's counters of a day are one record. A batch over N links is about
+//! 4·N tree operations however many visits it holds, which is what makes the writer keep up
+//! with a hot link. Batches are written in transactions of at most [`LINKS_PER_TX`] links:
+//! sled applies a transaction's writes under a global lock that every read waits for, so a
+//! transaction must stay small for redirects that miss the cache.
+//!
+//! Visit ids increase in write order and the writer writes in arrival order, so `visit_log`
+//! is (nearly) in time order: pruning reads it from the start and stops at the first chunk
+//! whose newest visit is young enough.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
+use sled::transaction::{TransactionalTree, UnabortableTransactionError};
 use sled::Transactional;
 
 use super::keys::{counter, read_u64};
@@ -26,19 +33,57 @@ use crate::store::{
 use crate::visits::hll::Hll;
 
 const HOUR_MS: u64 = 3_600_000;
+/// Most links whose visits one transaction writes.
+const LINKS_PER_TX: usize = 64;
+
+/// One link's counters of one UTC day.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct DayRecord {
+    /// (hour of the day, visits, bots), by hour.
+    hours: Vec<(u8, u64, u64)>,
+    /// (dimension, value, visits): the material of the `top` lists.
+    dims: Vec<(u8, String, u64)>,
+    /// Distinct non-bot clients ([`Hll`] bytes).
+    uniques: Vec<u8>,
+}
+
+impl DayRecord {
+    fn add(&mut self, new: &NewVisit) {
+        let v = &new.visit;
+        let hour = ((v.at % DAY_MS) / HOUR_MS) as u8;
+        let bot = u64::from(v.is_bot);
+        match self.hours.binary_search_by_key(&hour, |h| h.0) {
+            Ok(i) => {
+                self.hours[i].1 += 1;
+                self.hours[i].2 += bot;
+            }
+            Err(i) => self.hours.insert(i, (hour, 1, bot)),
+        }
+        let values = [
+            (Dimension::Browser, v.browser.as_str()),
+            (Dimension::Os, v.os.as_str()),
+            (Dimension::Device, v.device.as_str()),
+            (Dimension::Country, v.country.as_deref().unwrap_or("")),
+            (Dimension::Referer, new.referer_host.as_str()),
+        ];
+        for (dim, value) in values {
+            // Unknown values are left out of the top lists rather than shown as "".
+            if value.is_empty() {
+                continue;
+            }
+            let dim = dim as u8;
+            match self.dims.iter_mut().find(|d| d.0 == dim && d.1 == value) {
+                Some(d) => d.2 += 1,
+                None => self.dims.push((dim, value.to_string(), 1)),
+            }
+        }
+    }
+}
 
 fn link_key(link_id: u64, n: u64) -> [u8; 16] {
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&link_id.to_be_bytes());
     key[8..].copy_from_slice(&n.to_be_bytes());
-    key
-}
-
-fn dim_key(link_id: u64, day: u64, dim: Dimension, value: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(17 + value.len());
-    key.extend_from_slice(&link_key(link_id, day));
-    key.push(dim as u8);
-    key.extend_from_slice(value.as_bytes());
     key
 }
 
@@ -60,124 +105,122 @@ fn corrupt(tree: &'static str, e: impl std::fmt::Display) -> StoreError {
     }
 }
 
-/// The counter changes of one batch, summed before the transaction.
-#[derive(Default)]
-struct Deltas {
-    hours: BTreeMap<[u8; 16], (u64, u64)>,
-    totals: BTreeMap<[u8; 8], (u64, u64)>,
-    dims: BTreeMap<Vec<u8>, u64>,
-    uniques: BTreeMap<[u8; 16], Vec<u64>>,
-    days: BTreeMap<u64, u64>,
+fn decode_chunk(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
+    rmp_serde::from_slice(bytes).map_err(|e| corrupt("visits", e))
 }
 
-impl Deltas {
-    fn of(visits: &[NewVisit]) -> Deltas {
-        let mut d = Deltas::default();
-        for new in visits {
-            let v = &new.visit;
-            let bot = u64::from(v.is_bot);
-            let hour = d
-                .hours
-                .entry(link_key(v.link_id, v.at / HOUR_MS))
-                .or_default();
-            *hour = (hour.0 + 1, hour.1 + bot);
-            let total = d.totals.entry(v.link_id.to_be_bytes()).or_default();
-            *total = (total.0 + 1, total.1 + bot);
-            let day = v.at / DAY_MS;
-            *d.days.entry(day).or_default() += 1;
-            let values = [
-                (Dimension::Browser, v.browser.as_str()),
-                (Dimension::Os, v.os.as_str()),
-                (Dimension::Device, v.device.as_str()),
-                (Dimension::Country, v.country.as_deref().unwrap_or("")),
-                (Dimension::Referer, new.referer_host.as_str()),
-            ];
-            for (dim, value) in values {
-                // Unknown values are left out of the top lists rather than shown as "".
-                if !value.is_empty() {
-                    *d.dims
-                        .entry(dim_key(v.link_id, day, dim, value))
-                        .or_default() += 1;
-                }
-            }
-            if !v.is_bot {
-                d.uniques
-                    .entry(link_key(v.link_id, day))
-                    .or_default()
-                    .push(new.client_hash);
-            }
-        }
-        d
-    }
+fn bump(tx: &TransactionalTree, key: &[u8], n: u64) -> Result<(), UnabortableTransactionError> {
+    let current = tx.get(key)?.and_then(|v| read_u64(&v)).unwrap_or(0);
+    tx.insert(key, &(current + n).to_be_bytes()[..])?;
+    Ok(())
 }
 
 impl SledStore {
     pub(super) fn record_visits_impl(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        if visits.is_empty() {
-            return Ok(());
+        // Each link's visits, in arrival order; links in order of first appearance.
+        let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
+        let mut slot: HashMap<u64, usize> = HashMap::new();
+        for (i, new) in visits.iter().enumerate() {
+            let link = new.visit.link_id;
+            let g = *slot.entry(link).or_insert_with(|| {
+                groups.push((link, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
         }
-        let deltas = Deltas::of(visits);
+        for part in groups.chunks(LINKS_PER_TX) {
+            let first = self.record_part(visits, part)?;
+            let ids = part.iter().flat_map(|(_, members)| members.iter());
+            for (k, i) in ids.enumerate() {
+                visits[*i].visit.id = first + k as u64;
+            }
+        }
+        self.flusher.wait_durable()
+    }
+
+    /// Writes the visits of a few links in one transaction; returns the first id given.
+    fn record_part(&self, visits: &[NewVisit], part: &[(u64, Vec<usize>)]) -> StoreResult<u64> {
+        let count: u64 = part.iter().map(|(_, m)| m.len() as u64).sum();
         let trees = (
             &self.visits,
             &self.visit_log,
-            &self.visit_hours,
-            &self.visit_dims,
-            &self.visit_uniques,
+            &self.visit_days,
             &self.visit_totals,
             &self.counters,
         );
-        let guard = self.flusher.committing();
-        let first_id = trees
-            .transaction(|(log, index, hours, dims, uniques, totals, counters)| {
+        let _guard = self.flusher.committing();
+        trees
+            .transaction(|(chunks, log, days, totals, counters)| {
                 let last = counters
                     .get(counter::VISIT_ID)?
                     .and_then(|v| read_u64(&v))
                     .unwrap_or(0);
-                for (i, new) in visits.iter().enumerate() {
-                    let id = last + 1 + i as u64;
-                    let mut visit = new.visit.clone();
-                    visit.id = id;
-                    log.insert(&link_key(visit.link_id, id)[..], encode(&visit))?;
-                    index.insert(&id.to_be_bytes()[..], &pair(visit.link_id, visit.at)[..])?;
-                }
-                let next = last + visits.len() as u64;
-                counters.insert(counter::VISIT_ID, &next.to_be_bytes()[..])?;
-                for (key, (n, bots)) in &deltas.hours {
-                    let (a, b) = hours.get(key)?.map(|v| read_pair(&v)).unwrap_or_default();
-                    hours.insert(&key[..], &pair(a + n, b + bots)[..])?;
-                }
-                for (key, (n, bots)) in &deltas.totals {
+                let mut next = last + 1;
+                let mut per_day: HashMap<u64, u64> = HashMap::new();
+                for (link_id, members) in part {
+                    let first_id = next;
+                    let mut chunk = Vec::with_capacity(members.len());
+                    let mut records: Vec<(u64, DayRecord, Vec<u64>)> = Vec::new();
+                    let (mut newest, mut bots) = (0, 0);
+                    for i in members {
+                        let new = &visits[*i];
+                        let mut visit = new.visit.clone();
+                        visit.id = next;
+                        next += 1;
+                        newest = newest.max(visit.at);
+                        bots += u64::from(visit.is_bot);
+                        let day = visit.at / DAY_MS;
+                        *per_day.entry(day).or_default() += 1;
+                        let at = match records.iter().position(|r| r.0 == day) {
+                            Some(at) => at,
+                            None => {
+                                let key = link_key(*link_id, day);
+                                let record = match days.get(&key[..])? {
+                                    // A damaged record restarts rather than failing every
+                                    // later batch.
+                                    Some(bytes) => {
+                                        rmp_serde::from_slice(&bytes).unwrap_or_default()
+                                    }
+                                    None => DayRecord::default(),
+                                };
+                                records.push((day, record, Vec::new()));
+                                records.len() - 1
+                            }
+                        };
+                        records[at].1.add(new);
+                        if !visit.is_bot {
+                            records[at].2.push(new.client_hash);
+                        }
+                        chunk.push(visit);
+                    }
+                    chunks.insert(&link_key(*link_id, first_id)[..], encode(&chunk))?;
+                    let mut entry = [0u8; 24];
+                    entry[..8].copy_from_slice(&link_id.to_be_bytes());
+                    entry[8..16].copy_from_slice(&newest.to_be_bytes());
+                    entry[16..].copy_from_slice(&(chunk.len() as u64).to_be_bytes());
+                    log.insert(&link_key(first_id, *link_id)[..], &entry[..])?;
+                    for (day, mut record, hashes) in records {
+                        if !hashes.is_empty() {
+                            let mut hll = Hll::from_bytes(&record.uniques).unwrap_or_default();
+                            for h in hashes {
+                                hll.insert_hash(h);
+                            }
+                            record.uniques = hll.to_bytes();
+                        }
+                        days.insert(&link_key(*link_id, day)[..], encode(&record))?;
+                    }
+                    let key = link_id.to_be_bytes();
                     let (a, b) = totals.get(key)?.map(|v| read_pair(&v)).unwrap_or_default();
+                    let n = chunk.len() as u64;
                     totals.insert(&key[..], &pair(a + n, b + bots)[..])?;
                 }
-                for (key, n) in &deltas.dims {
-                    let a = dims.get(key)?.and_then(|v| read_u64(&v)).unwrap_or(0);
-                    dims.insert(&key[..], &(a + n).to_be_bytes()[..])?;
+                for (day, n) in per_day {
+                    bump(counters, &counter::day_visits(day), n)?;
                 }
-                for (key, hashes) in &deltas.uniques {
-                    // A damaged sketch is restarted rather than failing every later batch.
-                    let mut hll = uniques
-                        .get(key)?
-                        .and_then(|v| Hll::from_bytes(&v))
-                        .unwrap_or_default();
-                    for h in hashes {
-                        hll.insert_hash(*h);
-                    }
-                    uniques.insert(&key[..], hll.to_bytes())?;
-                }
-                for (day, n) in &deltas.days {
-                    let key = counter::day_visits(*day);
-                    let a = counters.get(&key)?.and_then(|v| read_u64(&v)).unwrap_or(0);
-                    counters.insert(key, &(a + n).to_be_bytes()[..])?;
-                }
+                counters.insert(counter::VISIT_ID, &(last + count).to_be_bytes()[..])?;
                 Ok(last + 1)
             })
-            .map_err(|e| tx_error(e, ""))?;
-        drop(guard);
-        for (i, new) in visits.iter_mut().enumerate() {
-            new.visit.id = first_id + i as u64;
-        }
-        self.flusher.wait_durable()
+            .map_err(|e| tx_error(e, ""))
     }
 
     pub(super) fn visits_page_impl(
@@ -186,17 +229,32 @@ impl SledStore {
         after: Option<u64>,
         limit: usize,
     ) -> StoreResult<VisitPage> {
-        let start = link_key(link_id, after.map_or(0, |a| a.saturating_add(1)));
-        let end = link_key(link_id, u64::MAX);
+        let start = after.map_or(0, |a| a.saturating_add(1));
+        // The chunk holding `start` begins at or before it.
+        let from = self
+            .visits
+            .range(link_key(link_id, 0)..=link_key(link_id, start))
+            .next_back()
+            .transpose()
+            .map_err(backend)?
+            .map_or(link_key(link_id, start), |(key, _)| {
+                let mut k = [0u8; 16];
+                k.copy_from_slice(&key[..16.min(key.len())]);
+                k
+            });
         let mut page = VisitPage::default();
-        for item in self.visits.range(start..=end) {
+        'chunks: for item in self.visits.range(from..=link_key(link_id, u64::MAX)) {
             let (_, value) = item.map_err(backend)?;
-            let visit: Visit = rmp_serde::from_slice(&value).map_err(|e| corrupt("visits", e))?;
-            if page.items.len() == limit {
-                page.next = page.items.last().map(|v| v.id);
-                break;
+            for visit in decode_chunk(&value)? {
+                if visit.id < start {
+                    continue;
+                }
+                if page.items.len() == limit {
+                    page.next = page.items.last().map(|v| v.id);
+                    break 'chunks;
+                }
+                page.items.push(visit);
             }
-            page.items.push(visit);
         }
         Ok(page)
     }
@@ -222,50 +280,53 @@ impl SledStore {
             return Ok(summary);
         }
         let (first_hour, last_hour) = (from / HOUR_MS, (to - 1) / HOUR_MS);
-        for item in self
-            .visit_hours
-            .range(link_key(link_id, first_hour)..=link_key(link_id, last_hour))
-        {
-            let (key, value) = item.map_err(backend)?;
-            let (visits, bots) = read_pair(&value);
-            let hour = key.get(8..).and_then(read_u64).unwrap_or(0);
-            summary.hours.push(HourCount { hour, visits, bots });
-        }
         let (first_day, last_day) = (from / DAY_MS, (to - 1) / DAY_MS);
-        let mut top: HashMap<(Dimension, String), u64> = HashMap::new();
-        let dim_end = link_key(link_id, last_day.saturating_add(1));
-        for item in self.visit_dims.range(link_key(link_id, first_day)..dim_end) {
-            let (key, value) = item.map_err(backend)?;
-            let Some(dim) = key.get(16).copied().and_then(Dimension::from_u8) else {
-                return Err(corrupt("visit_dims", "bad dimension"));
-            };
-            let name = String::from_utf8_lossy(key.get(17..).unwrap_or_default()).into_owned();
-            *top.entry((dim, name)).or_default() += read_u64(&value).unwrap_or(0);
-        }
-        summary.top = top.into_iter().map(|((d, v), n)| (d, v, n)).collect();
+        let mut top: HashMap<(u8, String), u64> = HashMap::new();
         let mut uniques = Hll::new();
         for item in self
-            .visit_uniques
+            .visit_days
             .range(link_key(link_id, first_day)..=link_key(link_id, last_day))
         {
-            let (_, value) = item.map_err(backend)?;
-            if let Some(day) = Hll::from_bytes(&value) {
-                uniques.merge(&day);
+            let (key, value) = item.map_err(backend)?;
+            let day = key.get(8..).and_then(read_u64).unwrap_or(0);
+            let record: DayRecord =
+                rmp_serde::from_slice(&value).map_err(|e| corrupt("visit_days", e))?;
+            for (h, visits, bots) in record.hours {
+                let hour = day * 24 + u64::from(h);
+                if (first_hour..=last_hour).contains(&hour) {
+                    summary.hours.push(HourCount { hour, visits, bots });
+                }
+            }
+            for (dim, value, n) in record.dims {
+                *top.entry((dim, value)).or_default() += n;
+            }
+            if let Some(hll) = Hll::from_bytes(&record.uniques) {
+                uniques.merge(&hll);
             }
         }
+        summary.top = top
+            .into_iter()
+            .filter_map(|((d, v), n)| Some((Dimension::from_u8(d)?, v, n)))
+            .collect();
         summary.unique_visitors = uniques.estimate();
         Ok(summary)
     }
 
     pub(super) fn prune_visits_impl(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        // Whole chunks, oldest first, until `limit` visits (the last chunk may overshoot, so a
+        // call that returns fewer than `limit` has pruned everything due).
         let mut doomed = Vec::new();
+        let mut total = 0u64;
         for item in self.visit_log.iter() {
             let (key, value) = item.map_err(backend)?;
-            let (link_id, at) = read_pair(&value);
-            if at >= before || doomed.len() == limit {
+            let (link_id, newest) = read_pair(&value);
+            let count = value.get(16..).and_then(read_u64).unwrap_or(0);
+            if newest >= before || total >= limit as u64 {
                 break;
             }
-            doomed.push((key, link_id));
+            let first_id = read_u64(&key).unwrap_or(0);
+            doomed.push((key, link_key(link_id, first_id)));
+            total += count;
         }
         if doomed.is_empty() {
             return Ok(0);
@@ -273,16 +334,15 @@ impl SledStore {
         let trees = (&self.visits, &self.visit_log);
         let _guard = self.flusher.committing();
         trees
-            .transaction(|(visits, log)| {
-                for (key, link_id) in &doomed {
-                    let id = read_u64(key).unwrap_or(0);
-                    visits.remove(&link_key(*link_id, id)[..])?;
-                    log.remove(key)?;
+            .transaction(|(chunks, log)| {
+                for (log_key, chunk_key) in &doomed {
+                    chunks.remove(&chunk_key[..])?;
+                    log.remove(log_key)?;
                 }
                 Ok(())
             })
             .map_err(|e| tx_error(e, ""))?;
-        Ok(doomed.len() as u64)
+        Ok(total)
     }
 
     pub(super) fn day_counts_impl(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
