@@ -35,6 +35,8 @@ use crate::visits::hll::Hll;
 const HOUR_MS: u64 = 3_600_000;
 /// Most links whose visits one transaction writes.
 const LINKS_PER_TX: usize = 64;
+/// Most visits in one chunk record (a hot link's batch is split into several).
+const MAX_CHUNK: usize = 512;
 
 /// One link's counters of one UTC day.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -122,8 +124,13 @@ impl SledStore {
         let mut slot: HashMap<u64, usize> = HashMap::new();
         for (i, new) in visits.iter().enumerate() {
             let link = new.visit.link_id;
-            let g = *slot.entry(link).or_insert_with(|| {
+            let open = slot
+                .get(&link)
+                .copied()
+                .filter(|g| groups[*g].1.len() < MAX_CHUNK);
+            let g = open.unwrap_or_else(|| {
                 groups.push((link, Vec::new()));
+                slot.insert(link, groups.len() - 1);
                 groups.len() - 1
             });
             groups[g].1.push(i);
