@@ -51,7 +51,8 @@ const MAX_CACHED_LEN: usize = 1024;
 ///
 /// Cost in release mode, measured over the test table (mixed browsers, bots, scripts): about
 /// 1.7–1.9 µs for an uncached parse (nearly all of it woothee's regexes), about 40 ns for a
-/// cache hit (`tests::parse_cost`). The writer parses every visit, so the cache matters.
+/// cache hit (measured once during development; `cargo bench --bench visit_writer` measures
+/// the whole writer). The writer parses every visit, so the cache matters.
 ///
 /// Bot rule (SPEC §7 "crawlers"): woothee's `crawler` category and headless browsers are
 /// bots. HTTP libraries and command-line clients (`curl`, `python-requests`,
@@ -302,28 +303,5 @@ mod tests {
         ] {
             let _ = parser.parse(ua);
         }
-    }
-
-    /// `cargo test --release --lib ua::tests::parse_cost -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn parse_cost() {
-        let parser = UaParser::new(100);
-        let rounds = 20_000;
-        let parses = rounds * CASES.len() as u32;
-        let start = std::time::Instant::now();
-        for _ in 0..rounds {
-            for case in CASES {
-                std::hint::black_box(parser.parse_uncached(std::hint::black_box(case.0)));
-            }
-        }
-        println!("uncached parse: {:?}", start.elapsed() / parses);
-        let start = std::time::Instant::now();
-        for _ in 0..rounds {
-            for case in CASES {
-                std::hint::black_box(parser.parse(std::hint::black_box(case.0)));
-            }
-        }
-        println!("cached parse: {:?}", start.elapsed() / parses);
     }
 }
