@@ -4,7 +4,7 @@
 //!   side), drained by the writer task in batches: user-agent parsing, geolocation (when
 //!   `GEO_DB` names an .mmdb), client id, then one store transaction and one flush per batch.
 //!   Reports visits/s from the first offer to the last durable write.
-//! - `store only`: the same number of already-enriched visits written in batches of 1024
+//! - `store only`: the same number of already-enriched visits written in the writer's batches
 //!   straight through `Store::record_visits`, to show what enrichment costs.
 //!
 //! `cargo bench --bench visit_writer` (env VISITS=200000, LINKS=10000, DURABILITY=process).
@@ -143,7 +143,7 @@ fn main() {
     );
     println!(
         "{:<44} {:>12.0} {:>8.2}",
-        "store only (pre-enriched, 1024 per batch)", s_rate, s_took
+        "store only (pre-enriched, writer-size batches)", s_rate, s_took
     );
     println!(
         "enrichment share of the pipeline's time: {:.0} %",
