@@ -39,6 +39,15 @@ pub struct Config {
     pub visits: VisitsConfig,
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
+    pub ui: UiConfig,
+}
+
+/// The web pages.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiConfig {
+    /// A page session ends after this long without a request.
+    pub session_ttl: Span,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -325,6 +334,12 @@ impl Config {
                     "{} is not one of 301, 302, 307, 308",
                     self.server.redirect_status
                 ),
+            );
+        }
+        if self.ui.session_ttl.millis().is_none_or(|ms| ms < 60_000) {
+            return fail(
+                "ui.session_ttl",
+                "must be a duration of at least 1m (sessions cannot be permanent)".into(),
             );
         }
         match url::Url::parse(&self.server.base_url) {

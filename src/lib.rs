@@ -18,6 +18,9 @@
 //!   ([`store::SledStore`]): links, the active mapping that redirects read, the dedup index, one
 //!   ZSet-like pool tree per length, counters. Every write is one multi-tree transaction,
 //!   acknowledged after a group-committed flush. Nothing else in the crate touches sled.
+//! - [`ui`] is the web pages: shorten, sign in, links, statistics, dashboard, in English and
+//!   Simplified Chinese, rendered on the server from embedded templates; [`qr`] draws QR codes.
+//! - [`keys`] is the API key ring (also what the pages' sign-in checks).
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
 //!   into a graceful stop; [`state`] is what handlers can reach.
 //!
@@ -30,13 +33,16 @@ pub mod codes;
 pub mod config;
 pub mod http;
 pub mod jobs;
+pub mod keys;
 pub mod links;
 pub mod metrics;
 pub mod ops;
 pub mod pools;
+pub mod qr;
 pub mod shutdown;
 pub mod state;
 pub mod store;
+pub mod ui;
 pub mod visits;
 
 use std::net::SocketAddr;
@@ -45,16 +51,16 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::http::auth::KeyRing;
-use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::jobs::Jobs;
+use crate::keys::KeyRing;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::state::AppState;
 use crate::store::{SledStore, Store, StoreOptions};
-use crate::visits::Recorder;
+use crate::ui::Ui;
+use crate::visits::{Recorder, Statistics};
 
 /// Any failure that stops the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -120,17 +126,19 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         store.clone(),
         pools.clone(),
         links.clone(),
-        clock,
+        clock.clone(),
         config.clone(),
     ));
+    let ui = Ui::new(&config, &config.server.base_url, clock.clone())?;
     let state = AppState {
         lifecycle: lifecycle.clone(),
         config: config.clone(),
         links,
         pools: pools.clone(),
         store: store.clone(),
+        stats: Arc::new(Statistics::new(store.clone(), clock)),
         keys: Arc::new(keys),
-        pages: Arc::new(Pages::new()?),
+        ui: Arc::new(ui),
         recorder: recorder.clone(),
         metrics,
     };

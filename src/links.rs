@@ -31,6 +31,8 @@ const MAX_TAGS: usize = 32;
 const MAX_TAG_LEN: usize = 64;
 /// The furthest expiry accepted: 100 years (timestamps stay formattable and meaningful).
 const MAX_VALIDITY_MS: u64 = 100 * 366 * 86_400_000;
+/// Creates of one batch run at once: enough to share flushes, few enough to leave threads.
+pub const CREATE_PARALLELISM: usize = 32;
 /// The space of links created without one.
 pub const DEFAULT_SPACE: &str = "default";
 
@@ -194,6 +196,45 @@ impl Links {
             Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Creates many links at once, answers in request order. Creates run side by side (up to
+    /// [`CREATE_PARALLELISM`]) so that they share durable flushes, leaving threads for others.
+    pub async fn create_many(self: &Arc<Self>, reqs: Vec<CreateLink>) -> Vec<Result<(Link, bool)>> {
+        let permits = Arc::new(tokio::sync::Semaphore::new(CREATE_PARALLELISM));
+        let mut tasks = tokio::task::JoinSet::new();
+        let count = reqs.len();
+        for (index, req) in reqs.into_iter().enumerate() {
+            let links = self.clone();
+            let permits = permits.clone();
+            tasks.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let outcome = tokio::task::spawn_blocking(move || links.create(req))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(LinkError::Store(StoreError::Backend(format!(
+                            "create task failed: {e}"
+                        ))))
+                    });
+                (index, outcome)
+            });
+        }
+        let mut results: Vec<Option<Result<(Link, bool)>>> = (0..count).map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok((index, outcome)) = joined {
+                results[index] = Some(outcome);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(LinkError::Store(StoreError::Backend(
+                        "create task was lost".into(),
+                    )))
+                })
+            })
+            .collect()
     }
 
     /// Checks and normalises a create request (no writes).

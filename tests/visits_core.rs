@@ -12,7 +12,7 @@ use vshortlink::jobs::lifecycle::Lifecycle;
 use vshortlink::links::Links;
 use vshortlink::pools::Pools;
 use vshortlink::store::{NewVisit, SledStore, Store, StoreOptions, Visit};
-use vshortlink::visits::Recorder;
+use vshortlink::visits::{Recorder, Statistics};
 
 const DAY: u64 = 86_400_000;
 const T0: u64 = 1_800_000_000_000;
@@ -59,7 +59,11 @@ async fn csv_export_streams_100k_visits_page_by_page() {
     .await
     .unwrap();
 
-    let mut stream = csv_body(store.clone(), 7, None).into_data_stream();
+    let stats = Arc::new(Statistics::new(
+        store.clone(),
+        Arc::new(ManualClock::new(T0)),
+    ));
+    let mut stream = csv_body(stats, 7, None).into_data_stream();
     let (mut chunks, mut rows, mut header) = (0usize, 0usize, None);
     let mut largest = 0usize;
     while let Some(chunk) = stream.next().await {

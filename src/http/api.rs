@@ -3,15 +3,12 @@
 //! pool (writes wait for a durable flush), and shape the JSON. No business rules here.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
 use super::auth::Caller;
 use super::error::{from_value, ApiError, JsonBody};
@@ -25,8 +22,6 @@ pub const MAX_BATCH: usize = 1000;
 /// Most links in one listing page.
 pub const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
-/// Batch items created at once: enough to share flushes, few enough to leave threads for others.
-const BATCH_PARALLELISM: usize = 32;
 
 /// A link as the API shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -118,7 +113,7 @@ pub(super) fn page_params(
 }
 
 /// Runs blocking domain work (durable writes) off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, LinkError> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(work).await {
@@ -129,7 +124,11 @@ async fn blocking<T: Send + 'static>(
 
 /// May this caller create links in `space`? Anonymous creates, when enabled, go to the
 /// default space only.
-fn authorize_create(state: &AppState, caller: &Caller, space: &str) -> Result<(), ApiError> {
+pub(crate) fn authorize_create(
+    state: &AppState,
+    caller: &Caller,
+    space: &str,
+) -> Result<(), ApiError> {
     if caller.0.is_none() && state.keys.anonymous_create && space == DEFAULT_SPACE {
         return Ok(());
     }
@@ -199,8 +198,8 @@ pub async fn create_batch(
     }
     let count = batch.links.len();
     let mut results: Vec<Option<BatchItem>> = (0..count).map(|_| None).collect();
-    let permits = Arc::new(Semaphore::new(BATCH_PARALLELISM));
-    let mut tasks = JoinSet::new();
+    let mut valid = Vec::with_capacity(count);
+    let mut valid_index = Vec::with_capacity(count);
     for (index, value) in batch.links.into_iter().enumerate() {
         let req = match from_value::<CreateLink>(value) {
             Ok(req) => req,
@@ -214,16 +213,11 @@ pub async fn create_batch(
             results[index] = Some(failure(e));
             continue;
         }
-        let links = state.links.clone();
-        let permits = permits.clone();
-        tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let outcome = blocking(move || links.create(req)).await;
-            (index, outcome)
-        });
+        valid.push(req);
+        valid_index.push(index);
     }
-    while let Some(joined) = tasks.join_next().await {
-        let (index, outcome) = joined.map_err(ApiError::internal)?;
+    let outcomes = state.links.create_many(valid).await;
+    for (index, outcome) in valid_index.into_iter().zip(outcomes) {
         results[index] = Some(match outcome {
             Ok((link, created)) => {
                 let mut view = LinkView::new(&state, &link);
@@ -234,7 +228,7 @@ pub async fn create_batch(
                     error: None,
                 }
             }
-            Err(e) => failure(prefix_field(e, index)),
+            Err(e) => failure(prefix_field(e.into(), index)),
         });
     }
     let results: Vec<BatchItem> = results.into_iter().flatten().collect();
@@ -283,13 +277,22 @@ pub async fn list_links(
                 })?,
         ),
     };
+    let length = match params.get("length").filter(|l| !l.is_empty()) {
+        None => None,
+        Some(l) => Some(l.parse::<u8>().map_err(|_| {
+            ApiError::bad_request("invalid_query", "length", format!("`{l}` is not a length"))
+        })?),
+    };
     let (after, limit) = page_params(&params)?;
     let query = LinkQuery {
         space,
         status,
+        length,
         after,
         limit,
-    };
+        ..LinkQuery::default()
+    }
+    .search(params.get("q").map(String::as_str));
     let links = state.links.clone();
     let page = blocking(move || links.list(&query)).await?;
     let items: Vec<LinkView> = page
@@ -313,8 +316,8 @@ pub async fn get_link(
     let link = state.links.get(&code)?;
     caller.require_space(Role::Viewer, &link.space)?;
     let mut view = LinkView::new(&state, &link);
-    let store = state.store.clone();
-    let totals = tokio::task::spawn_blocking(move || store.visit_totals(link.id))
+    let service = state.stats.clone();
+    let totals = tokio::task::spawn_blocking(move || service.totals(link.id))
         .await
         .map_err(ApiError::internal)?
         .map_err(ApiError::internal)?;

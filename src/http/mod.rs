@@ -7,13 +7,16 @@
 //! - `auth` — API keys and roles
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
-//! - `pages` — templates embedded in the binary
+//! - `qr` — QR codes of short URLs
+
+//!
+//! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
 pub mod api;
 pub mod auth;
 pub mod error;
 pub mod observe;
-pub mod pages;
+pub mod qr;
 pub mod redirect;
 pub mod stats;
 
@@ -43,6 +46,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/links/{code}/stats", get(stats::link_stats))
         .route("/links/{code}/visits", get(stats::link_visits))
+        .route("/links/{code}/qr", get(qr::link_qr))
         .route("/stats", get(stats::system_stats))
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
@@ -54,6 +58,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(stats::metrics))
+        .merge(crate::ui::router())
         .route("/{code}", get(redirect::redirect))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

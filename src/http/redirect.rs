@@ -80,7 +80,7 @@ fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap
         };
         ApiError::new(status, kind, detail).into_response()
     } else {
-        state.pages.error(status)
+        state.ui.errors.response(status, headers)
     };
     response
         .headers_mut()

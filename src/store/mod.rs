@@ -248,14 +248,58 @@ pub struct LinkPage {
     pub next: Option<u64>,
 }
 
-/// Which links [`Store::list_links`] returns.
+/// Which links [`Store::list_links`] returns. A store walks links in id order from the cursor
+/// and keeps those [`LinkQuery::matches`] accepts: the rule lives here, once, for every backend.
 #[derive(Clone, Debug, Default)]
 pub struct LinkQuery {
     pub space: Option<String>,
     pub status: Option<LinkStatus>,
-    /// Only links whose id is greater than this.
+    /// Code length.
+    pub length: Option<u8>,
+    /// A case-insensitive substring of the code, URL, title or one of the tags; stored
+    /// lowercased (see [`LinkQuery::search`]).
+    pub q: Option<String>,
+    /// The cursor: only links whose id is greater than this (less, with `newest_first`).
     pub after: Option<u64>,
+    /// Highest ids first (the pages); the API lists oldest first.
+    pub newest_first: bool,
     pub limit: usize,
+}
+
+impl LinkQuery {
+    /// Sets the search text (trimmed, lowercased; empty means no search).
+    pub fn search(mut self, q: Option<&str>) -> Self {
+        self.q = q.map(|q| q.trim().to_lowercase()).filter(|q| !q.is_empty());
+        self
+    }
+
+    /// Whether a link belongs in the answer.
+    pub fn matches(&self, link: &Link) -> bool {
+        self.space.as_ref().is_none_or(|s| *s == link.space)
+            && self.status.is_none_or(|s| s == link.status)
+            && self
+                .length
+                .is_none_or(|l| usize::from(l) == link.code.len())
+            && self.q.as_deref().is_none_or(|q| {
+                contains_folded(&link.code, q)
+                    || contains_folded(&link.url, q)
+                    || link.title.as_deref().is_some_and(|t| contains_folded(t, q))
+                    || link.tags.iter().any(|t| contains_folded(t, q))
+            })
+    }
+}
+
+/// `needle` (already lowercase) in `haystack`, ignoring case.
+fn contains_folded(haystack: &str, needle: &str) -> bool {
+    if haystack.is_ascii() && needle.is_ascii() {
+        haystack
+            .as_bytes()
+            .windows(needle.len().max(1))
+            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+            && !needle.is_empty()
+    } else {
+        haystack.to_lowercase().contains(needle)
+    }
 }
 
 // ---- visits ----
@@ -449,6 +493,14 @@ pub trait Store: Send + Sync + 'static {
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
 
     /// A link's visits with id greater than `after`, oldest first, at most `limit`.
+    /// A link's visits newest first, those with an id below `before`.
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage>;
+
     fn visits_page(&self, link_id: u64, after: Option<u64>, limit: usize)
         -> StoreResult<VisitPage>;
 

@@ -891,25 +891,30 @@ impl Store for SledStore {
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
-        let start = keys::u64_key(query.after.map_or(0, |a| a.saturating_add(1)));
         let limit = query.limit.max(1);
+        let range = if query.newest_first {
+            let end = query.after.unwrap_or(u64::MAX);
+            Box::new(self.links.range(..keys::u64_key(end)).rev())
+                as Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>
+        } else {
+            let start = query.after.map_or(0, |a| a.saturating_add(1));
+            Box::new(self.links.range(keys::u64_key(start)..))
+        };
         let mut page = LinkPage::default();
-        let mut scanned = 0usize;
-        for item in self.links.range(start..) {
+        for (scanned, item) in range.enumerate() {
             let (_, bytes) = item.map_err(backend)?;
             let link = decode_link(&bytes)?;
-            scanned += 1;
             let last_id = Some(link.id);
-            let wanted = query.space.as_ref().is_none_or(|s| *s == link.space)
-                && query.status.is_none_or(|s| s == link.status);
-            if wanted {
+            if query.matches(&link) {
                 page.items.push(link);
                 if page.items.len() == limit {
                     page.next = last_id;
                     return Ok(page);
                 }
             }
-            if scanned >= LIST_SCAN_BUDGET {
+            // A search that matches little must not walk every link in one request: stop
+            // and hand out a cursor to go on from.
+            if scanned + 1 >= LIST_SCAN_BUDGET {
                 page.next = last_id;
                 return Ok(page);
             }
@@ -1102,6 +1107,15 @@ impl Store for SledStore {
 
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
         self.record_visits_impl(visits)
+    }
+
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.recent_visits_impl(link_id, before, limit)
     }
 
     fn visits_page(

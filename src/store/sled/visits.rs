@@ -266,6 +266,36 @@ impl SledStore {
         Ok(page)
     }
 
+    pub(super) fn recent_visits_impl(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        let end = before.unwrap_or(u64::MAX);
+        let mut page = VisitPage::default();
+        // Chunks are keyed by their first visit's id: every chunk that may hold an id below
+        // `end` starts below it.
+        'chunks: for item in self
+            .visits
+            .range(link_key(link_id, 0)..link_key(link_id, end))
+            .rev()
+        {
+            let (_, value) = item.map_err(backend)?;
+            for visit in decode_chunk(&value)?.into_iter().rev() {
+                if visit.id >= end {
+                    continue;
+                }
+                if page.items.len() == limit {
+                    page.next = page.items.last().map(|v| v.id);
+                    break 'chunks;
+                }
+                page.items.push(visit);
+            }
+        }
+        Ok(page)
+    }
+
     pub(super) fn visit_totals_impl(&self, link_id: u64) -> StoreResult<VisitTotals> {
         let (visits, bots) = self
             .visit_totals
