@@ -135,11 +135,17 @@ impl FormError {
         } else {
             "err.internal".into()
         };
-        let field = e
+        // The API's fields by the names the forms give them.
+        let field = match e
             .field
             .as_deref()
             .map(|f| f.rsplit('.').next().unwrap_or(f))
-            .unwrap_or("form");
+        {
+            Some("expires_at") => "until",
+            Some("ttl") => "validity",
+            Some(f) => f,
+            None => "form",
+        };
         Self::new(field, &key)
     }
 }

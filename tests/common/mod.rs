@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod mmdb;
+pub mod pages;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
