@@ -153,21 +153,24 @@ async fn wait_for_path(c: &Client, prefix: &str) {
 /// Saves a screenshot of the whole page as it is now; returns its mean luminance (0–255).
 async fn shot(c: &Client, dir: &Path, name: &str) -> f64 {
     // Grow the window to the page's height so the screenshot holds all of it.
-    let height = c
-        .execute("return document.documentElement.scrollHeight;", vec![])
+    let sizes = c
+        .execute(
+            "return [document.documentElement.scrollHeight, window.innerHeight, \
+             window.outerHeight, window.outerWidth];",
+            vec![],
+        )
         .await
         .ok()
-        .and_then(|v| v.as_f64())
-        .unwrap_or(900.0);
-    let width = c
-        .execute("return window.outerWidth;", vec![])
-        .await
-        .ok()
-        .and_then(|v| v.as_f64())
-        .unwrap_or(1280.0);
-    c.set_window_size(width as u32, (height as u32 + 100).clamp(600, 6000))
-        .await
-        .expect("resize");
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default();
+    let n = |i: usize| sizes.get(i).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let (page, inner, outer, width) = (n(0), n(1), n(2), n(3));
+    if page > inner {
+        let height = (page + outer - inner).clamp(600.0, 6000.0);
+        c.set_window_size(width as u32, height as u32)
+            .await
+            .expect("resize");
+    }
     let png = c.screenshot().await.expect("screenshot");
     std::fs::write(dir.join(format!("{name}.png")), &png).expect("write screenshot");
     luminance(&png)
@@ -239,6 +242,8 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         assert!(!code.is_empty());
         let copy = c.find(Locator::Css("button.copy")).await.expect("copy button");
         assert!(copy.is_displayed().await.expect("displayed"), "the script runs under the CSP");
+        c.find(Locator::Css("details.more summary")).await.expect("more").click().await.expect("open");
+        shot(&c, &shots, "desktop-light-home-result").await;
 
         // Open the short link: the browser lands on the target.
         c.goto(&format!("{base}/{code}")).await.expect("short link");
@@ -319,6 +324,7 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
             c.set_window_size(width, 900).await.expect("size");
             let device = if width > 600 { "desktop" } else { "phone" };
             for (name, path) in &pages {
+                c.set_window_size(width, 900).await.expect("size");
                 c.goto(&format!("{base}{path}")).await.expect("page");
                 let lum = shot(&c, &shots, &format!("{device}-{scheme}-{name}")).await;
                 if scheme == "dark" {

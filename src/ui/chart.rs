@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-/// Drawing area, in SVG user units (the SVG scales to its container's width).
-const WIDTH: f64 = 720.0;
+/// Drawing height, in SVG user units; the width is the caller's, so that text keeps its size
+/// when the SVG scales (keeping its aspect ratio) to its container's width.
 const HEIGHT: f64 = 220.0;
 const LEFT: f64 = 44.0;
 const BOTTOM: f64 = 24.0;
@@ -19,33 +19,40 @@ pub struct Bar {
     pub values: Vec<u64>,
 }
 
-/// A stacked bar chart; `series` names each value (legend and tooltips). `label_every` picks
-/// which bars get an axis label, so that labels never overlap.
-pub fn stacked_bars(bars: &[Bar], series: &[&str], aria_label: &str) -> String {
+/// A stacked bar chart `width` units wide (about the pixels it will be shown at); `series`
+/// names each value (legend and tooltips). Only some bars get an axis label, so that labels
+/// never overlap.
+pub fn stacked_bars(bars: &[Bar], series: &[&str], aria_label: &str, width: f64) -> String {
+    let width = width.max(240.0);
     let max = bars
         .iter()
         .map(|b| b.values.iter().sum::<u64>())
         .max()
         .unwrap_or(0);
     let top = nice_ceiling(max);
-    let plot_w = WIDTH - LEFT - 4.0;
+    let plot_w = width - LEFT - 4.0;
     let plot_h = HEIGHT - BOTTOM - TOP;
     let n = bars.len().max(1);
     let slot = plot_w / n as f64;
     let bar_w = (slot * 0.8).max(0.5);
-    let label_every = n.div_ceil(12).max(1);
+    let max_labels = ((width / 60.0) as usize).max(2);
+    let label_every = n.div_ceil(max_labels).max(1);
     let mut svg = String::with_capacity(256 + bars.len() * 160);
     let _ = write!(
         svg,
-        r#"<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{}" preserveAspectRatio="none">"#,
+        r#"<svg class="chart" viewBox="0 0 {width} {HEIGHT}" role="img" aria-label="{}">"#,
         escape(aria_label)
     );
-    // Grid lines and their values: 0, half, top.
-    for (i, value) in [0, top / 2, top].into_iter().enumerate() {
-        let y = TOP + plot_h - plot_h * (i as f64) / 2.0;
+    // Grid lines and their values: 0, the middle when it is a whole number, the top.
+    let mut ticks = vec![0, top];
+    if top % 2 == 0 {
+        ticks.push(top / 2);
+    }
+    for value in ticks {
+        let y = TOP + plot_h - plot_h * (value as f64) / (top as f64);
         let _ = write!(
             svg,
-            r#"<line class="grid" x1="{LEFT}" y1="{y:.1}" x2="{WIDTH}" y2="{y:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            r#"<line class="grid" x1="{LEFT}" y1="{y:.1}" x2="{width}" y2="{y:.1}"/><text class="axis" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
             LEFT - 6.0,
             y + 4.0,
             short_number(value)
@@ -164,6 +171,7 @@ mod tests {
             }],
             &["humans", "bots"],
             "a<chart>",
+            720.0,
         );
         assert!(!svg.contains("<b>"));
         assert!(svg.contains("&lt;b&gt;"));

@@ -51,7 +51,7 @@ pub async fn show(
                 values: vec![pick(d)],
             })
             .collect();
-        Value::from_safe_string(stacked_bars(&bars, &[series], series))
+        Value::from_safe_string(stacked_bars(&bars, &[series], series, 460.0))
     };
     let creates_chart = chart(|d| d.creates, &word("dash.creates"));
     let visits_chart = chart(|d| d.visits, &word("dash.visits"));

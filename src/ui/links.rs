@@ -281,6 +281,7 @@ async fn render_detail(
         &bars,
         &[&word("stats.humans"), &word("stats.bots")],
         &word("stats.chart_label"),
+        720.0,
     );
     let visits: Vec<Value> = recent
         .items
