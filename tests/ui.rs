@@ -38,7 +38,7 @@ fn anonymous_visitor_shortens_from_the_home_page() {
     let app = anonymous_app();
     let page = PageClient::new(&app);
     let html = page.html("/", 200);
-    assert!(html.contains("name=\"url\"") && html.contains("name=\"key\"") == false);
+    assert!(html.contains("name=\"url\"") && !html.contains("name=\"key\""));
     let response = page.post_form("/", &[("mode", "one"), ("url", "https://example.com/a")]);
     assert_eq!(response.status(), 201);
     let html = response.text().unwrap();
@@ -71,7 +71,9 @@ fn anonymous_visitor_shortens_from_the_home_page() {
 fn form_errors_are_shown_beside_their_field_and_nothing_is_written() {
     let app = TestApp::start();
     let page = PageClient::signed_in(&app, EDITOR);
-    let cases: &[(&[(&str, &str)], u16, &str, &str)] = &[
+    /// Form fields, the status, the id of the error beside the field, words of the error.
+    type Case<'a> = (&'a [(&'a str, &'a str)], u16, &'a str, &'a str);
+    let cases: &[Case] = &[
         (
             &[("url", "javascript:alert(1)")],
             400,

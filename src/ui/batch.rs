@@ -36,8 +36,11 @@ pub struct BatchLine {
     pub detail: Option<String>,
 }
 
+/// A kept result: when it was made, and its lines.
+type Kept = (Millis, Arc<Vec<BatchLine>>);
+
 pub struct RecentBatches {
-    map: Mutex<HashMap<String, (Millis, Arc<Vec<BatchLine>>)>>,
+    map: Mutex<HashMap<String, Kept>>,
     clock: Arc<dyn Clock>,
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Form;
 use minijinja::{context, Value};
 
@@ -25,7 +25,7 @@ pub async fn show(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     if let Err(redirect) = visitor.require_session() {
-        return redirect;
+        return redirect.into_response();
     }
     let stats = state.stats.clone();
     let pools = state.pools.clone();
@@ -110,7 +110,7 @@ pub async fn refill(
     form: Result<Form<Fields>, FormRejection>,
 ) -> Response {
     if let Err(redirect) = visitor.require_session() {
-        return redirect;
+        return redirect.into_response();
     }
     let Ok(Form(fields)) = form else {
         return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");

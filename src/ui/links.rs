@@ -77,7 +77,7 @@ pub async fn list(
 ) -> Response {
     let session = match visitor.require_session() {
         Ok(s) => s.principal.clone(),
-        Err(redirect) => return redirect,
+        Err(redirect) => return redirect.into_response(),
     };
     let get = |name: &str| query.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
     let space = get("space").map(str::to_string);
@@ -234,7 +234,7 @@ async fn render_detail(
     errors: &[FormError],
 ) -> Response {
     if let Err(redirect) = visitor.require_session() {
-        return redirect;
+        return redirect.into_response();
     }
     let link = match state.links.get(code) {
         Ok(link) => link,
@@ -409,26 +409,26 @@ fn check_change(
     visitor: &Visitor,
     code: &str,
     fields: &Fields,
-) -> Result<Link, Response> {
+) -> Result<Link, Box<Response>> {
     if let Err(redirect) = visitor.require_session() {
-        return Err(redirect);
+        return Err(Box::new(redirect.into_response()));
     }
     if !visitor.check_form(fields.get("csrf").map(String::as_str)) {
-        return Err(message(
+        return Err(Box::new(message(
             state,
             visitor,
             StatusCode::FORBIDDEN,
             "msg.form_expired",
-        ));
+        )));
     }
     let link = state
         .links
         .get(code)
-        .map_err(|e| refused(state, visitor, &e.into()))?;
+        .map_err(|e| Box::new(refused(state, visitor, &e.into())))?;
     visitor
         .caller()
         .require_space(Role::Editor, &link.space)
-        .map_err(|e| refused(state, visitor, &e))?;
+        .map_err(|e| Box::new(refused(state, visitor, &e)))?;
     Ok(link)
 }
 
@@ -443,7 +443,7 @@ pub async fn edit(
         return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");
     };
     if let Err(response) = check_change(&state, &visitor, &code, &fields) {
-        return response;
+        return *response;
     }
     let no_query = HashMap::new();
     let validity = match forms::validity(&fields) {
@@ -500,7 +500,7 @@ pub async fn delete(
     };
     let link = match check_change(&state, &visitor, &code, &fields) {
         Ok(link) => link,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     if link.status == LinkStatus::Deleted {
         return message(
@@ -559,7 +559,7 @@ pub async fn visits_csv(
     Path(code): Path<String>,
 ) -> Response {
     if let Err(redirect) = visitor.require_session() {
-        return redirect;
+        return redirect.into_response();
     }
     let link = match state.links.get(&code) {
         Ok(link) => link,

@@ -96,4 +96,6 @@ pub fn router() -> Router<AppState> {
         .route("/ui/pools/{length}/refill", post(dashboard::refill))
         .route("/static/{name}", get(assets::serve))
         .layer(axum::middleware::from_fn(render::security_headers))
+        // Pages and assets are text: gzip makes a first visit about a third of the bytes.
+        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
 }

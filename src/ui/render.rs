@@ -154,10 +154,10 @@ impl Visitor {
     }
 
     /// The signed-in session, or a redirect to the sign-in page that comes back here.
-    pub fn require_session(&self) -> Result<&Session, Response> {
+    pub fn require_session(&self) -> Result<&Session, Redirect> {
         self.session.as_ref().ok_or_else(|| {
             let next = urlencoding(&self.path);
-            Redirect::to(&format!("/ui/login?next={next}")).into_response()
+            Redirect::to(&format!("/ui/login?next={next}"))
         })
     }
 
