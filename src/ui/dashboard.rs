@@ -3,15 +3,13 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Form;
 use minijinja::{context, Value};
 
 use super::chart::{stacked_bars, Bar};
-use super::forms::Fields;
+use super::forms::CheckedForm;
 use super::render::{message, page, see_other, Visitor};
 use crate::config::Role;
 use crate::http::api::blocking;
@@ -107,16 +105,10 @@ pub async fn refill(
     State(state): State<AppState>,
     visitor: Visitor,
     Path(length): Path<String>,
-    form: Result<Form<Fields>, FormRejection>,
+    _form: CheckedForm,
 ) -> Response {
     if let Err(redirect) = visitor.require_session() {
         return redirect.into_response();
-    }
-    let Ok(Form(fields)) = form else {
-        return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");
-    };
-    if !visitor.check_form(fields.get("csrf").map(String::as_str)) {
-        return message(&state, &visitor, StatusCode::FORBIDDEN, "msg.form_expired");
     }
     if let Err(e) = visitor.caller().require(Role::Admin) {
         return message(&state, &visitor, e.status, "msg.forbidden");

@@ -3,15 +3,56 @@
 
 use std::collections::HashMap;
 
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Form;
+
 use time::macros::format_description;
 use time::{Date, OffsetDateTime, Time};
 
+use super::render::{message, Visitor};
 use crate::http::error::ApiError;
 use crate::links::rfc3339;
+use crate::state::AppState;
 use crate::store::Millis;
 
 /// A submitted form.
 pub type Fields = HashMap<String, String>;
+
+/// A posted form whose token checked out (see [`Visitor::check_form`]). A body that is no
+/// form is answered 400, a missing or wrong token 403, before the handler runs.
+pub struct CheckedForm(pub Fields);
+
+impl FromRequest<AppState> for CheckedForm {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let visitor = match Visitor::from_request_parts(&mut parts, state).await {
+            Ok(v) => v,
+            Err(never) => match never {},
+        };
+        let request = Request::from_parts(parts, body);
+        let Ok(Form(fields)) = Form::<Fields>::from_request(request, state).await else {
+            return Err(message(
+                state,
+                &visitor,
+                StatusCode::BAD_REQUEST,
+                "msg.bad_form",
+            ));
+        };
+        if !visitor.check_form(fields.get("csrf").map(String::as_str)) {
+            return Err(message(
+                state,
+                &visitor,
+                StatusCode::FORBIDDEN,
+                "msg.form_expired",
+            ));
+        }
+        Ok(CheckedForm(fields))
+    }
+}
 
 /// A field's trimmed value, `None` when empty.
 pub fn field<'a>(fields: &'a Fields, name: &str) -> Option<&'a str> {

@@ -4,15 +4,13 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::FormRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use axum::Form;
 use minijinja::{context, Value};
 
 use super::batch::BatchLine;
-use super::forms::{self, field, Fields, FormError, VALIDITY_CHOICES};
+use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
 use super::render::{message, page, Visitor};
 use crate::config::Role;
 use crate::http::api::{authorize_create, blocking};
@@ -64,14 +62,8 @@ pub async fn show(
 pub async fn shorten(
     State(state): State<AppState>,
     visitor: Visitor,
-    form: Result<Form<Fields>, FormRejection>,
+    CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let Ok(Form(fields)) = form else {
-        return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");
-    };
-    if !visitor.check_form(fields.get("csrf").map(String::as_str)) {
-        return message(&state, &visitor, StatusCode::FORBIDDEN, "msg.form_expired");
-    }
     let mode = if field(&fields, "mode") == Some("many") {
         "many"
     } else {

@@ -5,15 +5,13 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Form;
 use minijinja::{context, Value};
 
 use super::chart::{stacked_bars, Bar};
-use super::forms::{self, field, Fields, FormError, VALIDITY_CHOICES};
+use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
 use super::home::display_time;
 use super::render::{message, page, see_other, urlencoding, Visitor};
 use crate::config::Role;
@@ -403,23 +401,10 @@ fn series(stats: &LinkStats, granularity: Granularity) -> (Vec<Bar>, Vec<Value>)
     (bars, rows)
 }
 
-/// Checks a changing form and the visitor's right to change `code`.
-fn check_change(
-    state: &AppState,
-    visitor: &Visitor,
-    code: &str,
-    fields: &Fields,
-) -> Result<Link, Box<Response>> {
+/// Checks the visitor's right to change `code` (the form's token was checked by [`CheckedForm`]).
+fn check_change(state: &AppState, visitor: &Visitor, code: &str) -> Result<Link, Box<Response>> {
     if let Err(redirect) = visitor.require_session() {
         return Err(Box::new(redirect.into_response()));
-    }
-    if !visitor.check_form(fields.get("csrf").map(String::as_str)) {
-        return Err(Box::new(message(
-            state,
-            visitor,
-            StatusCode::FORBIDDEN,
-            "msg.form_expired",
-        )));
     }
     let link = state
         .links
@@ -437,12 +422,9 @@ pub async fn edit(
     State(state): State<AppState>,
     visitor: Visitor,
     Path(code): Path<String>,
-    form: Result<Form<Fields>, FormRejection>,
+    CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let Ok(Form(fields)) = form else {
-        return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");
-    };
-    if let Err(response) = check_change(&state, &visitor, &code, &fields) {
+    if let Err(response) = check_change(&state, &visitor, &code) {
         return *response;
     }
     let no_query = HashMap::new();
@@ -493,12 +475,9 @@ pub async fn delete(
     State(state): State<AppState>,
     visitor: Visitor,
     Path(code): Path<String>,
-    form: Result<Form<Fields>, FormRejection>,
+    _form: CheckedForm,
 ) -> Response {
-    let Ok(Form(fields)) = form else {
-        return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");
-    };
-    let link = match check_change(&state, &visitor, &code, &fields) {
+    let link = match check_change(&state, &visitor, &code) {
         Ok(link) => link,
         Err(response) => return *response,
     };

@@ -3,16 +3,14 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::FormRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
-use axum::Form;
 use minijinja::context;
 
-use super::forms::{field, Fields};
+use super::forms::{field, CheckedForm};
 use super::i18n::{Lang, LANG_COOKIE};
-use super::render::{local_path, message, page, see_other, Visitor};
+use super::render::{local_path, page, see_other, Visitor};
 use super::session::{cookie, set_cookie, SESSION_COOKIE};
 use crate::state::AppState;
 
@@ -50,14 +48,8 @@ fn render(
 pub async fn sign_in(
     State(state): State<AppState>,
     visitor: Visitor,
-    form: Result<Form<Fields>, FormRejection>,
+    CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let Ok(Form(fields)) = form else {
-        return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form");
-    };
-    if !visitor.check_form(fields.get("csrf").map(String::as_str)) {
-        return message(&state, &visitor, StatusCode::FORBIDDEN, "msg.form_expired");
-    }
     let next = local_path(field(&fields, "next"), AFTER_SIGN_IN);
     let Some(principal) = field(&fields, "key").and_then(|k| state.keys.lookup(k)) else {
         return render(
