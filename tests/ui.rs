@@ -270,16 +270,7 @@ fn viewers_see_no_changing_controls_and_forged_posts_are_refused() {
     let refill = viewer.post_form("/ui/pools/6/refill", &[]);
     assert_eq!(refill.status(), 403);
 
-    let after: serde_json::Value = app
-        .req(
-            reqwest::Method::GET,
-            &format!("/api/v1/links/{code}"),
-            Some(VIEWER),
-        )
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let after: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), VIEWER);
     assert_eq!(after["title"], "kept");
     assert_eq!(after["status"], "active");
     assert_eq!(count_links(&app), 1);
@@ -364,16 +355,7 @@ fn editors_edit_and_delete_through_the_pages() {
     assert_eq!(location(&saved), format!("/ui/links/{code}?notice=saved"));
     let shown = page.html(&location(&saved), 200);
     assert!(shown.contains("Saved.") && shown.contains("new title"));
-    let api: serde_json::Value = app
-        .req(
-            reqwest::Method::GET,
-            &format!("/api/v1/links/{code}"),
-            Some(EDITOR),
-        )
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let api: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
     assert_eq!(api["title"], "new title");
     assert_eq!(api["url"], "https://example.com/e2");
     assert_eq!(api["tags"], json!(["x", "y"]));
@@ -463,12 +445,7 @@ fn links_are_searched_filtered_and_paged_newest_first() {
     let two = html.find("Alpha two").unwrap();
     let one = html.find("alpha one").unwrap();
     assert!(two < one, "newest first");
-    let api: serde_json::Value = app
-        .req(reqwest::Method::GET, "/api/v1/links?q=alpha", Some(ADMIN))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let api: serde_json::Value = app.api_get("/api/v1/links?q=alpha", ADMIN);
     assert_eq!(api["items"].as_array().unwrap().len(), 3);
     let by_length = page.html("/ui/links?length=7", 200);
     assert_eq!(by_length.matches("class=\"code\"").count(), 1);
@@ -686,23 +663,13 @@ fn dashboard_shows_counts_and_pools_and_admins_refill() {
     let html = admin.html("/ui/dashboard", 200);
     assert!(html.contains("Code pools") && html.contains("Refill"));
     assert_eq!(html.matches("<svg class=\"chart\"").count(), 2);
-    let before: serde_json::Value = app
-        .req(reqwest::Method::GET, "/api/v1/pools", Some(ADMIN))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let before: serde_json::Value = app.api_get("/api/v1/pools", ADMIN);
     let refill = admin.post_form("/ui/pools/5/refill", &[]);
     assert_eq!(refill.status(), 303);
     assert!(admin
         .html(&location(&refill), 200)
         .contains("The pool was refilled."));
-    let after: serde_json::Value = app
-        .req(reqwest::Method::GET, "/api/v1/pools", Some(ADMIN))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let after: serde_json::Value = app.api_get("/api/v1/pools", ADMIN);
     let generated = |v: &serde_json::Value| {
         v["pools"]
             .as_array()

@@ -78,19 +78,21 @@ pub async fn shorten(
         return message(&state, &visitor, status, &format!("msg.{key}"));
     }
     let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
+    // The form again, its values kept, with the error beside its field.
+    let fail = |status: StatusCode, error: FormError| {
+        render(
+            &state,
+            &visitor,
+            status,
+            mode,
+            &fields,
+            Value::from(()),
+            &[error],
+        )
+    };
     let options = match options(&fields) {
         Ok(o) => o,
-        Err(e) => {
-            return render(
-                &state,
-                &visitor,
-                StatusCode::BAD_REQUEST,
-                mode,
-                &fields,
-                Value::from(()),
-                &[e],
-            )
-        }
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
     let caller = visitor.caller();
     let space = options
@@ -98,30 +100,15 @@ pub async fn shorten(
         .clone()
         .unwrap_or_else(|| DEFAULT_SPACE.into());
     if let Err(e) = authorize_create(&state, &caller, &space) {
-        let error = FormError::from_api(&e, known).with_field("space");
-        return render(
-            &state,
-            &visitor,
-            e.status,
-            mode,
-            &fields,
-            Value::from(()),
-            &[error],
-        );
+        return fail(e.status, FormError::from_api(&e, known).with_field("space"));
     }
     if mode == "many" {
         return shorten_many(&state, &visitor, &fields, options).await;
     }
     let Some(url) = field(&fields, "url") else {
-        let e = FormError::new("url", "err.missing_url");
-        return render(
-            &state,
-            &visitor,
+        return fail(
             StatusCode::BAD_REQUEST,
-            mode,
-            &fields,
-            Value::from(()),
-            &[e],
+            FormError::new("url", "err.missing_url"),
         );
     };
     let mut req = options.request(url);
@@ -147,18 +134,7 @@ pub async fn shorten(
             };
             render(&state, &visitor, status, mode, &Fields::new(), result, &[])
         }
-        Err(e) => {
-            let error = FormError::from_api(&e, known);
-            render(
-                &state,
-                &visitor,
-                e.status,
-                mode,
-                &fields,
-                Value::from(()),
-                &[error],
-            )
-        }
+        Err(e) => fail(e.status, FormError::from_api(&e, known)),
     }
 }
 

@@ -176,6 +176,16 @@ keys = [
         }
     }
 
+    /// `GET` an API path with a key; the JSON of a 200.
+    pub fn api_get(&self, path: &str, key: &str) -> Value {
+        let response = self
+            .req(reqwest::Method::GET, path, Some(key))
+            .send()
+            .expect("GET");
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().expect("JSON")
+    }
+
     pub fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
         self.req(reqwest::Method::POST, path, Some(key))
             .json(body)
