@@ -78,26 +78,23 @@ pub fn store_options(config: &Config) -> StoreOptions {
     }
 }
 
-/// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
-pub async fn run(config: Config) -> Result<(), BoxError> {
-    let config = Arc::new(config);
-    let options = store_options(&config);
-    let sled = tokio::task::spawn_blocking(move || SledStore::open(&options)).await??;
-    let report = sled.open_report().clone();
-    if report.recovered {
-        tracing::info!("the store was not closed cleanly; sled recovered its log");
-    }
-    if let Some(reason) = &report.filter_rebuilt {
-        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
-    }
-    for correction in &report.counters_corrected {
-        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
-    }
-    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
-        tracing::info!("recovery check: the code filter and pool counters match the trees");
-    }
-    let store: Arc<dyn Store> = Arc::new(sled);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+/// The application, built once from a configuration, a store and a clock: the server's
+/// [`run`] and in-process tests alike use it (axum's `app()` pattern), so nothing is wired twice.
+pub struct App {
+    /// Every route, with its state.
+    pub router: axum::Router,
+    /// What handlers reach; also the parts background work runs on (pools, the lifecycle
+    /// job, the visit writer that shutdown drains).
+    pub state: AppState,
+}
+
+/// Builds the services over `store` (primes and starts the pools' background refills, loads
+/// the key ring, starts the visit writer) and the router.
+pub async fn build(
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+) -> Result<App, BoxError> {
     let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
     {
         let pools = pools.clone();
@@ -142,7 +139,36 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         recorder: recorder.clone(),
         metrics,
     };
-    let app = http::router(state);
+
+    Ok(App {
+        router: http::router(state.clone()),
+        state,
+    })
+}
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
+pub async fn run(config: Config) -> Result<(), BoxError> {
+    let config = Arc::new(config);
+    let options = store_options(&config);
+    let sled = tokio::task::spawn_blocking(move || SledStore::open(&options)).await??;
+    let report = sled.open_report().clone();
+    if report.recovered {
+        tracing::info!("the store was not closed cleanly; sled recovered its log");
+    }
+    if let Some(reason) = &report.filter_rebuilt {
+        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
+    }
+    for correction in &report.counters_corrected {
+        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
+    }
+    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
+        tracing::info!("recovery check: the code filter and pool counters match the trees");
+    }
+    let store: Arc<dyn Store> = Arc::new(sled);
+    let App { router, state } = build(config.clone(), store.clone(), Arc::new(SystemClock)).await?;
+    let pools = state.pools.clone();
+    let recorder = state.recorder.clone();
+    let lifecycle = state.lifecycle.clone();
 
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
@@ -167,7 +193,7 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
 
     axum::serve(
         listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
+        router.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown::signal())
     .await?;
