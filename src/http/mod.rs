@@ -8,6 +8,7 @@
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
 //! - `pages` — templates embedded in the binary
+//! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
 
 pub mod api;
 pub mod auth;
@@ -16,6 +17,7 @@ pub mod observe;
 pub mod pages;
 pub mod redirect;
 pub mod stats;
+pub mod yourls;
 
 use std::time::Duration;
 
@@ -54,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(stats::metrics))
+        .route("/yourls-api.php", get(yourls::api).post(yourls::api))
         .route("/{code}", get(redirect::redirect))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
