@@ -18,6 +18,8 @@
 //!   ([`store::SledStore`]): links, the active mapping that redirects read, the dedup index, one
 //!   ZSet-like pool tree per length, counters. Every write is one multi-tree transaction,
 //!   acknowledged after a group-committed flush. Nothing else in the crate touches sled.
+//! - [`transfer`] is `vshortlink export` / `import`: JSON lines out, our own export, YOURLS and
+//!   Shlink CSV in, on a stopped store.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
 //!   into a graceful stop; [`state`] is what handlers can reach.
 //!
@@ -37,6 +39,7 @@ pub mod pools;
 pub mod shutdown;
 pub mod state;
 pub mod store;
+pub mod transfer;
 pub mod visits;
 
 use std::net::SocketAddr;

@@ -26,6 +26,31 @@ enum Command {
     DefaultConfig,
     /// Exit 0 if the server configured here answers /healthz (for Docker's HEALTHCHECK).
     Healthcheck,
+    /// Write every link (and with --visits every visit) as JSON lines; the server must be stopped.
+    Export {
+        /// Also write every visit, after the links.
+        #[arg(long)]
+        visits: bool,
+        /// Write here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Read links from FILE (stdin when absent); the server must be stopped.
+    Import {
+        file: Option<PathBuf>,
+        /// vsl (our export), yourls-csv, shlink-csv or csv.
+        #[arg(long, default_value = "vsl")]
+        format: vshortlink::transfer::Format,
+        /// Report what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// csv: the header of the long-URL column (guessed when absent).
+        #[arg(long, value_name = "NAME")]
+        url_column: Option<String>,
+        /// csv: the header of the short-code column (guessed when absent).
+        #[arg(long, value_name = "NAME")]
+        code_column: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -57,6 +82,34 @@ fn main() -> ExitCode {
             }
         };
     }
+    match cli.command {
+        Some(Command::Export { visits, output }) => {
+            return match vshortlink::transfer::run_export(&config, visits, output.as_deref()) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Import {
+            file,
+            format,
+            dry_run,
+            url_column,
+            code_column,
+        }) => {
+            let options = vshortlink::transfer::ImportOptions {
+                format,
+                dry_run,
+                url_column,
+                code_column,
+            };
+            return match vshortlink::transfer::run_import(config, file.as_deref(), &options) {
+                Ok(summary) if summary.refused > 0 => ExitCode::FAILURE,
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            };
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -72,4 +125,9 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("vshortlink: {e}");
+    ExitCode::FAILURE
 }

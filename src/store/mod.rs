@@ -184,6 +184,17 @@ impl Created {
     }
 }
 
+/// What [`Store::import_link`] did with a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Imported {
+    /// Written; the link as stored (its id may differ from the record's when that was taken).
+    Created(Link),
+    /// The code already leads to the same URL (or the archived record is already there).
+    Unchanged(Link),
+    /// The code (or, for an archived record, the id) belongs to a different link: not written.
+    Conflict(Link),
+}
+
 /// A partial update. `None` leaves a field as it is.
 #[derive(Clone, Debug, Default)]
 pub struct LinkPatch {
@@ -419,6 +430,12 @@ pub trait Store: Send + Sync + 'static {
     /// Retires an expired or deleted link's code forever (tiers that do not recycle): it leaves
     /// the recycling queue and keeps its code. Returns false if it was not queued.
     fn retire_link(&self, id: u64) -> StoreResult<bool>;
+
+    /// Writes a whole link record as it is (import): keeps its code, dates, status and expiry,
+    /// and its id when free; takes its code out of any pool and into the code filter; writes
+    /// every index its status needs. Idempotent: a code already leading to the same URL is
+    /// `Unchanged`, one leading elsewhere is a `Conflict` and nothing is written.
+    fn import_link(&self, link: &Link) -> StoreResult<Imported>;
 
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;

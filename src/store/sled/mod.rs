@@ -12,6 +12,7 @@
 
 mod filter_file;
 mod flusher;
+mod import;
 mod keys;
 mod visits;
 
@@ -30,9 +31,9 @@ use self::flusher::Flusher;
 use self::keys::{counter, read_u64};
 use crate::codes::filter::CodeFilter;
 use crate::store::{
-    ActiveEntry, CodeChoice, Created, DayCount, Durability, Link, LinkCounts, LinkPage, LinkPatch,
-    LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, Store,
-    StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CodeChoice, Created, DayCount, Durability, Imported, Link, LinkCounts, LinkPage,
+    LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
+    Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -888,6 +889,10 @@ impl Store for SledStore {
             self.note_cooling(length, score, 1);
         }
         Ok(Some(link))
+    }
+
+    fn import_link(&self, link: &Link) -> StoreResult<Imported> {
+        self.import_link_impl(link)
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
