@@ -34,6 +34,9 @@ use crate::BoxError;
 const PAGE: usize = 1000;
 /// Visits written per `record_visits` call while importing.
 const VISIT_BATCH: usize = 512;
+/// Records imported between two syncs: a crash loses at most this many, and a rerun of the
+/// import redoes them (it is idempotent).
+const SYNC_EVERY: u64 = 10_000;
 
 /// One line of an export: a link or a visit.
 #[derive(Debug, Serialize, Deserialize)]
@@ -241,7 +244,6 @@ pub fn export(
     let mut summary = ExportSummary::default();
     let mut progress = Progress::new("exporting", None);
     let mut after = None;
-    let mut ids = Vec::new();
     loop {
         let page = store.list_links(&LinkQuery {
             after,
@@ -253,27 +255,26 @@ pub fn export(
             out.write_all(b"\n")?;
             summary.links += 1;
             progress.tick(1);
-            if visits {
-                ids.push(link.id);
-            }
         }
         match page.next {
             Some(next) => after = Some(next),
             None => break,
         }
     }
-    for id in ids {
-        let mut after = None;
+    // Visits in a second pass over the links, so that nothing grows with the link count.
+    let mut after_link = None;
+    if visits {
         loop {
-            let page = store.visits_page(id, after, PAGE)?;
-            for visit in &page.items {
-                serde_json::to_writer(&mut *out, &Record::Visit(VisitRecord::from_visit(visit)))?;
-                out.write_all(b"\n")?;
-                summary.visits += 1;
-                progress.tick(1);
+            let links = store.list_links(&LinkQuery {
+                after: after_link,
+                limit: PAGE,
+                ..LinkQuery::default()
+            })?;
+            for link in &links.items {
+                visits_of(store, link.id, out, &mut summary, &mut progress)?;
             }
-            match page.next {
-                Some(next) => after = Some(next),
+            match links.next {
+                Some(next) => after_link = Some(next),
                 None => break,
             }
         }
@@ -284,6 +285,29 @@ pub fn export(
         summary.links, summary.visits
     ));
     Ok(summary)
+}
+
+fn visits_of(
+    store: &dyn Store,
+    id: u64,
+    out: &mut dyn Write,
+    summary: &mut ExportSummary,
+    progress: &mut Progress,
+) -> Result<(), BoxError> {
+    let mut after = None;
+    loop {
+        let page = store.visits_page(id, after, PAGE)?;
+        for visit in &page.items {
+            serde_json::to_writer(&mut *out, &Record::Visit(VisitRecord::from_visit(visit)))?;
+            out.write_all(b"\n")?;
+            summary.visits += 1;
+            progress.tick(1);
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(()),
+        }
+    }
 }
 
 /// The formats `import` reads.
@@ -400,6 +424,9 @@ impl Importer<'_> {
             Imported::Created(stored) => {
                 self.summary.created += 1;
                 self.created_ids.insert(original_id, stored.id);
+                if self.summary.created % SYNC_EVERY == 0 {
+                    self.store.sync()?;
+                }
             }
             Imported::Unchanged(_) => {
                 self.summary.unchanged += 1;
@@ -599,6 +626,9 @@ pub fn import(
         }
     }
     importer.flush_visits()?;
+    if !options.dry_run {
+        importer.store.sync()?;
+    }
     let summary = importer.summary.clone();
     progress.finish(&format!(
         "{}{summary}",

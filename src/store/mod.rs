@@ -434,7 +434,9 @@ pub trait Store: Send + Sync + 'static {
     /// Writes a whole link record as it is (import): keeps its code, dates, status and expiry,
     /// and its id when free; takes its code out of any pool and into the code filter; writes
     /// every index its status needs. Idempotent: a code already leading to the same URL is
-    /// `Unchanged`, one leading elsewhere is a `Conflict` and nothing is written.
+    /// `Unchanged`, one leading elsewhere is a `Conflict` and nothing is written. Atomic but
+    /// not durable on return, like the lifecycle writes: the caller ends a run with
+    /// [`Store::sync`].
     fn import_link(&self, link: &Link) -> StoreResult<Imported>;
 
     /// Link counts by status.

@@ -1,7 +1,8 @@
 //! Writing whole link records as they are (`vshortlink import`): the record keeps its code,
 //! dates, status and expiry, and its id when that id is free. Its code leaves any pool it sits
 //! in and enters the code filter, and every index a link of that status belongs to is written,
-//! in one transaction, like a create.
+//! in one transaction, like a create. Not durable on return: the importer makes a run of
+//! records durable with one `sync`, as the lifecycle job does with its chunks.
 
 use sled::transaction::{abort, TransactionError};
 use sled::Transactional;
@@ -120,9 +121,6 @@ impl SledStore {
         if let Some(score) = unpooled {
             self.note_cooling(length, score, -1);
         }
-        if matches!(imported, Imported::Created(_)) {
-            self.flusher.wait_durable()?;
-        }
         Ok(imported)
     }
 
@@ -160,10 +158,6 @@ impl SledStore {
             })
             .map_err(|e: TransactionError<Abort>| tx_error(e, &link.code));
         drop(committing);
-        let imported = outcome?;
-        if matches!(imported, Imported::Created(_)) {
-            self.flusher.wait_durable()?;
-        }
-        Ok(imported)
+        outcome
     }
 }
