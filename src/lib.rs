@@ -18,6 +18,7 @@
 //!   ([`store::SledStore`]): links, the active mapping that redirects read, the dedup index, one
 //!   ZSet-like pool tree per length, counters. Every write is one multi-tree transaction,
 //!   acknowledged after a group-committed flush. Nothing else in the crate touches sled.
+//! - [`commands`] is `vshortlink check`, `create` and `stats`.
 //! - [`transfer`] is `vshortlink export` / `import`: JSON lines out, our own export, YOURLS and
 //!   Shlink CSV in, on a stopped store.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
@@ -29,6 +30,7 @@
 pub mod cache;
 pub mod clock;
 pub mod codes;
+pub mod commands;
 pub mod config;
 pub mod http;
 pub mod jobs;

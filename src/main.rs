@@ -51,6 +51,49 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         code_column: Option<String>,
     },
+    /// Verify the stopped store's invariants; exit 1 naming each fault.
+    Check,
+    /// Create a link (in the stopped store, or through --server).
+    Create {
+        url: String,
+        #[arg(long)]
+        code: Option<String>,
+        #[arg(long)]
+        length: Option<u8>,
+        /// Seconds.
+        #[arg(long)]
+        ttl: Option<i64>,
+        #[arg(long)]
+        space: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// A link's record and visit total, or the counts of all links.
+    Stats {
+        code: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// Act through a running server's API instead of on the stopped store.
+#[derive(clap::Args)]
+struct Remote {
+    /// The server's base URL (http://host:port).
+    #[arg(long, requires = "key", value_name = "URL")]
+    server: Option<String>,
+    /// An API key for --server.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+}
+
+impl Remote {
+    fn target(self) -> vshortlink::commands::Target {
+        match (self.server, self.key) {
+            (Some(url), Some(key)) => vshortlink::commands::Target::Server { url, key },
+            _ => vshortlink::commands::Target::Offline,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -108,6 +151,41 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             };
         }
+        Some(Command::Check) => {
+            return match vshortlink::commands::check(&config, &mut std::io::stdout()) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Create {
+            url,
+            code,
+            length,
+            ttl,
+            space,
+            remote,
+        }) => {
+            let args = vshortlink::commands::CreateArgs {
+                url,
+                code,
+                length,
+                ttl,
+                space,
+            };
+            return print(vshortlink::commands::create(
+                &config,
+                &remote.target(),
+                args,
+            ));
+        }
+        Some(Command::Stats { code, remote }) => {
+            return print(vshortlink::commands::stats(
+                &config,
+                &remote.target(),
+                code.as_deref(),
+            ));
+        }
         _ => {}
     }
     let runtime = match tokio::runtime::Runtime::new() {
@@ -130,4 +208,14 @@ fn main() -> ExitCode {
 fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("vshortlink: {e}");
     ExitCode::FAILURE
+}
+
+fn print(result: Result<serde_json::Value, vshortlink::BoxError>) -> ExitCode {
+    match result {
+        Ok(value) => {
+            println!("{value:#}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
 }

@@ -14,7 +14,7 @@ pub mod sled;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::sled::{FlushStats, OpenReport, SledStore, StoreOptions};
+pub use self::sled::{CheckReport, FlushStats, OpenReport, SledStore, StoreOptions};
 
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
 pub type Millis = u64;

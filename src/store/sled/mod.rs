@@ -10,6 +10,7 @@
 //! link, after checking it is still there. Custom creates can remove pooled codes concurrently;
 //! the check makes them lose nothing and hand nothing out twice.
 
+mod check;
 mod filter_file;
 mod flusher;
 mod import;
@@ -26,6 +27,7 @@ use sled::transaction::{
 };
 use sled::Transactional;
 
+pub use self::check::CheckReport;
 pub use self::flusher::FlushStats;
 use self::flusher::Flusher;
 use self::keys::{counter, read_u64};
