@@ -525,6 +525,30 @@ fn three_ways_to_sign_in() {
     let body: Value = response.json().expect("json");
     assert_eq!(body["status"], "success");
 
+    // So does a multipart body (browser extensions post FormData).
+    let mut form = String::new();
+    for (name, value) in [
+        ("action", "expand"),
+        ("shorturl", "nope99"),
+        ("signature", ADMIN),
+        ("format", "json"),
+    ] {
+        form.push_str(&format!(
+            "--XyZ\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+        ));
+    }
+    form.push_str("--XyZ--\r\n");
+    let response = app
+        .client
+        .post(app.url("/yourls-api.php"))
+        .header("content-type", "multipart/form-data; boundary=XyZ")
+        .body(form)
+        .send()
+        .expect("POST multipart");
+    assert_eq!(response.status().as_u16(), 404);
+    let body: Value = response.json().expect("json");
+    assert_eq!(body["keyword"], "nope99");
+
     // Roles still apply: a viewer reads but cannot shorten.
     let (status, body) = raw_json(
         &app,

@@ -92,17 +92,25 @@ impl Params {
                     .collect()
             })
             .unwrap_or_default();
-        let form = headers
+        let kind = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_none_or(|t| {
-                t.to_ascii_lowercase()
-                    .starts_with("application/x-www-form-urlencoded")
-            });
-        if form && !body.is_empty() {
+            .unwrap_or("application/x-www-form-urlencoded");
+        let lower = kind.to_ascii_lowercase();
+        if lower.starts_with("application/x-www-form-urlencoded") {
             pairs.extend(
                 url::form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())),
             );
+        } else if lower.starts_with("multipart/form-data") {
+            // Browser extensions post `FormData`, which is multipart.
+            if let Some(boundary) = kind
+                .split(';')
+                .filter_map(|p| p.trim().split_once('='))
+                .find(|(k, _)| k.eq_ignore_ascii_case("boundary"))
+                .map(|(_, v)| v.trim_matches('"'))
+            {
+                pairs.extend(multipart_fields(body, boundary));
+            }
         }
         Params(pairs)
     }
@@ -120,6 +128,27 @@ impl Params {
     fn filled(&self, name: &str) -> Option<&str> {
         self.get(name).filter(|v| !v.is_empty() && *v != "0")
     }
+}
+
+/// The text fields of a `multipart/form-data` body (files are not parameters of this API).
+fn multipart_fields(body: &[u8], boundary: &str) -> Vec<(String, String)> {
+    let text = String::from_utf8_lossy(body);
+    let delimiter = format!("--{boundary}");
+    text.split(delimiter.as_str())
+        .filter_map(|part| {
+            let part = part.strip_prefix("\r\n")?;
+            let (head, value) = part.split_once("\r\n\r\n")?;
+            let name = head
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("content-disposition:"))?
+                .split(';')
+                .filter_map(|p| p.trim().split_once('='))
+                .find(|(k, _)| k.eq_ignore_ascii_case("name"))
+                .map(|(_, v)| v.trim_matches('"').to_string())?;
+            let value = value.strip_suffix("\r\n").unwrap_or(value);
+            Some((name, value.to_string()))
+        })
+        .collect()
 }
 
 /// `GET` and `POST /yourls-api.php`.
