@@ -40,6 +40,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
     pub ui: UiConfig,
+    pub yourls: YourlsConfig,
 }
 
 /// The web pages.
@@ -204,6 +205,29 @@ pub struct RatesConfig {
     pub redirect_per_ip: Rate,
     pub not_found_per_ip: Rate,
     pub create_per_key: Rate,
+}
+
+/// The YOURLS-compatible API (`/yourls-api.php`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YourlsConfig {
+    /// A URL that already has a link answers `error:url` with that link (YOURLS's default);
+    /// false creates another link.
+    pub unique_urls: bool,
+    /// How far a `timestamp` may be from now for a time-limited signature.
+    pub signature_window: Span,
+    /// YOURLS-style logins: each pair acts with the role and spaces of its API key.
+    pub users: Vec<YourlsUser>,
+}
+
+/// A `username`/`password` pair accepted by `/yourls-api.php`, standing for an API key.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YourlsUser {
+    pub username: String,
+    pub password: String,
+    /// One of the configured API keys (or the generated admin key).
+    pub key: String,
 }
 
 /// A duration written `30s`, `5m`, `12h`, `7d`, `365d`, or `permanent` (`None`).
@@ -411,6 +435,20 @@ impl Config {
         }
         if self.limits.max_url_len < 16 {
             return fail("limits.max_url_len", "must be at least 16".into());
+        }
+        if self.yourls.signature_window.0.is_none() {
+            return fail(
+                "yourls.signature_window",
+                "must be a duration; a signed timestamp cannot be valid forever".into(),
+            );
+        }
+        for (i, user) in self.yourls.users.iter().enumerate() {
+            if user.username.is_empty() || user.password.is_empty() {
+                return fail(
+                    &format!("yourls.users[{i}]"),
+                    "username and password must not be empty".into(),
+                );
+            }
         }
         Ok(())
     }

@@ -35,6 +35,9 @@ impl Principal {
 #[derive(Debug, Default)]
 pub struct KeyRing {
     by_hash: HashMap<[u8; 32], Arc<Principal>>,
+    /// The keys themselves, for YOURLS's time-limited signatures (a hash of timestamp and
+    /// key cannot be checked against the key's hash).
+    secrets: Vec<(String, Arc<Principal>)>,
     pub anonymous_create: bool,
 }
 
@@ -50,6 +53,7 @@ impl KeyRing {
     pub fn load(auth: &AuthConfig, data: &Path) -> std::io::Result<(Self, Option<GeneratedKey>)> {
         let mut ring = KeyRing {
             by_hash: HashMap::new(),
+            secrets: Vec::new(),
             anonymous_create: auth.anonymous_create,
         };
         let mut generated = None;
@@ -67,20 +71,27 @@ impl KeyRing {
             auth.keys.clone()
         };
         for k in keys {
-            ring.by_hash.insert(
-                hash(&k.key),
-                Arc::new(Principal {
-                    name: k.name,
-                    role: k.role,
-                    spaces: k.spaces,
-                }),
-            );
+            let principal = Arc::new(Principal {
+                name: k.name,
+                role: k.role,
+                spaces: k.spaces,
+            });
+            ring.by_hash.insert(hash(&k.key), principal.clone());
+            ring.secrets.push((k.key, principal));
         }
         Ok((ring, generated))
     }
 
     pub fn lookup(&self, key: &str) -> Option<Arc<Principal>> {
         self.by_hash.get(&hash(key)).cloned()
+    }
+
+    /// The first key for which `matches` holds (YOURLS signatures derived from a key).
+    pub fn find(&self, matches: impl Fn(&str) -> bool) -> Option<Arc<Principal>> {
+        self.secrets
+            .iter()
+            .find(|(key, _)| matches(key))
+            .map(|(_, p)| p.clone())
     }
 }
 

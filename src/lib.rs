@@ -21,6 +21,9 @@
 //! - [`ui`] is the web pages: shorten, sign in, links, statistics, dashboard, in English and
 //!   Simplified Chinese, rendered on the server from embedded templates; [`qr`] draws QR codes.
 //! - [`keys`] is the API key ring (also what the pages' sign-in checks).
+//! - [`commands`] is `vshortlink check`, `create` and `stats`.
+//! - [`transfer`] is `vshortlink export` / `import`: JSON lines out, our own export, YOURLS and
+//!   Shlink CSV in, on a stopped store.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
 //!   into a graceful stop; [`state`] is what handlers can reach.
 //!
@@ -30,6 +33,7 @@
 pub mod cache;
 pub mod clock;
 pub mod codes;
+pub mod commands;
 pub mod config;
 pub mod http;
 pub mod jobs;
@@ -42,6 +46,7 @@ pub mod qr;
 pub mod shutdown;
 pub mod state;
 pub mod store;
+pub mod transfer;
 pub mod ui;
 pub mod visits;
 

@@ -6,6 +6,10 @@
 //! Methods are synchronous: writes block until durable (group commit), so async callers run
 //! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
 
+mod ranking;
+
+pub use ranking::{Ranking, Totals};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

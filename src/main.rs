@@ -26,6 +26,74 @@ enum Command {
     DefaultConfig,
     /// Exit 0 if the server configured here answers /healthz (for Docker's HEALTHCHECK).
     Healthcheck,
+    /// Write every link (and with --visits every visit) as JSON lines; the server must be stopped.
+    Export {
+        /// Also write every visit, after the links.
+        #[arg(long)]
+        visits: bool,
+        /// Write here instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Read links from FILE (stdin when absent); the server must be stopped.
+    Import {
+        file: Option<PathBuf>,
+        /// vsl (our export), yourls-csv, shlink-csv or csv.
+        #[arg(long, default_value = "vsl")]
+        format: vshortlink::transfer::Format,
+        /// Report what would happen; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// csv: the header of the long-URL column (guessed when absent).
+        #[arg(long, value_name = "NAME")]
+        url_column: Option<String>,
+        /// csv: the header of the short-code column (guessed when absent).
+        #[arg(long, value_name = "NAME")]
+        code_column: Option<String>,
+    },
+    /// Verify the stopped store's invariants; exit 1 naming each fault.
+    Check,
+    /// Create a link (in the stopped store, or through --server).
+    Create {
+        url: String,
+        #[arg(long)]
+        code: Option<String>,
+        #[arg(long)]
+        length: Option<u8>,
+        /// Seconds.
+        #[arg(long)]
+        ttl: Option<i64>,
+        #[arg(long)]
+        space: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// A link's record and visit total, or the counts of all links.
+    Stats {
+        code: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+/// Act through a running server's API instead of on the stopped store.
+#[derive(clap::Args)]
+struct Remote {
+    /// The server's base URL (http://host:port).
+    #[arg(long, requires = "key", value_name = "URL")]
+    server: Option<String>,
+    /// An API key for --server.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+}
+
+impl Remote {
+    fn target(self) -> vshortlink::commands::Target {
+        match (self.server, self.key) {
+            (Some(url), Some(key)) => vshortlink::commands::Target::Server { url, key },
+            _ => vshortlink::commands::Target::Offline,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -57,6 +125,69 @@ fn main() -> ExitCode {
             }
         };
     }
+    match cli.command {
+        Some(Command::Export { visits, output }) => {
+            return match vshortlink::transfer::run_export(&config, visits, output.as_deref()) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Import {
+            file,
+            format,
+            dry_run,
+            url_column,
+            code_column,
+        }) => {
+            let options = vshortlink::transfer::ImportOptions {
+                format,
+                dry_run,
+                url_column,
+                code_column,
+            };
+            return match vshortlink::transfer::run_import(config, file.as_deref(), &options) {
+                Ok(summary) if summary.refused > 0 => ExitCode::FAILURE,
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Check) => {
+            return match vshortlink::commands::check(&config, &mut std::io::stdout()) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Create {
+            url,
+            code,
+            length,
+            ttl,
+            space,
+            remote,
+        }) => {
+            let args = vshortlink::commands::CreateArgs {
+                url,
+                code,
+                length,
+                ttl,
+                space,
+            };
+            return print(vshortlink::commands::create(
+                &config,
+                &remote.target(),
+                args,
+            ));
+        }
+        Some(Command::Stats { code, remote }) => {
+            return print(vshortlink::commands::stats(
+                &config,
+                &remote.target(),
+                code.as_deref(),
+            ));
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -71,5 +202,20 @@ fn main() -> ExitCode {
             eprintln!("vshortlink: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("vshortlink: {e}");
+    ExitCode::FAILURE
+}
+
+fn print(result: Result<serde_json::Value, vshortlink::BoxError>) -> ExitCode {
+    match result {
+        Ok(value) => {
+            println!("{value:#}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
     }
 }

@@ -8,7 +8,7 @@
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
 //! - `qr` — QR codes of short URLs
-
+//! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
 //!
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
@@ -19,6 +19,7 @@ pub mod observe;
 pub mod qr;
 pub mod redirect;
 pub mod stats;
+pub mod yourls;
 
 use std::time::Duration;
 
@@ -59,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(stats::metrics))
         .merge(crate::ui::router())
+        .route("/yourls-api.php", get(yourls::api).post(yourls::api))
         .route("/{code}", get(redirect::redirect))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

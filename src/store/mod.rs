@@ -14,7 +14,7 @@ pub mod sled;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::sled::{FlushStats, OpenReport, SledStore, StoreOptions};
+pub use self::sled::{CheckReport, FlushStats, OpenReport, SledStore, StoreOptions};
 
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
 pub type Millis = u64;
@@ -182,6 +182,17 @@ impl Created {
             Created::New(link) | Created::Existing(link) => link,
         }
     }
+}
+
+/// What [`Store::import_link`] did with a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Imported {
+    /// Written; the link as stored (its id may differ from the record's when that was taken).
+    Created(Link),
+    /// The code already leads to the same URL (or the archived record is already there).
+    Unchanged(Link),
+    /// The code (or, for an archived record, the id) belongs to a different link: not written.
+    Conflict(Link),
 }
 
 /// A partial update. `None` leaves a field as it is.
@@ -463,6 +474,14 @@ pub trait Store: Send + Sync + 'static {
     /// Retires an expired or deleted link's code forever (tiers that do not recycle): it leaves
     /// the recycling queue and keeps its code. Returns false if it was not queued.
     fn retire_link(&self, id: u64) -> StoreResult<bool>;
+
+    /// Writes a whole link record as it is (import): keeps its code, dates, status and expiry,
+    /// and its id when free; takes its code out of any pool and into the code filter; writes
+    /// every index its status needs. Idempotent: a code already leading to the same URL is
+    /// `Unchanged`, one leading elsewhere is a `Conflict` and nothing is written. Atomic but
+    /// not durable on return, like the lifecycle writes: the caller ends a run with
+    /// [`Store::sync`].
+    fn import_link(&self, link: &Link) -> StoreResult<Imported>;
 
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;

@@ -10,8 +10,10 @@
 //! link, after checking it is still there. Custom creates can remove pooled codes concurrently;
 //! the check makes them lose nothing and hand nothing out twice.
 
+mod check;
 mod filter_file;
 mod flusher;
+mod import;
 mod keys;
 mod visits;
 
@@ -25,14 +27,15 @@ use sled::transaction::{
 };
 use sled::Transactional;
 
+pub use self::check::CheckReport;
 pub use self::flusher::FlushStats;
 use self::flusher::Flusher;
 use self::keys::{counter, read_u64};
 use crate::codes::filter::CodeFilter;
 use crate::store::{
-    ActiveEntry, CodeChoice, Created, DayCount, Durability, Link, LinkCounts, LinkPage, LinkPatch,
-    LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, Store,
-    StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CodeChoice, Created, DayCount, Durability, Imported, Link, LinkCounts, LinkPage,
+    LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
+    Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -888,6 +891,10 @@ impl Store for SledStore {
             self.note_cooling(length, score, 1);
         }
         Ok(Some(link))
+    }
+
+    fn import_link(&self, link: &Link) -> StoreResult<Imported> {
+        self.import_link_impl(link)
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {

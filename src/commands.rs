@@ -1,0 +1,236 @@
+//! The command-line tools beside `serve`, `export` and `import`: `check` (the store's
+//! invariants), `create` and `stats`. `create` and `stats` work on a stopped store, or through a
+//! running server's API with `--server URL --key KEY` (plain HTTP/1.1, no TLS: meant for the
+//! server on this host or its network).
+//!
+//! Offline work goes through the domain service like the API does; only `check` reads the
+//! store's trees, and only to verify them.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::links::{rfc3339, CreateLink, Links};
+use crate::pools::Pools;
+use crate::store::{CheckReport, Link, Store};
+use crate::transfer::open_store;
+use crate::BoxError;
+
+/// `vshortlink check`: prints each check and each fault; `Ok(false)` when there are faults.
+pub fn check(config: &Config, out: &mut dyn Write) -> Result<bool, BoxError> {
+    let store = open_store(config)?;
+    let open = store.open_report().clone();
+    let report: CheckReport = store.check()?;
+    for line in &report.checked {
+        writeln!(out, "checked: {line}")?;
+    }
+    if let Some(reason) = &open.filter_rebuilt {
+        writeln!(
+            out,
+            "note: the code filter was rebuilt on open ({reason}); it is checked as rebuilt"
+        )?;
+    }
+    for line in &open.counters_corrected {
+        writeln!(out, "note: corrected on open: {line}")?;
+    }
+    for line in &report.faults {
+        writeln!(out, "FAULT: {line}")?;
+    }
+    if report.faults.is_empty() {
+        writeln!(out, "ok: no fault found")?;
+    } else {
+        writeln!(out, "{} fault(s) found", report.faults.len())?;
+    }
+    store.close()?;
+    Ok(report.faults.is_empty())
+}
+
+/// Where `create` and `stats` act.
+pub enum Target {
+    /// The stopped store of the configuration.
+    Offline,
+    /// A running server's API.
+    Server { url: String, key: String },
+}
+
+/// What `create` asks for.
+#[derive(Clone, Debug, Default)]
+pub struct CreateArgs {
+    pub url: String,
+    pub code: Option<String>,
+    pub length: Option<u8>,
+    pub ttl: Option<i64>,
+    pub space: Option<String>,
+}
+
+fn link_json(links: &Links, link: &Link, created: Option<bool>) -> Value {
+    let mut v = json!({
+        "code": link.code,
+        "short_url": links.short_url(&link.code),
+        "url": link.url,
+        "space": link.space,
+        "length": link.length(),
+        "status": link.status.as_str(),
+        "created_at": rfc3339(link.created_at),
+        "expires_at": link.expires_at.map(rfc3339),
+    });
+    if let (Some(created), Some(o)) = (created, v.as_object_mut()) {
+        o.insert("created".into(), Value::Bool(created));
+    }
+    v
+}
+
+fn service(config: &Config) -> Result<(Arc<dyn Store>, Links), BoxError> {
+    let store: Arc<dyn Store> = open_store(config)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), config)?);
+    let links = Links::new(store.clone(), pools, clock, Arc::new(config.clone()))?;
+    Ok((store, links))
+}
+
+/// `vshortlink create`: prints the link as JSON.
+pub fn create(config: &Config, target: &Target, args: CreateArgs) -> Result<Value, BoxError> {
+    let req = CreateLink {
+        url: args.url,
+        code: args.code,
+        length: args.length,
+        ttl: args.ttl,
+        space: args.space,
+        ..CreateLink::default()
+    };
+    match target {
+        Target::Server { url, key } => {
+            let body = json!({
+                "url": req.url, "code": req.code, "length": req.length,
+                "ttl": req.ttl, "space": req.space,
+            });
+            let body: serde_json::Map<String, Value> = body
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            call(
+                url,
+                key,
+                "POST",
+                "/api/v1/links",
+                Some(&Value::Object(body)),
+            )
+        }
+        Target::Offline => {
+            let (store, links) = service(config)?;
+            let result = links.create(req);
+            store.close()?;
+            let (link, created) = result?;
+            Ok(link_json(&links, &link, Some(created)))
+        }
+    }
+}
+
+/// `vshortlink stats [CODE]`: a link and its visit total, or the system's counts.
+pub fn stats(config: &Config, target: &Target, code: Option<&str>) -> Result<Value, BoxError> {
+    match (target, code) {
+        (Target::Server { url, key }, Some(code)) => {
+            call(url, key, "GET", &format!("/api/v1/links/{code}"), None)
+        }
+        (Target::Server { url, key }, None) => call(url, key, "GET", "/api/v1/stats", None),
+        (Target::Offline, code) => {
+            let (store, links) = service(config)?;
+            let result = (|| -> Result<Value, BoxError> {
+                match code {
+                    Some(code) => {
+                        let link = links.get(code)?;
+                        let totals = store.visit_totals(link.id)?;
+                        let mut v = link_json(&links, &link, None);
+                        if let Some(o) = v.as_object_mut() {
+                            o.insert("visits_total".into(), json!(totals.visits));
+                            o.insert("bots".into(), json!(totals.bots));
+                        }
+                        Ok(v)
+                    }
+                    None => {
+                        let counts = store.link_counts()?;
+                        Ok(json!({ "links": counts }))
+                    }
+                }
+            })();
+            store.close()?;
+            result
+        }
+    }
+}
+
+/// One API call over plain HTTP/1.1; the JSON body on 2xx, an error with the body otherwise.
+fn call(
+    server: &str,
+    key: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Value, BoxError> {
+    let base = url::Url::parse(server).map_err(|e| format!("--server {server}: {e}"))?;
+    if base.scheme() != "http" {
+        return Err(format!("--server {server}: only http:// is supported").into());
+    }
+    let host = base.host_str().ok_or("--server has no host")?;
+    let port = base.port_or_known_default().unwrap_or(80);
+    let prefix = base.path().trim_end_matches('/');
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let mut stream = TcpStream::connect((host, port)).map_err(|e| format!("{server}: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let request = format!(
+        "{method} {prefix}{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    let text = String::from_utf8_lossy(&reply);
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status: u16 = head
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    });
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    let value: Value = serde_json::from_str(&body).unwrap_or(Value::String(body.clone()));
+    if (200..300).contains(&status) {
+        Ok(value)
+    } else {
+        Err(format!("{method} {path}: {status} {body}").into())
+    }
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}

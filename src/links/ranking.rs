@@ -1,0 +1,174 @@
+//! Whole-catalogue queries of the link service, for the YOURLS-compatible API: links ranked by
+//! clicks (top, bottom), the newest, a random sample, and the totals of links and clicks; and
+//! a create that never deduplicates (YOURLS with `unique_urls = false`).
+//!
+//! A link's clicks are its visit total. These queries walk every active link (what a YOURLS
+//! table would hold) in pages, reading one counter per link: O(links) time, memory bounded by
+//! `start + limit`. Nothing here writes.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::{CreateLink, LinkError, Links, Result};
+use crate::store::{Created, Link, LinkQuery, LinkStatus, StoreError};
+
+/// Links per store page while walking the catalogue.
+const PAGE: usize = 1000;
+
+/// The order of [`Links::ranked`] (YOURLS `filter`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ranking {
+    /// Most clicks first.
+    Top,
+    /// Fewest clicks first.
+    Bottom,
+    /// Newest first.
+    Last,
+    /// A uniform random sample.
+    Random,
+}
+
+/// Counts over every active link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub links: u64,
+    pub clicks: u64,
+}
+
+impl Links {
+    /// A link's clicks: every visit it has had, bots included.
+    pub fn clicks(&self, link: &Link) -> Result<u64> {
+        Ok(self.store.visit_totals(link.id)?.visits)
+    }
+
+    /// Calls `each` with every active link and its clicks, in id order.
+    fn walk(&self, mut each: impl FnMut(Link, u64)) -> Result<()> {
+        let mut after = None;
+        loop {
+            let page = self.store.list_links(&LinkQuery {
+                after,
+                limit: PAGE,
+                ..LinkQuery::default()
+            })?;
+            for link in page.items {
+                if link.status != LinkStatus::Active {
+                    continue;
+                }
+                let clicks = self.clicks(&link)?;
+                each(link, clicks);
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// `limit` links from position `start` in the given order, with their clicks.
+    pub fn ranked(&self, ranking: Ranking, start: usize, limit: usize) -> Result<Vec<(Link, u64)>> {
+        let keep = start.saturating_add(limit);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut ranked: Vec<(Link, u64)> = match ranking {
+            Ranking::Random => {
+                // Reservoir sampling: every link has the same chance whatever the size.
+                let mut sample: Vec<(Link, u64)> = Vec::new();
+                let mut seen = 0u64;
+                self.walk(|link, clicks| {
+                    seen += 1;
+                    if sample.len() < keep {
+                        sample.push((link, clicks));
+                    } else {
+                        let slot = rand::random_range(0..seen);
+                        if let Ok(slot) = usize::try_from(slot) {
+                            if slot < keep {
+                                sample[slot] = (link, clicks);
+                            }
+                        }
+                    }
+                })?;
+                shuffle(&mut sample);
+                sample
+            }
+            _ => {
+                // Keep the best `keep` in a heap whose top is the worst kept.
+                let key = |link: &Link, clicks: u64| -> (u64, u64) {
+                    match ranking {
+                        Ranking::Top => (clicks, u64::MAX - link.id),
+                        Ranking::Bottom => (u64::MAX - clicks, u64::MAX - link.id),
+                        _ => (link.created_at, link.id),
+                    }
+                };
+                let mut heap: BinaryHeap<Reverse<((u64, u64), u64)>> = BinaryHeap::new();
+                let mut kept = std::collections::HashMap::new();
+                self.walk(|link, clicks| {
+                    let k = key(&link, clicks);
+                    if heap.len() < keep {
+                        heap.push(Reverse((k, link.id)));
+                        kept.insert(link.id, (link, clicks));
+                    } else if heap.peek().is_some_and(|Reverse((worst, _))| k > *worst) {
+                        if let Some(Reverse((_, out))) = heap.pop() {
+                            kept.remove(&out);
+                        }
+                        heap.push(Reverse((k, link.id)));
+                        kept.insert(link.id, (link, clicks));
+                    }
+                })?;
+                let mut order: Vec<((u64, u64), u64)> =
+                    heap.into_iter().map(|Reverse(e)| e).collect();
+                order.sort_unstable_by(|a, b| b.cmp(a));
+                order
+                    .into_iter()
+                    .filter_map(|(_, id)| kept.remove(&id))
+                    .collect()
+            }
+        };
+        Ok(ranked.drain(..).skip(start).take(limit).collect())
+    }
+
+    /// Active links, and their clicks summed.
+    pub fn totals(&self) -> Result<Totals> {
+        let mut totals = Totals::default();
+        self.walk(|_, clicks| {
+            totals.links += 1;
+            totals.clicks += clicks;
+        })?;
+        Ok(totals)
+    }
+
+    /// Does `raw` point at this shortener (a short URL)? YOURLS refuses those as `noloop`.
+    pub fn is_short_url(&self, raw: &str) -> bool {
+        url::Url::parse(raw.trim()).is_ok_and(|url| {
+            url.host_str()
+                .zip(self.base.host_str())
+                .is_some_and(|(h, b)| h.eq_ignore_ascii_case(b))
+                && url.port_or_known_default() == self.base.port_or_known_default()
+        })
+    }
+
+    /// Creates a new link even when an active generated link already has this URL.
+    pub fn create_without_dedup(&self, req: CreateLink) -> Result<Link> {
+        let now = self.clock.now();
+        let mut new = self.validate_create(req, now)?;
+        new.dedup = false;
+        let length = match &new.code {
+            crate::store::CodeChoice::Pool(l) => *l,
+            crate::store::CodeChoice::Custom(c) => u8::try_from(c.len()).unwrap_or(0),
+        };
+        match self.pools.create(&new) {
+            Ok(Created::New(link)) | Ok(Created::Existing(link)) => Ok(link),
+            Err(StoreError::CodeTaken(code)) => Err(LinkError::CodeTaken(code)),
+            Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Fisher–Yates, so a sample smaller than the catalogue is not in id order.
+fn shuffle<T>(items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let j = rand::random_range(0..=i);
+        items.swap(i, j);
+    }
+}

@@ -1,0 +1,295 @@
+//! `vshortlink check`: reads every tree and verifies the invariants the writes keep, without
+//! changing anything. Each check says what it covered; each fault names the record.
+//!
+//! - every active link is in the active mapping (same id, URL, expiry), and every mapping
+//!   entry belongs to an active link of that code;
+//! - every active generated link has a dedup entry that leads to an active link of the same
+//!   space, length and URL;
+//! - every code a link owns is indexed to that link, and every non-archived link's code is;
+//! - no code is both pooled and owned by a link; pool entries and pool members agree; each
+//!   pool's size counter matches its tree;
+//! - the code filter holds every issued code (owned or pooled);
+//! - the link counters by status match the records, and the id counter is past every id.
+
+use std::collections::HashMap;
+
+use super::keys::{self, counter, read_u64};
+use super::{decode_link, SledStore};
+use crate::store::{ActiveEntry, LinkStatus, StoreError, StoreResult};
+
+/// At most this many faults of one kind are listed (the count is always given).
+const MAX_LISTED: usize = 20;
+
+/// What `check` verified and what it found wrong.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// One line per check, saying what it covered.
+    pub checked: Vec<String>,
+    /// One line per fault, naming the record.
+    pub faults: Vec<String>,
+}
+
+impl CheckReport {
+    fn ok(&mut self, line: String) {
+        self.checked.push(line);
+    }
+}
+
+/// Collects faults of one kind, listing the first few.
+struct Faults<'a> {
+    report: &'a mut CheckReport,
+    kind: &'static str,
+    count: usize,
+}
+
+impl<'a> Faults<'a> {
+    fn new(report: &'a mut CheckReport, kind: &'static str) -> Self {
+        Self {
+            report,
+            kind,
+            count: 0,
+        }
+    }
+    fn add(&mut self, detail: String) {
+        self.count += 1;
+        if self.count <= MAX_LISTED {
+            self.report.faults.push(format!("{}: {detail}", self.kind));
+        }
+    }
+    fn done(self) {
+        if self.count > MAX_LISTED {
+            self.report.faults.push(format!(
+                "{}: {} more not listed",
+                self.kind,
+                self.count - MAX_LISTED
+            ));
+        }
+    }
+}
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl SledStore {
+    /// Verifies the store's invariants (read only).
+    pub fn check(&self) -> StoreResult<CheckReport> {
+        let mut report = CheckReport::default();
+        let mut by_status: HashMap<LinkStatus, u64> = HashMap::new();
+        let mut max_id = 0u64;
+        let mut owned = 0u64;
+        {
+            let mut mapping = Faults::new(&mut report, "active mapping");
+            let mut index = Vec::new();
+            let mut dedup = Vec::new();
+            for item in self.links.iter() {
+                let (key, bytes) = item.map_err(backend)?;
+                let link = decode_link(&bytes)?;
+                let id = read_u64(&key).unwrap_or(0);
+                max_id = max_id.max(id);
+                *by_status.entry(link.status).or_default() += 1;
+                if link.status != LinkStatus::Archived {
+                    owned += 1;
+                    match self.codes.get(link.code.as_bytes()).map_err(backend)? {
+                        Some(v) if read_u64(&v) == Some(id) => {}
+                        other => index.push(format!(
+                            "link {id} (`{}`) is indexed to {:?}",
+                            link.code,
+                            other.and_then(|v| read_u64(&v))
+                        )),
+                    }
+                }
+                let entry = self.active.get(link.code.as_bytes()).map_err(backend)?;
+                let entry: Option<ActiveEntry> = entry.and_then(|e| rmp_serde::from_slice(&e).ok());
+                if link.status == LinkStatus::Active {
+                    match entry {
+                        Some(e)
+                            if e.id == id
+                                && e.url == link.url
+                                && e.expires_at == link.expires_at => {}
+                        Some(e) => mapping.add(format!(
+                            "active link {id} (`{}`) maps to link {} / {}",
+                            link.code, e.id, e.url
+                        )),
+                        None => mapping.add(format!(
+                            "active link {id} (`{}`) is missing from the active mapping",
+                            link.code
+                        )),
+                    }
+                    if !link.custom {
+                        let key = keys::dedup_key(&link.space, link.length(), &link.url);
+                        let target = self
+                            .dedup
+                            .get(key)
+                            .map_err(backend)?
+                            .and_then(|v| read_u64(&v))
+                            .map(|t| self.links.get(keys::u64_key(t)))
+                            .transpose()
+                            .map_err(backend)?
+                            .flatten()
+                            .map(|b| decode_link(&b))
+                            .transpose()?;
+                        let fine = target.is_some_and(|t| {
+                            t.status == LinkStatus::Active
+                                && t.url == link.url
+                                && t.space == link.space
+                                && t.length() == link.length()
+                        });
+                        if !fine {
+                            dedup.push(format!(
+                                "active generated link {id} (`{}`) has no dedup entry leading to an active link of its URL",
+                                link.code
+                            ));
+                        }
+                    }
+                }
+            }
+            let active_links = by_status.get(&LinkStatus::Active).copied().unwrap_or(0);
+            let mut stray = 0usize;
+            for item in self.active.iter() {
+                let (code, bytes) = item.map_err(backend)?;
+                let code = String::from_utf8_lossy(&code).into_owned();
+                let entry: Option<ActiveEntry> = rmp_serde::from_slice(&bytes).ok();
+                let owner = self
+                    .codes
+                    .get(code.as_bytes())
+                    .map_err(backend)?
+                    .and_then(|v| read_u64(&v))
+                    .map(|id| self.links.get(keys::u64_key(id)))
+                    .transpose()
+                    .map_err(backend)?
+                    .flatten()
+                    .map(|b| decode_link(&b))
+                    .transpose()?;
+                let fine = matches!((&entry, &owner), (Some(e), Some(l)) if l.status == LinkStatus::Active && l.id == e.id);
+                if !fine {
+                    stray += 1;
+                    mapping.add(format!(
+                        "the active mapping has `{code}`, which no active link owns"
+                    ));
+                }
+            }
+            mapping.done();
+            report.ok(format!(
+                "{active_links} active links against the active mapping ({} entries, {stray} stray)",
+                self.active.len()
+            ));
+            let mut f = Faults::new(&mut report, "code index");
+            let index_len = index.len();
+            for line in index {
+                f.add(line);
+            }
+            f.done();
+            report.ok(format!(
+                "{owned} codes owned by links against the code index ({index_len} wrong)"
+            ));
+            let mut f = Faults::new(&mut report, "dedup index");
+            let dedup_len = dedup.len();
+            for line in dedup {
+                f.add(line);
+            }
+            f.done();
+            report.ok(format!(
+                "active generated links against the dedup index ({dedup_len} missing)"
+            ));
+        }
+
+        // Pools: entries and members agree, sizes match counters, nothing pooled is owned.
+        let filter = self.filter.read();
+        let mut pooled = 0u64;
+        let mut both = Faults::new(&mut report, "pooled and live");
+        let mut both_count = 0;
+        let mut pool_lines = Vec::new();
+        for (i, pool) in self.pools.iter().enumerate() {
+            let length = u8::try_from(i + 1).unwrap_or(u8::MAX);
+            let mut size = 0u64;
+            for item in pool.iter().keys() {
+                let key = item.map_err(backend)?;
+                size += 1;
+                let Some((score, code)) = keys::split_pool_key(&key) else {
+                    pool_lines.push(format!("pool {length}: a malformed key"));
+                    continue;
+                };
+                if self.codes.get(code.as_bytes()).map_err(backend)?.is_some() {
+                    both_count += 1;
+                    both.add(format!(
+                        "`{code}` sits in pool {length} and is owned by a link"
+                    ));
+                }
+                match self.members.get(code.as_bytes()).map_err(backend)? {
+                    Some(v) if read_u64(&v) == Some(score) => {}
+                    _ => pool_lines.push(format!(
+                        "pool {length}: `{code}` has no matching member entry"
+                    )),
+                }
+                if !filter.check(code) {
+                    pool_lines.push(format!("filter: pooled `{code}` is missing"));
+                }
+            }
+            pooled += size;
+            let stored = self.counter(&counter::pool_size(length))?;
+            if stored != size {
+                pool_lines.push(format!(
+                    "pool {length}: its size counter says {stored}, the tree holds {size}"
+                ));
+            }
+        }
+        both.done();
+        let members = self.members.len() as u64;
+        if members != pooled {
+            pool_lines.push(format!(
+                "pool members: {members} entries for {pooled} pooled codes"
+            ));
+        }
+        report.ok(format!(
+            "{pooled} pooled codes: none owned by a link ({both_count} are), members and size counters"
+        ));
+        // Every owned code in the filter.
+        for item in self.codes.iter().keys() {
+            let key = item.map_err(backend)?;
+            let code = String::from_utf8_lossy(&key);
+            if !filter.check(&code) {
+                pool_lines.push(format!("filter: owned `{code}` is missing"));
+            }
+        }
+        drop(filter);
+        report.ok(format!(
+            "the code filter against {} owned and {pooled} pooled codes",
+            self.codes.len()
+        ));
+        let mut f = Faults::new(&mut report, "pools");
+        for line in pool_lines {
+            f.add(line);
+        }
+        f.done();
+
+        // Counters.
+        let mut counter_lines = Vec::new();
+        for status in LinkStatus::ALL {
+            let counted = by_status.get(&status).copied().unwrap_or(0);
+            let stored = self.counter(&counter::links(status))?;
+            if counted != stored {
+                counter_lines.push(format!(
+                    "links.{}: the counter says {stored}, the records {counted}",
+                    status.as_str()
+                ));
+            }
+        }
+        let last_id = self.counter(counter::LINK_ID)?;
+        if last_id < max_id {
+            counter_lines.push(format!(
+                "link_id: the counter is {last_id}, below the highest id {max_id}"
+            ));
+        }
+        let mut f = Faults::new(&mut report, "counters");
+        for line in counter_lines {
+            f.add(line);
+        }
+        f.done();
+        report.ok(format!(
+            "link counters by status and the id counter against {} records",
+            self.links.len()
+        ));
+        Ok(report)
+    }
+}

@@ -1,0 +1,163 @@
+//! Writing whole link records as they are (`vshortlink import`): the record keeps its code,
+//! dates, status and expiry, and its id when that id is free. Its code leaves any pool it sits
+//! in and enters the code filter, and every index a link of that status belongs to is written,
+//! in one transaction, like a create. Not durable on return: the importer makes a run of
+//! records durable with one `sync`, as the lifecycle job does with its chunks.
+
+use sled::transaction::{abort, TransactionError};
+use sled::Transactional;
+
+use super::keys::{self, counter, read_u64};
+use super::{
+    bump, bump_status, encode, length_of, tx_decode_link, tx_error, Abort, SledStore, DAY_MS,
+};
+use crate::store::{ActiveEntry, Imported, Link, LinkStatus, StoreError, StoreResult};
+
+impl SledStore {
+    pub(super) fn import_link_impl(&self, link: &Link) -> StoreResult<Imported> {
+        if link.status == LinkStatus::Archived {
+            return self.import_archived(link);
+        }
+        let code = link.code.as_str();
+        let length = length_of(code).ok_or_else(|| StoreError::Corrupt {
+            tree: "import",
+            detail: format!("`{code}` is not a code length the store keeps"),
+        })?;
+        let pool = self.pool(length).ok_or(StoreError::NotFound)?;
+        // Into the filter before the commit, like a custom create.
+        self.filter_insert([code]);
+        let committing = self.flusher.committing();
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.active,
+            &self.dedup,
+            &self.expiry,
+            &self.ended,
+            pool,
+            &self.members,
+            &self.counters,
+        );
+        let outcome = trees
+            .transaction(
+                |(links, codes, active, dedup, expiry, ended, pool, members, counters)| {
+                    if let Some(id) = codes.get(code.as_bytes())? {
+                        let Some(bytes) = links.get(id)? else {
+                            return abort(Abort::Corrupt(
+                                "codes",
+                                format!("`{code}` has no record"),
+                            ));
+                        };
+                        let existing = tx_decode_link(&bytes)?;
+                        return Ok(if existing.url == link.url {
+                            (Imported::Unchanged(existing), None)
+                        } else {
+                            (Imported::Conflict(existing), None)
+                        });
+                    }
+                    let mut unpooled = None;
+                    match members.remove(code.as_bytes())? {
+                        Some(score) => {
+                            let score = read_u64(&score).unwrap_or(0);
+                            unpooled = Some(score);
+                            pool.remove(keys::pool_key(score, code))?;
+                            bump(counters, &counter::pool_size(length), -1)?;
+                        }
+                        None => bump(counters, counter::CODES_ISSUED, 1)?,
+                    }
+                    let last = counters
+                        .get(counter::LINK_ID)?
+                        .and_then(|v| read_u64(&v))
+                        .unwrap_or(0);
+                    let free = link.id > 0 && links.get(keys::u64_key(link.id))?.is_none();
+                    let id = if free { link.id } else { last + 1 };
+                    counters.insert(counter::LINK_ID, &last.max(id).to_be_bytes()[..])?;
+                    let mut record = link.clone();
+                    record.id = id;
+                    let id_key = keys::u64_key(id);
+                    links.insert(&id_key[..], encode(&record))?;
+                    codes.insert(code.as_bytes(), &id_key[..])?;
+                    match record.status {
+                        LinkStatus::Active => {
+                            let entry = ActiveEntry {
+                                id,
+                                url: record.url.clone(),
+                                expires_at: record.expires_at,
+                            };
+                            active.insert(code.as_bytes(), encode(&entry))?;
+                            if !record.custom {
+                                let key = keys::dedup_key(&record.space, length, &record.url);
+                                if dedup.get(&key)?.is_none() {
+                                    dedup.insert(key, &id_key[..])?;
+                                }
+                            }
+                            if let Some(at) = record.expires_at {
+                                expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                            }
+                        }
+                        LinkStatus::Expired | LinkStatus::Deleted => {
+                            let ended_at = match record.status {
+                                LinkStatus::Expired => record.expires_at,
+                                _ => record.deleted_at.or(Some(record.updated_at)),
+                            };
+                            if let Some(at) = ended_at {
+                                ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                            }
+                        }
+                        LinkStatus::Archived => {}
+                    }
+                    bump_status(counters, None, record.status)?;
+                    bump(
+                        counters,
+                        &counter::day_creates(record.created_at / DAY_MS),
+                        1,
+                    )?;
+                    Ok((Imported::Created(record), unpooled))
+                },
+            )
+            .map_err(|e: TransactionError<Abort>| tx_error(e, code));
+        drop(committing);
+        let (imported, unpooled) = outcome?;
+        if let Some(score) = unpooled {
+            self.note_cooling(length, score, -1);
+        }
+        Ok(imported)
+    }
+
+    /// An archived record owns no code: it is kept by id (with its visits), nothing else.
+    fn import_archived(&self, link: &Link) -> StoreResult<Imported> {
+        let committing = self.flusher.committing();
+        let outcome = (&self.links, &self.counters)
+            .transaction(|(links, counters)| {
+                if link.id > 0 {
+                    if let Some(bytes) = links.get(keys::u64_key(link.id))? {
+                        let existing = tx_decode_link(&bytes)?;
+                        return Ok(if existing == *link {
+                            Imported::Unchanged(existing)
+                        } else {
+                            Imported::Conflict(existing)
+                        });
+                    }
+                }
+                let last = counters
+                    .get(counter::LINK_ID)?
+                    .and_then(|v| read_u64(&v))
+                    .unwrap_or(0);
+                let id = if link.id > 0 { link.id } else { last + 1 };
+                counters.insert(counter::LINK_ID, &last.max(id).to_be_bytes()[..])?;
+                let mut record = link.clone();
+                record.id = id;
+                links.insert(&keys::u64_key(id)[..], encode(&record))?;
+                bump_status(counters, None, LinkStatus::Archived)?;
+                bump(
+                    counters,
+                    &counter::day_creates(record.created_at / DAY_MS),
+                    1,
+                )?;
+                Ok(Imported::Created(record))
+            })
+            .map_err(|e: TransactionError<Abort>| tx_error(e, &link.code));
+        drop(committing);
+        outcome
+    }
+}

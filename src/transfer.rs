@@ -1,0 +1,888 @@
+//! `vshortlink export` and `vshortlink import`: every link (and optionally every visit) as JSON
+//! lines out, and links in from our own export, YOURLS's `yourls_url` table, Shlink's CSV
+//! export, or any CSV with a long-URL column (Bitly, Kutt).
+//!
+//! Both open the data directory themselves, so they run with the server stopped; against a
+//! running server's directory the store refuses at once (its lock), and the message says so.
+//! Export streams page by page (memory stays flat); import reads line by line, reports each
+//! malformed or refused line with its number, and is idempotent: a code that already leads to
+//! the same URL is "unchanged", one that leads elsewhere is refused, never overwritten.
+//!
+//! Owns the file formats only: records are written through [`Store::import_link`], and links
+//! without a code are created by the domain service (so they get a pooled code and dedup).
+
+use std::collections::HashMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::links::{check_custom_code, rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
+use crate::pools::Pools;
+use crate::store::{
+    Imported, Link, LinkQuery, LinkStatus, Millis, NewVisit, SledStore, Store, StoreError, Visit,
+};
+use crate::BoxError;
+
+/// Links per page while exporting.
+const PAGE: usize = 1000;
+/// Visits written per `record_visits` call while importing.
+const VISIT_BATCH: usize = 512;
+/// Records imported between two syncs: a crash loses at most this many, and a rerun of the
+/// import redoes them (it is idempotent).
+const SYNC_EVERY: u64 = 10_000;
+
+/// One line of an export: a link or a visit.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Record {
+    Link(LinkRecord),
+    Visit(VisitRecord),
+}
+
+/// Every field of a link record; times in RFC 3339 (UTC, millisecond precision).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRecord {
+    pub id: u64,
+    pub code: String,
+    pub url: String,
+    pub space: String,
+    pub status: LinkStatus,
+    pub custom: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub expires_at: Option<String>,
+    #[serde(default)]
+    pub deleted_at: Option<String>,
+    pub title: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Every field of a visit; `link_id` is the id of the link line it belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VisitRecord {
+    pub id: u64,
+    pub link_id: u64,
+    pub code: String,
+    pub at: String,
+    pub client_id: String,
+    pub ip: Option<String>,
+    pub user_agent: String,
+    pub referer: String,
+    pub browser: String,
+    pub browser_version: String,
+    pub os: String,
+    pub os_version: String,
+    pub device: String,
+    pub is_bot: bool,
+    pub country: Option<String>,
+    pub region: Option<String>,
+    pub city: Option<String>,
+    pub isp: Option<String>,
+}
+
+impl LinkRecord {
+    fn from_link(link: &Link) -> Self {
+        Self {
+            id: link.id,
+            code: link.code.clone(),
+            url: link.url.clone(),
+            space: link.space.clone(),
+            status: link.status,
+            custom: link.custom,
+            created_at: rfc3339(link.created_at),
+            updated_at: rfc3339(link.updated_at),
+            expires_at: link.expires_at.map(rfc3339),
+            deleted_at: link.deleted_at.map(rfc3339),
+            title: link.title.clone(),
+            tags: link.tags.clone(),
+        }
+    }
+
+    fn to_link(&self) -> Result<Link, String> {
+        let time =
+            |field: &str, text: &str| parse_rfc3339(text).map_err(|e| format!("`{field}`: {e}"));
+        let optional = |field: &str, text: &Option<String>| {
+            text.as_deref().map(|t| time(field, t)).transpose()
+        };
+        Ok(Link {
+            id: self.id,
+            code: self.code.clone(),
+            url: self.url.clone(),
+            space: self.space.clone(),
+            custom: self.custom,
+            created_at: time("created_at", &self.created_at)?,
+            expires_at: optional("expires_at", &self.expires_at)?,
+            status: self.status,
+            title: self.title.clone(),
+            tags: self.tags.clone(),
+            updated_at: time("updated_at", &self.updated_at)?,
+            deleted_at: optional("deleted_at", &self.deleted_at)?,
+        })
+    }
+}
+
+impl VisitRecord {
+    fn from_visit(v: &Visit) -> Self {
+        Self {
+            id: v.id,
+            link_id: v.link_id,
+            code: v.code.clone(),
+            at: rfc3339(v.at),
+            client_id: v.client_id.clone(),
+            ip: v.ip.clone(),
+            user_agent: v.user_agent.clone(),
+            referer: v.referer.clone(),
+            browser: v.browser.clone(),
+            browser_version: v.browser_version.clone(),
+            os: v.os.clone(),
+            os_version: v.os_version.clone(),
+            device: v.device.clone(),
+            is_bot: v.is_bot,
+            country: v.country.clone(),
+            region: v.region.clone(),
+            city: v.city.clone(),
+            isp: v.isp.clone(),
+        }
+    }
+
+    /// The visit for the store, belonging to `link_id` there.
+    fn to_new_visit(&self, link_id: u64) -> Result<NewVisit, String> {
+        let at = parse_rfc3339(&self.at).map_err(|e| format!("`at`: {e}"))?;
+        // The distinct-visitor key is the first 8 bytes of the same SHA-1 (see visits::client).
+        let client_hash = hex::decode(self.client_id.get(..16).unwrap_or(""))
+            .ok()
+            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+            .map(u64::from_be_bytes)
+            .ok_or("`client_id` is not a hex SHA-1")?;
+        let referer_host = url::Url::parse(&self.referer)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+            .unwrap_or_default();
+        Ok(NewVisit {
+            visit: Visit {
+                id: 0,
+                link_id,
+                code: self.code.clone(),
+                at,
+                client_id: self.client_id.clone(),
+                ip: self.ip.clone(),
+                user_agent: self.user_agent.clone(),
+                referer: self.referer.clone(),
+                browser: self.browser.clone(),
+                browser_version: self.browser_version.clone(),
+                os: self.os.clone(),
+                os_version: self.os_version.clone(),
+                device: self.device.clone(),
+                is_bot: self.is_bot,
+                country: self.country.clone(),
+                region: self.region.clone(),
+                city: self.city.clone(),
+                isp: self.isp.clone(),
+            },
+            client_hash,
+            referer_host,
+        })
+    }
+}
+
+fn parse_rfc3339(text: &str) -> Result<Millis, String> {
+    let t = OffsetDateTime::parse(text.trim(), &Rfc3339)
+        .map_err(|e| format!("`{text}` is not an RFC 3339 time: {e}"))?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
+        .map_err(|_| format!("`{text}` is before 1970"))
+}
+
+/// YOURLS's `Y-m-d H:i:s` (taken as UTC), or RFC 3339.
+fn parse_yourls_time(text: &str) -> Result<Millis, String> {
+    let format = format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
+    match PrimitiveDateTime::parse(text.trim(), &format) {
+        Ok(t) => u64::try_from(t.assume_utc().unix_timestamp())
+            .map(|s| s * 1000)
+            .map_err(|_| format!("`{text}` is before 1970")),
+        Err(_) => parse_rfc3339(text),
+    }
+}
+
+/// Opens the store of a configuration for a command-line tool. A running server holds the
+/// directory's lock: say so plainly.
+pub fn open_store(config: &Config) -> Result<Arc<SledStore>, BoxError> {
+    let options = crate::store_options(config);
+    match SledStore::open(&options) {
+        Ok(store) => Ok(Arc::new(store)),
+        Err(StoreError::Locked(path)) => Err(format!(
+            "the data directory {path} is in use by a running vshortlink server; stop it first \
+             (export and import work on a stopped store)"
+        )
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExportSummary {
+    pub links: u64,
+    pub visits: u64,
+}
+
+/// Writes every link (then, with `visits`, every visit) as JSON lines, streaming.
+pub fn export(
+    store: &dyn Store,
+    visits: bool,
+    out: &mut dyn Write,
+) -> Result<ExportSummary, BoxError> {
+    let mut summary = ExportSummary::default();
+    let mut progress = Progress::new("exporting", None);
+    let mut after = None;
+    loop {
+        let page = store.list_links(&LinkQuery {
+            after,
+            limit: PAGE,
+            ..LinkQuery::default()
+        })?;
+        for link in &page.items {
+            serde_json::to_writer(&mut *out, &Record::Link(LinkRecord::from_link(link)))?;
+            out.write_all(b"\n")?;
+            summary.links += 1;
+            progress.tick(1);
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    // Visits in a second pass over the links, so that nothing grows with the link count.
+    let mut after_link = None;
+    if visits {
+        loop {
+            let links = store.list_links(&LinkQuery {
+                after: after_link,
+                limit: PAGE,
+                ..LinkQuery::default()
+            })?;
+            for link in &links.items {
+                visits_of(store, link.id, out, &mut summary, &mut progress)?;
+            }
+            match links.next {
+                Some(next) => after_link = Some(next),
+                None => break,
+            }
+        }
+    }
+    out.flush()?;
+    progress.finish(&format!(
+        "exported {} links, {} visits",
+        summary.links, summary.visits
+    ));
+    Ok(summary)
+}
+
+fn visits_of(
+    store: &dyn Store,
+    id: u64,
+    out: &mut dyn Write,
+    summary: &mut ExportSummary,
+    progress: &mut Progress,
+) -> Result<(), BoxError> {
+    let mut after = None;
+    loop {
+        let page = store.visits_page(id, after, PAGE)?;
+        for visit in &page.items {
+            serde_json::to_writer(&mut *out, &Record::Visit(VisitRecord::from_visit(visit)))?;
+            out.write_all(b"\n")?;
+            summary.visits += 1;
+            progress.tick(1);
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// The formats `import` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Our own export (JSON lines).
+    Vsl,
+    /// YOURLS's `yourls_url` table as CSV: keyword,url,title,timestamp,ip,clicks.
+    YourlsCsv,
+    /// Shlink's short-URL CSV export (createdAt,domain,shortCode,shortUrl,longUrl,title,tags,visits).
+    ShlinkCsv,
+    /// Any CSV with a header naming a long-URL column and optionally a short-code column.
+    Csv,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vsl" => Ok(Format::Vsl),
+            "yourls-csv" => Ok(Format::YourlsCsv),
+            "shlink-csv" => Ok(Format::ShlinkCsv),
+            "csv" => Ok(Format::Csv),
+            other => Err(format!(
+                "`{other}` is not a format: vsl, yourls-csv, shlink-csv or csv"
+            )),
+        }
+    }
+}
+
+/// How `import` runs.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    pub format: Format,
+    pub dry_run: bool,
+    /// `csv`: the long-URL column's header (else guessed).
+    pub url_column: Option<String>,
+    /// `csv`: the short-code column's header (else guessed; none is fine).
+    pub code_column: Option<String>,
+}
+
+/// What an import did (or, dry, would do).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// Records read (links and visits; not headers or blank lines).
+    pub read: u64,
+    pub created: u64,
+    pub unchanged: u64,
+    /// Malformed lines and records not written (conflicts, invalid values).
+    pub refused: u64,
+    /// Of `created`, how many were visits.
+    pub visits_created: u64,
+}
+
+impl std::fmt::Display for ImportSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "read {}, created {} ({} visits), unchanged {}, refused {}",
+            self.read, self.created, self.visits_created, self.unchanged, self.refused
+        )
+    }
+}
+
+/// One row of a CSV format, as a link to be.
+struct Row {
+    code: Option<String>,
+    url: String,
+    title: Option<String>,
+    tags: Vec<String>,
+    created_at: Option<Millis>,
+}
+
+/// The importer: the store, the domain service for URL checks and pooled creates, counters.
+struct Importer<'a> {
+    store: Arc<dyn Store>,
+    links: &'a Links,
+    dry_run: bool,
+    summary: ImportSummary,
+    /// Export link id → id here, for links created by this run (their visits come along).
+    created_ids: HashMap<u64, u64>,
+    /// Export link ids seen as unchanged: their visits are already here.
+    known_ids: std::collections::HashSet<u64>,
+    visits: Vec<NewVisit>,
+    report: &'a mut dyn Write,
+}
+
+impl Importer<'_> {
+    fn refuse(&mut self, line: u64, why: impl std::fmt::Display) {
+        self.summary.refused += 1;
+        let _ = writeln!(self.report, "line {line}: refused: {why}");
+    }
+
+    fn link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
+        let original_id = link.id;
+        if self.dry_run {
+            match self.store.link_by_code(&link.code)? {
+                Some(existing) if existing.url == link.url => self.summary.unchanged += 1,
+                Some(existing) => self.refuse(
+                    line,
+                    format!(
+                        "the code `{}` already leads to {}, not {}",
+                        link.code, existing.url, link.url
+                    ),
+                ),
+                None => {
+                    self.summary.created += 1;
+                    self.created_ids.insert(original_id, original_id);
+                }
+            }
+            return Ok(());
+        }
+        match self.store.import_link(&link)? {
+            Imported::Created(stored) => {
+                self.summary.created += 1;
+                self.created_ids.insert(original_id, stored.id);
+                if self.summary.created % SYNC_EVERY == 0 {
+                    self.store.sync()?;
+                }
+            }
+            Imported::Unchanged(_) => {
+                self.summary.unchanged += 1;
+                self.known_ids.insert(original_id);
+            }
+            Imported::Conflict(existing) if link.status == LinkStatus::Archived => self.refuse(
+                line,
+                format!(
+                    "the archived record {} is taken by another link (`{}`)",
+                    link.id, existing.code
+                ),
+            ),
+            Imported::Conflict(existing) => self.refuse(
+                line,
+                format!(
+                    "the code `{}` already leads to {}, not {}",
+                    link.code, existing.url, link.url
+                ),
+            ),
+        }
+        Ok(())
+    }
+
+    fn visit(&mut self, line: u64, record: VisitRecord) -> Result<(), BoxError> {
+        if let Some(&id) = self.created_ids.get(&record.link_id) {
+            match record.to_new_visit(id) {
+                Ok(visit) => {
+                    self.summary.created += 1;
+                    self.summary.visits_created += 1;
+                    if !self.dry_run {
+                        self.visits.push(visit);
+                        if self.visits.len() >= VISIT_BATCH {
+                            self.flush_visits()?;
+                        }
+                    }
+                }
+                Err(why) => self.refuse(line, why),
+            }
+        } else if self.known_ids.contains(&record.link_id) {
+            self.summary.unchanged += 1;
+        } else {
+            self.refuse(
+                line,
+                format!("the visit's link {} is not in this file", record.link_id),
+            );
+        }
+        Ok(())
+    }
+
+    fn flush_visits(&mut self) -> Result<(), BoxError> {
+        if !self.visits.is_empty() {
+            self.store.record_visits(&mut self.visits)?;
+            self.visits.clear();
+        }
+        Ok(())
+    }
+
+    /// A CSV row: with a code, a custom link that keeps it; without, a pooled create (dedup
+    /// makes a second import of the same row a no-op).
+    fn row(&mut self, line: u64, row: Row) -> Result<(), BoxError> {
+        let url = match self.links.check_url(&row.url) {
+            Ok(url) => url,
+            Err(e) => {
+                self.refuse(line, e);
+                return Ok(());
+            }
+        };
+        let Some(code) = row.code else {
+            if self.dry_run {
+                self.summary.created += 1;
+                return Ok(());
+            }
+            let req = CreateLink {
+                url,
+                title: row.title,
+                tags: Some(row.tags),
+                ..CreateLink::default()
+            };
+            match self.links.create(req) {
+                Ok((_, true)) => self.summary.created += 1,
+                Ok((_, false)) => self.summary.unchanged += 1,
+                Err(LinkError::Store(e)) => return Err(e.into()),
+                Err(e) => self.refuse(line, e),
+            }
+            return Ok(());
+        };
+        if let Err(e) = check_custom_code(&code) {
+            self.refuse(line, e);
+            return Ok(());
+        }
+        let now = self.links.now();
+        let created_at = row.created_at.unwrap_or(now);
+        let link = Link {
+            id: 0,
+            code,
+            url,
+            space: DEFAULT_SPACE.to_string(),
+            custom: true,
+            created_at,
+            expires_at: None,
+            status: LinkStatus::Active,
+            title: row.title.filter(|t| !t.is_empty()),
+            tags: row.tags,
+            updated_at: created_at,
+            deleted_at: None,
+        };
+        self.link(line, link)
+    }
+}
+
+/// Reads `input` in `options.format` into the store. Reports go to `report` (one line per
+/// refusal, with its line number); the summary is returned.
+pub fn import(
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    input: &mut dyn BufRead,
+    options: &ImportOptions,
+    report: &mut dyn Write,
+) -> Result<ImportSummary, BoxError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
+    let links = Links::new(store.clone(), pools, clock, config)?;
+    let mut importer = Importer {
+        store,
+        links: &links,
+        dry_run: options.dry_run,
+        summary: ImportSummary::default(),
+        created_ids: HashMap::new(),
+        known_ids: Default::default(),
+        visits: Vec::new(),
+        report,
+    };
+    let mut progress = Progress::new("importing", None);
+    match options.format {
+        Format::Vsl => {
+            let mut line = String::new();
+            let mut number = 0u64;
+            loop {
+                line.clear();
+                if input.read_line(&mut line)? == 0 {
+                    break;
+                }
+                number += 1;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                importer.summary.read += 1;
+                progress.tick(1);
+                match serde_json::from_str::<Record>(&line) {
+                    Ok(Record::Link(record)) => match record.to_link() {
+                        Ok(link) => importer.link(number, link)?,
+                        Err(why) => importer.refuse(number, format!("malformed: {why}")),
+                    },
+                    Ok(Record::Visit(record)) => importer.visit(number, record)?,
+                    Err(e) => importer.refuse(number, format!("malformed: {e}")),
+                }
+            }
+        }
+        Format::YourlsCsv | Format::ShlinkCsv | Format::Csv => {
+            let mut reader = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(input);
+            let mut columns: Option<Columns> = None;
+            for result in reader.records() {
+                let record = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let number = e.position().map_or(0, |p| p.line());
+                        importer.summary.read += 1;
+                        importer.refuse(number, format!("malformed: {e}"));
+                        continue;
+                    }
+                };
+                let number = record.position().map_or(0, |p| p.line());
+                if record.iter().all(|f| f.trim().is_empty()) {
+                    continue;
+                }
+                let cols = match &columns {
+                    Some(c) => c,
+                    None => {
+                        let (found, header) = Columns::find(options, &record)?;
+                        columns = Some(found);
+                        if header {
+                            continue;
+                        }
+                        columns.as_ref().ok_or("no columns")?
+                    }
+                };
+                importer.summary.read += 1;
+                progress.tick(1);
+                match cols.row(options.format, &record) {
+                    Ok(row) => importer.row(number, row)?,
+                    Err(why) => importer.refuse(number, format!("malformed: {why}")),
+                }
+            }
+        }
+    }
+    importer.flush_visits()?;
+    if !options.dry_run {
+        importer.store.sync()?;
+    }
+    let summary = importer.summary.clone();
+    progress.finish(&format!(
+        "{}{summary}",
+        if options.dry_run { "dry run: " } else { "" }
+    ));
+    Ok(summary)
+}
+
+/// Where each field is in a CSV format.
+struct Columns {
+    url: usize,
+    code: Option<usize>,
+    title: Option<usize>,
+    tags: Option<usize>,
+    created: Option<usize>,
+}
+
+impl Columns {
+    /// From the first row: a header when it names columns, else YOURLS's fixed order.
+    /// Returns whether the first row was a header.
+    fn find(options: &ImportOptions, first: &csv::StringRecord) -> Result<(Self, bool), BoxError> {
+        let names: Vec<String> = first
+            .iter()
+            .map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase())
+            .collect();
+        let at = |wanted: &[&str]| {
+            wanted
+                .iter()
+                .find_map(|w| names.iter().position(|n| n == w))
+        };
+        match options.format {
+            Format::YourlsCsv => {
+                let header = names.first().is_some_and(|n| n == "keyword");
+                Ok((
+                    Columns {
+                        code: Some(at(&["keyword"]).unwrap_or(0)),
+                        url: at(&["url"]).unwrap_or(1),
+                        title: Some(at(&["title"]).unwrap_or(2)),
+                        created: Some(at(&["timestamp"]).unwrap_or(3)),
+                        tags: None,
+                    },
+                    header,
+                ))
+            }
+            Format::ShlinkCsv => {
+                let url = at(&["longurl"]).ok_or(
+                    "a Shlink CSV export starts with a header naming `longUrl` (createdAt,domain,shortCode,shortUrl,longUrl,title,tags,visits)",
+                )?;
+                Ok((
+                    Columns {
+                        url,
+                        code: at(&["shortcode"]),
+                        title: at(&["title"]),
+                        tags: at(&["tags"]),
+                        created: at(&["createdat", "datecreated"]),
+                    },
+                    true,
+                ))
+            }
+            _ => {
+                let named = |flag: &Option<String>| {
+                    flag.as_ref()
+                        .map(|f| {
+                            names
+                                .iter()
+                                .position(|n| n.eq_ignore_ascii_case(f.trim()))
+                                .ok_or_else(|| format!("no column is named `{f}`"))
+                        })
+                        .transpose()
+                };
+                let url = match named(&options.url_column)? {
+                    Some(i) => i,
+                    None => at(&[
+                        "long_url",
+                        "longurl",
+                        "long url",
+                        "original_url",
+                        "original url",
+                        "destination",
+                        "target",
+                        "url",
+                        "link",
+                        "long_link",
+                    ])
+                    .ok_or("no long-URL column found; name it with --url-column")?,
+                };
+                let code = match named(&options.code_column)? {
+                    Some(i) => Some(i),
+                    None => at(&[
+                        "short_code",
+                        "shortcode",
+                        "short code",
+                        "code",
+                        "keyword",
+                        "slug",
+                        "alias",
+                        "custom_path",
+                        "back_half",
+                        "short_url",
+                        "shorturl",
+                        "short url",
+                        "link_short",
+                        "address",
+                    ]),
+                };
+                Ok((
+                    Columns {
+                        url,
+                        code: code.filter(|c| *c != url),
+                        title: at(&["title", "name", "description"]),
+                        tags: at(&["tags"]),
+                        created: at(&["created_at", "createdat", "created", "date", "timestamp"]),
+                    },
+                    true,
+                ))
+            }
+        }
+    }
+
+    fn row(&self, format: Format, record: &csv::StringRecord) -> Result<Row, String> {
+        let field = |i: Option<usize>| {
+            i.and_then(|i| record.get(i))
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        let url = field(Some(self.url)).ok_or("no URL")?;
+        // Bitly and others put a whole short URL where the code goes: keep its last segment.
+        let code = field(self.code).map(|c| match c.rsplit_once('/') {
+            Some((_, last)) if c.contains('/') => last.to_string(),
+            _ => c,
+        });
+        let created_at = field(self.created)
+            .map(|t| match format {
+                Format::YourlsCsv => parse_yourls_time(&t),
+                _ => parse_yourls_time(&t),
+            })
+            .transpose()?;
+        let tags = field(self.tags)
+            .map(|t| {
+                t.split(['|', ','])
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Row {
+            code: code.filter(|c| !c.is_empty()),
+            url,
+            title: field(self.title),
+            tags,
+            created_at,
+        })
+    }
+}
+
+/// A progress bar on a terminal; a plain line every few seconds otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    label: &'static str,
+    count: u64,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(label: &'static str, total: Option<u64>) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = match total {
+                Some(n) => indicatif::ProgressBar::new(n),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
+            bar.set_message(label);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{spinner} {msg}: {pos} records ({per_sec})",
+            ) {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Self {
+            bar,
+            label,
+            count: 0,
+            last: Instant::now(),
+        }
+    }
+
+    fn tick(&mut self, n: u64) {
+        self.count += n;
+        match &self.bar {
+            Some(bar) => bar.inc(n),
+            None if self.last.elapsed() >= Duration::from_secs(5) => {
+                eprintln!("{}: {} records", self.label, self.count);
+                self.last = Instant::now();
+            }
+            None => {}
+        }
+    }
+
+    fn finish(self, message: &str) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        eprintln!("{message}");
+    }
+}
+
+/// `vshortlink export`: opens the stopped store and writes to `output` (stdout when `None`).
+pub fn run_export(
+    config: &Config,
+    visits: bool,
+    output: Option<&std::path::Path>,
+) -> Result<ExportSummary, BoxError> {
+    let store = open_store(config)?;
+    let summary = match output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            export(&*store, visits, &mut std::io::BufWriter::new(file))?
+        }
+        None => export(
+            &*store,
+            visits,
+            &mut std::io::BufWriter::new(std::io::stdout().lock()),
+        )?,
+    };
+    store.close()?;
+    Ok(summary)
+}
+
+/// `vshortlink import`: opens the stopped store and reads `input` (stdin when `None`).
+pub fn run_import(
+    config: Config,
+    input: Option<&std::path::Path>,
+    options: &ImportOptions,
+) -> Result<ImportSummary, BoxError> {
+    let mut reader: Box<dyn BufRead> = match input {
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufReader::new(std::io::stdin().lock())),
+    };
+    let store = open_store(&config)?;
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let summary = import(
+        dyn_store,
+        Arc::new(config),
+        &mut reader,
+        options,
+        &mut std::io::stderr().lock(),
+    )?;
+    store.close()?;
+    Ok(summary)
+}

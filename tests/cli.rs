@@ -1,0 +1,190 @@
+//! `vshortlink check`, `create` and `stats` with the real binary: a clean store passes, planted
+//! faults are named; create and stats work offline and through a running server's API.
+//!
+//! Planting a fault needs to write the trees behind the store's back, so this file (and only
+//! it) opens the data directory with sled itself.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{TestApp, ADMIN};
+use serde_json::Value;
+
+fn vsl(config: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vshortlink"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("VSL_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run vshortlink")
+}
+
+fn offline(dir: &Path) -> PathBuf {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbase_url = \"http://sl.test\"\n[storage]\npath = \"{}\"\n",
+            dir.join("data").display()
+        ),
+    )
+    .expect("config");
+    config
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json_out(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json output")
+}
+
+#[test]
+fn create_and_stats_offline_then_check_finds_planted_faults() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = offline(dir.path());
+    let custom = json_out(&vsl(
+        &config,
+        &["create", "https://example.com/a", "--code", "abc"],
+    ));
+    assert_eq!(custom["code"], "abc");
+    assert_eq!(custom["short_url"], "http://sl.test/abc");
+    assert_eq!(custom["created"], true);
+    let generated = json_out(&vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/b",
+            "--length",
+            "5",
+            "--ttl",
+            "3600",
+        ],
+    ));
+    let code = generated["code"].as_str().expect("code").to_string();
+    assert_eq!(code.len(), 5);
+    assert!(generated["expires_at"].is_string());
+    let again = json_out(&vsl(
+        &config,
+        &["create", "https://example.com/b", "--length", "5"],
+    ));
+    assert_eq!(again["created"], false, "dedup");
+    let taken = vsl(
+        &config,
+        &["create", "https://example.com/x", "--code", "abc"],
+    );
+    assert!(!taken.status.success());
+    assert!(text(&taken.stderr).contains("already taken"));
+
+    let stats = json_out(&vsl(&config, &["stats", "abc"]));
+    assert_eq!(stats["url"], "https://example.com/a");
+    assert_eq!(stats["visits_total"], 0);
+    let all = json_out(&vsl(&config, &["stats"]));
+    assert_eq!(all["links"]["active"], 2);
+
+    // A clean store passes, saying what it checked.
+    let out = vsl(&config, &["check"]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("checked: 2 active links against the active mapping"),
+        "{report}"
+    );
+    assert!(
+        report.contains("pooled codes: none owned by a link"),
+        "{report}"
+    );
+    assert!(report.contains("ok: no fault found"), "{report}");
+
+    // Plant faults: the live code `abc` also sits in pool 3, and the generated link loses its
+    // active mapping entry.
+    {
+        let db = sled::open(dir.path().join("data/db")).expect("open sled");
+        let pool = db.open_tree("pool/3").expect("pool tree");
+        let mut key = 0u64.to_be_bytes().to_vec();
+        key.extend_from_slice(b"abc");
+        pool.insert(key, &[][..]).expect("insert");
+        db.open_tree("pool_members")
+            .expect("members")
+            .insert(b"abc", &0u64.to_be_bytes()[..])
+            .expect("insert");
+        db.open_tree("active")
+            .expect("active")
+            .remove(code.as_bytes())
+            .expect("remove");
+        db.flush().expect("flush");
+    }
+    let out = vsl(&config, &["check"]);
+    let report = text(&out.stdout);
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("FAULT: pooled and live: `abc` sits in pool 3 and is owned by a link"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "FAULT: active mapping: active link 2 (`{code}`) is missing from the active mapping"
+        )),
+        "{report}"
+    );
+    assert!(report.contains("2 fault(s) found"), "{report}");
+}
+
+#[test]
+fn create_and_stats_through_a_running_server() {
+    let app = TestApp::start();
+    let server = format!("http://{}", app.addr);
+    let config = app.config_path();
+    let made = json_out(&vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/remote",
+            "--code",
+            "rem",
+            "--server",
+            &server,
+            "--key",
+            ADMIN,
+        ],
+    ));
+    assert_eq!(made["code"], "rem");
+    assert_eq!(made["created"], true);
+    let stats = json_out(&vsl(
+        &config,
+        &["stats", "rem", "--server", &server, "--key", ADMIN],
+    ));
+    assert_eq!(stats["url"], "https://example.com/remote");
+    assert_eq!(stats["visits_total"], 0);
+    let all = json_out(&vsl(
+        &config,
+        &["stats", "--server", &server, "--key", ADMIN],
+    ));
+    assert_eq!(all["links"]["active"], 1);
+    let denied = vsl(
+        &config,
+        &["stats", "--server", &server, "--key", "wrong-key-0000"],
+    );
+    assert!(!denied.status.success());
+    assert!(text(&denied.stderr).contains("401"));
+    // Offline against the running server's directory: refused at once.
+    let out = vsl(&config, &["check"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("in use by a running vshortlink server"));
+}

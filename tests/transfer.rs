@@ -1,0 +1,426 @@
+//! `vshortlink export` / `import` with the real binary: export → import into a fresh data dir
+//! reproduces every link byte for byte (and every visit), a second import is a no-op, YOURLS and
+//! Shlink CSV fixtures import with their codes, malformed lines are reported with their
+//! numbers, and a running server's directory is refused at once.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{TestApp, ADMIN};
+use serde_json::{json, Value};
+
+fn vsl(config: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vshortlink"));
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("VSL_") {
+            command.env_remove(key);
+        }
+    }
+    command
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run vshortlink")
+}
+
+/// A config for a data directory of its own (no server).
+fn offline(dir: &Path) -> PathBuf {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbase_url = \"http://sl.test\"\n[storage]\npath = \"{}\"\n",
+            dir.join("data").display()
+        ),
+    )
+    .expect("config");
+    config
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Visit lines without their store-assigned ids.
+fn without_visit_ids(export: &str) -> Vec<String> {
+    export
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).expect("json line");
+            if v["type"] == "visit" {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("id");
+                }
+            }
+            v.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn export_import_round_trip_is_exact_and_idempotent() {
+    let mut app = TestApp::start();
+    let a = app.create(json!({"url": "https://example.com/a", "title": "A", "tags": ["x", "y"]}));
+    let b = app.create(json!({"url": "https://example.com/b", "code": "bee"}));
+    let c = app.create(json!({"url": "https://example.com/c", "length": 5, "ttl": 3600}));
+    app.create(json!({"url": "https://example.com/d", "space": "sports", "expires_at": null}));
+    let gone = app.create(json!({"url": "https://example.com/gone", "code": "gone"}));
+    let response = app
+        .req(reqwest::Method::DELETE, "/api/v1/links/gone", Some(ADMIN))
+        .send()
+        .expect("delete");
+    assert_eq!(response.status().as_u16(), 204);
+    assert_eq!(gone["code"], "gone");
+    for code in [&a["code"], &b["code"], &a["code"], &c["code"]] {
+        let r = app.get(&format!("/{}", code.as_str().expect("code")));
+        assert_eq!(r.status().as_u16(), 302);
+    }
+    // Wait for the visit writer.
+    let started = Instant::now();
+    loop {
+        let r = app
+            .req(
+                reqwest::Method::GET,
+                &format!("/api/v1/links/{}", a["code"].as_str().unwrap_or("")),
+                Some(ADMIN),
+            )
+            .send()
+            .expect("get");
+        let body: Value = r.json().expect("json");
+        if body["visits_total"] == 2 || started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Against the running server's directory: refused at once, saying why.
+    let started = Instant::now();
+    let out = vsl(&app.config_path(), &["export"]);
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("in use by a running vshortlink server"),
+        "{err}"
+    );
+    let out = vsl(&app.config_path(), &["import", "/dev/null"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("in use by a running vshortlink server"));
+
+    assert!(app.terminate().success());
+    let first = app.dir.path().join("first.jsonl");
+    let out = vsl(
+        &app.config_path(),
+        &[
+            "export",
+            "--visits",
+            "--output",
+            first.to_str().expect("path"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let exported = std::fs::read_to_string(&first).expect("export");
+    let lines: Vec<&str> = exported.lines().collect();
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("\"type\":\"link\""))
+            .count(),
+        5
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("\"type\":\"visit\""))
+            .count(),
+        4
+    );
+    let deleted: Value = serde_json::from_str(
+        lines
+            .iter()
+            .find(|l| l.contains("\"code\":\"gone\""))
+            .expect("deleted link exported"),
+    )
+    .expect("json");
+    assert_eq!(deleted["status"], "deleted");
+    for key in [
+        "id",
+        "code",
+        "url",
+        "space",
+        "status",
+        "custom",
+        "created_at",
+        "updated_at",
+        "expires_at",
+        "title",
+        "tags",
+    ] {
+        assert!(deleted.get(key).is_some(), "{key} in {deleted}");
+    }
+    // stdout is the default.
+    let out = vsl(&app.config_path(), &["export", "--visits"]);
+    assert_eq!(text(&out.stdout), exported);
+
+    // Into a fresh data dir.
+    let fresh = tempfile::tempdir().expect("dir");
+    let config = offline(fresh.path());
+    let out = vsl(&config, &["import", first.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("read 9, created 9 (4 visits), unchanged 0, refused 0"),
+        "{err}"
+    );
+    let out = vsl(&config, &["export", "--visits"]);
+    assert!(out.status.success());
+    let again = text(&out.stdout);
+    let links = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.contains("\"type\":\"link\""))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(links(&again), links(&exported), "links byte for byte");
+    assert_eq!(without_visit_ids(&again), without_visit_ids(&exported));
+
+    // A second import changes nothing and says so.
+    let out = vsl(&config, &["import", first.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("read 9, created 0 (0 visits), unchanged 9, refused 0"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = vsl(&config, &["export", "--visits"]);
+    assert_eq!(text(&out.stdout), again);
+
+    // The imported store serves: codes redirect, pools and filter agree.
+    let mut served = TestApp::start();
+    served.terminate();
+    std::fs::remove_dir_all(served.data_path()).ok();
+    copy_dir(&fresh.path().join("data"), &served.data_path());
+    served.restart();
+    let r = served.get(&format!("/{}", a["code"].as_str().unwrap_or("")));
+    assert_eq!(r.status().as_u16(), 302);
+    assert_eq!(
+        r.headers().get("location").and_then(|v| v.to_str().ok()),
+        Some("https://example.com/a")
+    );
+    assert_eq!(served.get("/gone").status().as_u16(), 410);
+    // The custom code is taken; a new create does not reuse any imported code.
+    let taken = served.post_json(
+        "/api/v1/links",
+        ADMIN,
+        &json!({"url": "https://example.com/other", "code": "bee"}),
+    );
+    assert_eq!(taken.status().as_u16(), 409);
+    let stats = served
+        .req(
+            reqwest::Method::GET,
+            &format!("/api/v1/links/{}", a["code"].as_str().unwrap_or("")),
+            Some(ADMIN),
+        )
+        .send()
+        .expect("get");
+    let body: Value = stats.json().expect("json");
+    // The two imported visits and the redirect above (recorded by now or shortly after).
+    assert!(
+        body["visits_total"] == 2 || body["visits_total"] == 3,
+        "{body}"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn yourls_and_shlink_csv_import_with_their_codes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = offline(dir.path());
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let yourls = fixtures.join("yourls_url.csv");
+    let out = vsl(
+        &config,
+        &[
+            "import",
+            "--format",
+            "yourls-csv",
+            yourls.to_str().expect("path"),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "refusals make a non-zero exit: {err}"
+    );
+    assert!(err.contains("line 4: refused"), "{err}");
+    assert!(err.contains("line 5: refused: malformed"), "{err}");
+    assert!(err.contains("line 6: refused"), "{err}");
+    assert!(
+        err.contains("read 5, created 2 (0 visits), unchanged 0, refused 3"),
+        "{err}"
+    );
+
+    let shlink = fixtures.join("shlink.csv");
+    let out = vsl(
+        &config,
+        &[
+            "import",
+            "--format",
+            "shlink-csv",
+            shlink.to_str().expect("path"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("created 2"));
+    // Twice: unchanged.
+    let out = vsl(
+        &config,
+        &[
+            "import",
+            "--format",
+            "shlink-csv",
+            shlink.to_str().expect("path"),
+        ],
+    );
+    assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 2"));
+
+    // A generic CSV without codes: pooled codes, and dedup makes a rerun a no-op.
+    let generic = dir.path().join("bitly.csv");
+    std::fs::write(
+        &generic,
+        "Title,Long URL,Created\nOne,https://example.com/g1,2021-01-01 00:00:00\nTwo,https://example.com/g2,\n",
+    )
+    .expect("write");
+    let out = vsl(
+        &config,
+        &["import", "--format", "csv", generic.to_str().expect("path")],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("created 2"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = vsl(
+        &config,
+        &["import", "--format", "csv", generic.to_str().expect("path")],
+    );
+    assert!(
+        text(&out.stderr).contains("unchanged 2"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A dry run writes nothing.
+    let extra = dir.path().join("extra.csv");
+    std::fs::write(&extra, "code,url\nzz9,https://example.com/dry\n").expect("write");
+    let out = vsl(
+        &config,
+        &[
+            "import",
+            "--format",
+            "csv",
+            "--dry-run",
+            extra.to_str().expect("path"),
+        ],
+    );
+    assert!(
+        text(&out.stderr).contains("dry run: read 1, created 1"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = vsl(&config, &["export"]);
+    let exported = text(&out.stdout);
+    let by_code = |code: &str| -> Value {
+        exported
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+            .find(|v| v["code"] == code)
+            .unwrap_or_else(|| panic!("{code} imported: {exported}"))
+    };
+    let ozh = by_code("ozh");
+    assert_eq!(ozh["url"], "https://ozh.org/");
+    assert_eq!(ozh["title"], "Ozh RICHARD");
+    assert_eq!(ozh["created_at"], "2019-03-14T10:21:05Z");
+    assert_eq!(ozh["status"], "active");
+    assert_eq!(ozh["expires_at"], Value::Null);
+    assert_eq!(by_code("yourls")["url"], "https://yourls.org/docs");
+    let shl = by_code("Ab3dE");
+    assert_eq!(shl["url"], "https://shlink.io/documentation/");
+    assert_eq!(shl["created_at"], "2023-05-01T08:00:00Z");
+    assert_eq!(shl["tags"], json!(["docs", "shlink"]));
+    assert_eq!(
+        by_code("launch-2024")["url"],
+        "https://example.com/launch?utm_source=x&b=2"
+    );
+    assert!(!exported.contains("zz9"), "dry run wrote nothing");
+    assert_eq!(exported.lines().count(), 6);
+}
+
+#[test]
+fn malformed_json_lines_are_reported_and_the_rest_imports() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = offline(dir.path());
+    let file = dir.path().join("in.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"type":"link","id":7,"code":"ok1","url":"https://example.com/1","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n{not json\n",
+            r#"{"type":"link","id":8,"code":"ok2","url":"https://example.com/2","space":"default","status":"active","custom":true,"created_at":"yesterday","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n",
+            r#"{"type":"link","id":9,"code":"ok1","url":"https://example.com/elsewhere","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n"
+        ),
+    )
+    .expect("write");
+    let out = vsl(&config, &["import", file.to_str().expect("path")]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("line 2: refused: malformed"), "{err}");
+    assert!(err.contains("line 3: refused: malformed"), "{err}");
+    assert!(
+        err.contains("line 4: refused: the code `ok1` already leads to"),
+        "{err}"
+    );
+    assert!(
+        err.contains("read 4, created 1 (0 visits), unchanged 0, refused 3"),
+        "{err}"
+    );
+    // From stdin too.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .arg("--config")
+        .arg(&config)
+        .arg("import")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(&std::fs::read(&file).expect("read"))
+            .expect("write stdin");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 1, refused 3"));
+}
