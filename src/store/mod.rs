@@ -207,6 +207,9 @@ pub struct PoolBatch {
     pub now: Millis,
     /// The strategy's state after producing `codes` (opaque to the store).
     pub state: Option<Vec<u8>>,
+    /// Hand the batch's codes out in a random order (`random`, `permute`) rather than in code
+    /// order (`step`, whose order is its design).
+    pub shuffle: bool,
 }
 
 /// What [`Store::pool_add`] did.

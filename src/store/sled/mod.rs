@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, RwLock};
+use rand::RngExt;
 use sled::transaction::{
     abort, ConflictableTransactionError, TransactionError, TransactionalTree,
     UnabortableTransactionError,
@@ -191,6 +192,11 @@ fn bump_status(
     bump(tx, &counter::links(to), 1)
 }
 
+/// The code length of `pools[index]`.
+fn pool_length(index: usize) -> u8 {
+    u8::try_from(index + 1).unwrap_or(MAX_LEN)
+}
+
 fn length_of(code: &str) -> Option<u8> {
     u8::try_from(code.len())
         .ok()
@@ -330,7 +336,7 @@ impl SledStore {
             let mut map = self.cooling[i].lock();
             for item in pool.range(keys::u64_key(now.saturating_add(1))..) {
                 let (key, _) = item.map_err(backend)?;
-                if let Some((score, _)) = keys::split_pool_key(&key) {
+                if let Some((score, _)) = keys::split_pool_key(&key, pool_length(i)) {
                     *map.entry(score).or_default() += 1;
                 }
             }
@@ -410,12 +416,17 @@ impl SledStore {
     }
 
     /// The lowest-score pool entry of `length` that is due at `now`.
-    fn pool_head(&self, pool: &sled::Tree, now: Millis) -> StoreResult<Option<(Vec<u8>, String)>> {
+    fn pool_head(
+        &self,
+        pool: &sled::Tree,
+        length: u8,
+        now: Millis,
+    ) -> StoreResult<Option<(Vec<u8>, String)>> {
         let Some(item) = pool.iter().next() else {
             return Ok(None);
         };
         let (key, _) = item.map_err(backend)?;
-        match keys::split_pool_key(&key) {
+        match keys::split_pool_key(&key, length) {
             Some((score, code)) if score <= now => Ok(Some((key.to_vec(), code.to_string()))),
             Some(_) => Ok(None),
             None => Err(StoreError::Corrupt {
@@ -489,10 +500,16 @@ impl SledStore {
                             return abort(Abort::CodeTaken);
                         }
                         match members.remove(code.as_bytes())? {
-                            Some(score) => {
-                                let score = read_u64(&score).unwrap_or(0);
+                            Some(member) => {
+                                let Some((score, key)) = keys::pool_key_of_member(code, &member)
+                                else {
+                                    return abort(Abort::Corrupt(
+                                        "pool_members",
+                                        format!("malformed entry of `{code}`"),
+                                    ));
+                                };
                                 unpooled = Some(score);
-                                pool.remove(keys::pool_key(score, code))?;
+                                pool.remove(key)?;
                                 bump(counters, &counter::pool_size(length), -1)?;
                             }
                             // A code never issued before: it counts as issued now.
@@ -546,7 +563,7 @@ impl SledStore {
         let pool = self.pool(length).ok_or(StoreError::PoolEmpty(length))?;
         let _taker = self.takers[usize::from(length) - 1].lock();
         loop {
-            let Some((key, code)) = self.pool_head(pool, new.now)? else {
+            let Some((key, code)) = self.pool_head(pool, length, new.now)? else {
                 // Nothing to take, but a dedup hit needs no code.
                 if new.dedup {
                     if let Some(link) = self.find_dedup(new, length)? {
@@ -870,8 +887,9 @@ impl Store for SledStore {
                     return Ok(Some((link, false)));
                 }
                 codes.remove(old.code.as_bytes())?;
-                pool.insert(keys::pool_key(score, &old.code), &[][..])?;
-                members.insert(old.code.as_bytes(), &score.to_be_bytes()[..])?;
+                // Recycled codes have scores of their own: no tiebreak needed.
+                pool.insert(keys::pool_key(score, 0, &old.code), &[][..])?;
+                members.insert(old.code.as_bytes(), &keys::member_value(score, 0)[..])?;
                 let mut link = old.clone();
                 link.status = LinkStatus::Archived;
                 links.insert(&id_key[..], encode(&link))?;
@@ -966,6 +984,7 @@ impl Store for SledStore {
         // than reads inside a transaction. Only a custom create can make a code exist
         // between this check and the commit, so the transaction re-checks the code index.
         let mut fresh = Vec::with_capacity(batch.codes.len());
+        let mut rng = rand::rng();
         for code in &batch.codes {
             if length_of(code) == Some(length)
                 && !self.codes.contains_key(code.as_bytes()).map_err(backend)?
@@ -974,14 +993,20 @@ impl Store for SledStore {
                     .contains_key(code.as_bytes())
                     .map_err(backend)?
             {
-                fresh.push(code.as_str());
+                // Drawn here, not in the transaction closure, which may run more than once.
+                let tiebreak = if batch.shuffle {
+                    rng.random::<u32>()
+                } else {
+                    0
+                };
+                fresh.push((code.as_str(), tiebreak));
             }
         }
         // Bounded transactions: sled's cost per write grows with the transaction. A crash
         // between chunks leaves the strategy state (written with the last chunk) behind the
         // pooled codes; the strategy then offers those codes again and they are skipped, so
         // nothing is lost or pooled twice.
-        let chunks: Vec<&[&str]> = fresh.chunks(POOL_ADD_CHUNK).collect();
+        let chunks: Vec<&[(&str, u32)]> = fresh.chunks(POOL_ADD_CHUNK).collect();
         let last = chunks.len().saturating_sub(1);
         let trees = (&self.codes, pool, &self.members, &self.counters, &self.meta);
         let mut added = 0u64;
@@ -994,12 +1019,13 @@ impl Store for SledStore {
             added += trees
                 .transaction(|(codes, pool, members, counters, meta)| {
                     let mut added = 0u64;
-                    for code in *chunk {
+                    for &(code, tiebreak) in *chunk {
                         if codes.get(code.as_bytes())?.is_some() {
                             continue;
                         }
-                        pool.insert(keys::pool_key(batch.score, code), &[][..])?;
-                        members.insert(code.as_bytes(), &batch.score.to_be_bytes()[..])?;
+                        pool.insert(keys::pool_key(batch.score, tiebreak, code), &[][..])?;
+                        let member = keys::member_value(batch.score, tiebreak);
+                        members.insert(code.as_bytes(), &member[..])?;
                         added += 1;
                     }
                     let delta = i64::try_from(added).unwrap_or(i64::MAX);
@@ -1064,7 +1090,7 @@ impl Store for SledStore {
             .take(limit)
             .map(|key| {
                 let key = key.map_err(backend)?;
-                keys::split_pool_key(&key)
+                keys::split_pool_key(&key, length)
                     .map(|(score, code)| (score, code.to_string()))
                     .ok_or_else(|| StoreError::Corrupt {
                         tree: "pool",
