@@ -45,7 +45,12 @@ pub struct Config {
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// The public prefix of short URLs. Empty in the file means "derived from `listen`", and
+    /// [`Config::derive_base_url`] fills it in (again with the bound address at start-up).
     pub base_url: String,
+    /// True when `base_url` was derived from the listen address rather than configured.
+    #[serde(skip)]
+    pub base_url_derived: bool,
     pub redirect_status: u16,
     pub trust_proxy_headers: bool,
 }
@@ -195,6 +200,8 @@ pub struct RatesConfig {
     pub redirect_per_ip: Rate,
     pub not_found_per_ip: Rate,
     pub create_per_key: Rate,
+    /// Anonymous creates, per client address.
+    pub create_per_ip: Rate,
 }
 
 /// A duration written `30s`, `5m`, `12h`, `7d`, `365d`, or `permanent` (`None`).
@@ -232,12 +239,13 @@ impl<'de> Deserialize<'de> for Span {
     }
 }
 
-/// A rate limit written `N/s` or `N/m`, or `off`.
+/// A rate limit written `N/s`, `N/m` or `N/h` (a burst of N), or `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rate {
     Off,
     PerSecond(u32),
     PerMinute(u32),
+    PerHour(u32),
 }
 
 impl<'de> Deserialize<'de> for Rate {
@@ -249,10 +257,11 @@ impl<'de> Deserialize<'de> for Rate {
             return Ok(Rate::Off);
         }
         let (n, unit) = text.trim().split_once('/').ok_or_else(bad)?;
-        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        let n: u32 = n.trim().parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
         match unit.trim() {
             "s" => Ok(Rate::PerSecond(n)),
             "m" => Ok(Rate::PerMinute(n)),
+            "h" => Ok(Rate::PerHour(n)),
             _ => Err(bad()),
         }
     }
@@ -299,9 +308,22 @@ impl Config {
 
     /// Extracts and validates.
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
-        let config: Config = figment.extract().map_err(|e| ConfigError(describe(e)))?;
+        let mut config: Config = figment.extract().map_err(|e| ConfigError(describe(e)))?;
+        if config.server.base_url.trim().is_empty() {
+            config.derive_base_url(config.server.listen);
+        }
         config.validate()?;
         Ok(config)
+    }
+
+    /// Sets a `base_url` that was not configured from the address the server listens on
+    /// (`http://<addr>`); a configured one is kept. Called at load time with `listen` and
+    /// again at start-up with the bound address (they differ when the port is 0).
+    pub fn derive_base_url(&mut self, addr: SocketAddr) {
+        if self.server.base_url_derived || self.server.base_url.trim().is_empty() {
+            self.server.base_url = format!("http://{addr}");
+            self.server.base_url_derived = true;
+        }
     }
 
     /// The tier of a length, if configured.
@@ -486,5 +508,27 @@ mod tests {
         .unwrap();
         assert_eq!(c.limits.rates.redirect_per_ip, Rate::PerSecond(100));
         assert_eq!(c.limits.rates.create_per_key, Rate::PerMinute(60));
+        assert_eq!(c.limits.rates.not_found_per_ip, Rate::PerSecond(10));
+        assert_eq!(c.limits.rates.create_per_ip, Rate::PerMinute(20));
+        let c = Config::from_toml("[limits.rates]\ncreate_per_ip = \"5/h\"").unwrap();
+        assert_eq!(c.limits.rates.create_per_ip, Rate::PerHour(5));
+        assert!(Config::from_toml("[limits.rates]\ncreate_per_ip = \"0/s\"").is_err());
+    }
+
+    #[test]
+    fn base_url_is_derived_from_listen_unless_set() {
+        let c = Config::from_toml("[server]\nlisten = \"127.0.0.1:18282\"").unwrap();
+        assert_eq!(c.server.base_url, "http://127.0.0.1:18282");
+        assert!(c.server.base_url_derived);
+        let mut c = Config::from_toml(
+            "[server]\nlisten = \"127.0.0.1:18282\"\nbase_url = \"https://s.example\"",
+        )
+        .unwrap();
+        assert!(!c.server.base_url_derived);
+        c.derive_base_url("127.0.0.1:9".parse().unwrap());
+        assert_eq!(c.server.base_url, "https://s.example");
+        let mut c = Config::from_toml("[server]\nlisten = \"[::1]:0\"").unwrap();
+        c.derive_base_url("[::1]:4321".parse().unwrap());
+        assert_eq!(c.server.base_url, "http://[::1]:4321");
     }
 }

@@ -73,7 +73,20 @@ pub fn store_options(config: &Config) -> StoreOptions {
 }
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
-pub async fn run(config: Config) -> Result<(), BoxError> {
+pub async fn run(mut config: Config) -> Result<(), BoxError> {
+    // Bound first: a base_url derived from `listen` needs the real port when it is 0.
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+    let addr = listener.local_addr()?;
+    config.derive_base_url(addr);
+    if config.server.base_url_derived && addr.ip().is_unspecified() {
+        tracing::warn!(
+            base_url = %config.server.base_url,
+            "listening on every interface with no server.base_url: short URLs name this \
+             unspecified address; set server.base_url to the public address"
+        );
+    }
     let config = Arc::new(config);
     let options = store_options(&config);
     let sled = tokio::task::spawn_blocking(move || SledStore::open(&options)).await??;
@@ -136,10 +149,6 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
     };
     let app = http::router(state);
 
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-    let addr = listener.local_addr()?;
     let counts = store.link_counts()?;
     let levels: Vec<String> = pools
         .statuses()?
@@ -148,6 +157,8 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         .collect();
     tracing::info!(
         listen = %addr,
+        base_url = %config.server.base_url,
+        base_url_from = if config.server.base_url_derived { "listen" } else { "config" },
         data = %config.storage.path.display(),
         links = counts.active,
         pools = %levels.join(","),
