@@ -192,6 +192,18 @@ pub struct LimitsConfig {
     pub max_url_len: usize,
     pub max_body_bytes: usize,
     pub rates: RatesConfig,
+    /// Destination hosts refused (with their subdomains).
+    pub blocked_hosts: Vec<String>,
+    /// A file of more blocked hosts, one a line, re-read when it changes; empty = none.
+    pub blocked_hosts_file: String,
+}
+
+impl LimitsConfig {
+    /// The blocked-hosts file, if one is configured.
+    pub fn blocked_hosts_path(&self) -> Option<&Path> {
+        let path = self.blocked_hosts_file.trim();
+        (!path.is_empty()).then(|| Path::new(path))
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -418,6 +430,14 @@ impl Config {
         }
         if self.limits.max_url_len < 16 {
             return fail("limits.max_url_len", "must be at least 16".into());
+        }
+        for (i, host) in self.limits.blocked_hosts.iter().enumerate() {
+            if crate::blocklist::normalise(host).is_none() {
+                return fail(
+                    &format!("limits.blocked_hosts[{i}]"),
+                    format!("`{host}` is not a host name or address"),
+                );
+            }
         }
         Ok(())
     }

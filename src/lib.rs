@@ -24,12 +24,14 @@
 //! [`run`] wires it together: open store → build state → start background work → serve →
 //! drain → flush.
 
+pub mod blocklist;
 pub mod cache;
 pub mod clock;
 pub mod codes;
 pub mod config;
 pub mod http;
 pub mod jobs;
+pub mod limits;
 pub mod links;
 pub mod metrics;
 pub mod ops;
@@ -43,12 +45,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::blocklist::BlockedHosts;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::http::auth::KeyRing;
 use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::jobs::Jobs;
+use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
@@ -120,15 +124,21 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
             tracing::info!(path = %key.path.display(), "no API key configured: using the generated admin key");
         }
     }
-    let links = Arc::new(Links::new(
-        store.clone(),
-        pools.clone(),
-        clock.clone(),
-        config.clone(),
+    let blocked = Arc::new(BlockedHosts::new(
+        &config.limits.blocked_hosts,
+        config.limits.blocked_hosts_path(),
     )?);
+    blocked.start_watching();
+    let links = Arc::new(
+        Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
+            .with_blocklist(blocked.clone()),
+    );
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;
-    let metrics = Arc::new(Metrics::new(links.cache_counters(), &recorder));
+    let limits = Arc::new(RateLimits::new(&config.limits.rates));
+    let mut metrics = Metrics::new(links.cache_counters(), &recorder);
+    metrics.register_rate_limits(&limits);
+    let metrics = Arc::new(metrics);
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
@@ -146,6 +156,7 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         pages: Arc::new(Pages::new()?),
         recorder: recorder.clone(),
         metrics,
+        limits,
     };
     let app = http::router(state);
 
@@ -177,6 +188,7 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
 
     // No request is in flight any more: write every queued visit before the store closes.
     recorder.shutdown().await;
+    blocked.stop();
     jobs.stop().await;
     tokio::task::spawn_blocking(move || {
         pools.stop_background();

@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::http::auth::KeyRing;
 use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
+use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
@@ -25,6 +26,8 @@ pub struct AppState {
     /// The visit queue the redirect feeds.
     pub recorder: Arc<Recorder>,
     pub metrics: Arc<Metrics>,
+    /// `limits.rates`, checked by the redirect path and the create handlers.
+    pub limits: Arc<RateLimits>,
     pub keys: Arc<KeyRing>,
     pub pages: Arc<Pages>,
 }

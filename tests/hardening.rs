@@ -75,3 +75,257 @@ fn base_url_is_derived_from_the_bound_address() {
         201
     );
 }
+
+/// The integer seconds of a `Retry-After` header.
+fn retry_after(response: &reqwest::blocking::Response) -> u64 {
+    response
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn metric(app: &TestApp, line_start: &str) -> f64 {
+    let text = app.get("/metrics").text().unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(-1.0)
+}
+
+/// `not_found_per_ip` is on by default (10/s): a burst of unknown codes from one address turns
+/// into 429s for that address only; its redirects of real codes keep working.
+#[test]
+fn unknown_code_bursts_are_rate_limited_per_address() {
+    let app = TestApp::start_with("", &[("VSL_SERVER__TRUST_PROXY_HEADERS", "true")]);
+    let link = app.create(json!({"url": "https://example.com/real"}));
+    let code = link["code"].as_str().unwrap_or_default().to_string();
+    let from = |ip: &str, path: &str, json: bool| {
+        let mut req = app.client.get(app.url(path)).header("x-forwarded-for", ip);
+        if json {
+            req = req.header("accept", "application/json");
+        }
+        req.send().expect("GET")
+    };
+    let mut statuses = Vec::new();
+    for i in 0..30 {
+        statuses.push(
+            from("198.51.100.7", &format!("/zz{i:04}"), false)
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 404).count(),
+        10,
+        "{statuses:?}"
+    );
+    assert!(statuses[10..].iter().all(|s| *s == 429), "{statuses:?}");
+    // Browsers get a page, JSON clients a problem; both say when to come back.
+    let page = from("198.51.100.7", "/zzpage", false);
+    assert_eq!(page.status(), 429);
+    assert!(retry_after(&page) >= 1);
+    assert!(page.text().unwrap_or_default().contains("<html"));
+    let body = problem(from("198.51.100.7", "/a/b/c", true), 429);
+    assert_eq!(body["code"], "rate_limited");
+    // Another address is untouched; the limited one still follows real links.
+    assert_eq!(from("198.51.100.8", "/zz0000", false).status(), 404);
+    assert_eq!(
+        from("198.51.100.7", &format!("/{code}"), false).status(),
+        302
+    );
+    assert!(metric(&app, "vsl_rate_limited_total{limit=\"not_found_per_ip\"}") >= 21.0);
+    // The quota refills.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(from("198.51.100.7", "/zz0000", false).status(), 404);
+}
+
+/// `create_per_key`: every create counts, batch items included, and a refused request writes
+/// nothing.
+#[test]
+fn creates_per_key_are_limited_and_refusals_write_nothing() {
+    let app = TestApp::start_with("[limits.rates]\ncreate_per_key = \"5/m\"\n", &[]);
+    for i in 0..3 {
+        app.create(json!({"url": format!("https://example.com/k/{i}")}));
+    }
+    let before = app.link_total();
+    // 3 items with 2 left in the quota: refused whole.
+    let batch = app.post_json(
+        "/api/v1/links/batch",
+        ADMIN,
+        &json!({"links": [
+            {"url": "https://example.com/b/1"},
+            {"url": "https://example.com/b/2"},
+            {"url": "https://example.com/b/3"},
+        ]}),
+    );
+    assert_eq!(batch.status(), 429);
+    let wait = retry_after(&batch);
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+    assert_eq!(problem(batch, 429)["code"], "rate_limited");
+    assert_eq!(app.link_total(), before, "a refused batch writes nothing");
+    for i in 3..5 {
+        app.create(json!({"url": format!("https://example.com/k/{i}")}));
+    }
+    let sixth = app.post_json(
+        "/api/v1/links",
+        ADMIN,
+        &json!({"url": "https://example.com/k/6"}),
+    );
+    assert_eq!(sixth.status(), 429);
+    assert!(retry_after(&sixth) >= 1);
+    assert_eq!(app.link_total(), before + 2);
+    // Another key has its own quota.
+    let other = app.post_json(
+        "/api/v1/links",
+        common::EDITOR,
+        &json!({"url": "https://example.com/k/editor"}),
+    );
+    assert_eq!(other.status(), 201);
+    assert!(metric(&app, "vsl_rate_limited_total{limit=\"create_per_key\"}") >= 2.0);
+}
+
+/// `create_per_ip` limits anonymous creates per address; `redirect_per_ip` every redirect.
+#[test]
+fn anonymous_creates_and_redirects_per_address() {
+    let app = TestApp::start_with(
+        "[limits.rates]\ncreate_per_ip = \"3/m\"\nredirect_per_ip = \"5/s\"\n",
+        &[("VSL_AUTH__ANONYMOUS_CREATE", "true")],
+    );
+    let anonymous = |i: usize| {
+        app.client
+            .post(app.url("/api/v1/links"))
+            .json(&json!({"url": format!("https://example.com/anon/{i}")}))
+            .send()
+            .expect("POST")
+    };
+    let statuses: Vec<u16> = (0..4).map(|i| anonymous(i).status().as_u16()).collect();
+    assert_eq!(statuses, [201, 201, 201, 429]);
+    // A key is not an address: its creates are not counted against create_per_ip.
+    let link = app.create(json!({"url": "https://example.com/keyed"}));
+    let code = link["code"].as_str().unwrap_or_default().to_string();
+    let redirects: Vec<u16> = (0..7)
+        .map(|_| app.get(&format!("/{code}")).status().as_u16())
+        .collect();
+    assert_eq!(
+        redirects.iter().filter(|s| **s == 302).count(),
+        5,
+        "{redirects:?}"
+    );
+    assert_eq!(redirects[6], 429);
+    assert!(metric(&app, "vsl_rate_limited_total{limit=\"redirect_per_ip\"}") >= 2.0);
+    assert!(metric(&app, "vsl_rate_limited_total{limit=\"create_per_ip\"}") >= 1.0);
+}
+
+#[test]
+fn robots_txt_keeps_crawlers_out_of_the_api_and_pages() {
+    let app = TestApp::start();
+    let response = app.get("/robots.txt");
+    assert_eq!(response.status(), 200);
+    let text = response.text().unwrap_or_default();
+    assert!(text.contains("User-agent: *"));
+    assert!(text.contains("Disallow: /api/"));
+    assert!(text.contains("Disallow: /ui/"));
+    assert!(!text.contains("Disallow: /\n"));
+}
+
+/// `/{code}+` shows the destination, escaped, and counts no visit.
+#[test]
+fn preview_shows_the_escaped_destination_without_a_visit() {
+    let app = TestApp::start();
+    let link = app.create(json!({"url": "https://example.com/p?a=<b>&c=\"d\""}));
+    let code = link["code"].as_str().unwrap_or_default().to_string();
+    let response = app.get(&format!("/{code}+"));
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("location").is_none());
+    let html = response.text().unwrap_or_default();
+    // minijinja escapes `/` as well as `&`, `<`, `>` and quotes.
+    let shown = "https:&#x2f;&#x2f;example.com&#x2f;p?a=%3Cb%3E&amp;c=%22d%22";
+    assert!(
+        html.contains(&format!("class=\"url\">{shown}</p>")),
+        "{html}"
+    );
+    assert!(html.contains(&format!("href=\"{shown}\"")), "{html}");
+    assert!(!html.contains("<b>") && !html.contains("a=%3Cb%3E&c"));
+    assert_eq!(app.get(&format!("/{}+", "nope42")).status(), 404);
+    // No visit was counted.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let info: serde_json::Value = app
+        .req(
+            reqwest::Method::GET,
+            &format!("/api/v1/links/{code}"),
+            Some(ADMIN),
+        )
+        .send()
+        .and_then(|r| r.json())
+        .unwrap_or_default();
+    assert_eq!(info["visits_total"], 0, "{info}");
+}
+
+/// Blocked hosts from the list and the file: creates are 400, existing links 403, and a change
+/// of the file takes effect without a restart.
+#[test]
+fn blocked_hosts_refuse_creates_and_stop_redirects() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("blocked.txt");
+    std::fs::write(&file, "# none yet\n").expect("write");
+    let app = TestApp::start_with(
+        &format!(
+            "[limits]\nblocked_hosts = [\"evil.example\"]\nblocked_hosts_file = \"{}\"\n",
+            file.display()
+        ),
+        &[],
+    );
+    for url in ["https://evil.example/x", "http://a.b.EVIL.example:8080/"] {
+        let body = problem(
+            app.post_json("/api/v1/links", ADMIN, &json!({"url": url})),
+            400,
+        );
+        assert_eq!(body["code"], "blocked_url");
+        assert_eq!(body["field"], "url");
+    }
+    let fine = app.create(json!({"url": "https://notevil.example/"}));
+    let later = app.create(json!({"url": "https://phish.example/login"}));
+    let code = later["code"].as_str().unwrap_or_default().to_string();
+    assert_eq!(app.get(&format!("/{code}")).status(), 302, "cached now");
+
+    std::fs::write(&file, "# phishing\nphish.example\n").expect("write");
+    let started = std::time::Instant::now();
+    while app.get(&format!("/{code}")).status() != 403 {
+        assert!(started.elapsed().as_secs() < 5, "not blocked within 5 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let json = app
+        .client
+        .get(app.url(&format!("/{code}")))
+        .header("accept", "application/json")
+        .send()
+        .expect("GET");
+    assert_eq!(problem(json, 403)["code"], "blocked_url");
+    let page = app.get(&format!("/{code}"));
+    assert!(page.text().unwrap_or_default().contains("<html"));
+    // The link itself is reported as it is.
+    let info: serde_json::Value = app
+        .req(
+            reqwest::Method::GET,
+            &format!("/api/v1/links/{code}"),
+            Some(ADMIN),
+        )
+        .send()
+        .and_then(|r| r.json())
+        .unwrap_or_default();
+    assert_eq!(info["status"], "active");
+    let body = problem(
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "https://www.phish.example/"}),
+        ),
+        400,
+    );
+    assert_eq!(body["code"], "blocked_url");
+    let fine_code = fine["code"].as_str().unwrap_or_default();
+    assert_eq!(app.get(&format!("/{fine_code}")).status(), 302);
+}

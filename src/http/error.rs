@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::limits::RateLimited;
 use crate::links::LinkError;
 
 /// Problem types are `PROBLEM_BASE` + the error code.
@@ -24,6 +25,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub detail: String,
     pub field: Option<String>,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -45,6 +48,7 @@ impl ApiError {
             code,
             detail: detail.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -71,6 +75,11 @@ impl ApiError {
 
     pub fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
+    }
+
+    /// 403 `blocked_url`: an existing link whose destination host is blocked.
+    pub fn blocked_url(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "blocked_url", detail)
     }
 
     /// A server fault: logged in full, reported without detail.
@@ -124,6 +133,8 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "unauthorized" => "Unauthorized",
         "forbidden" => "Forbidden",
         "method_not_allowed" => "Method not allowed",
+        "rate_limited" => "Too many requests",
+        "blocked_url" => "Blocked destination",
         "internal" => "Internal error",
         _ => status.canonical_reason().unwrap_or("Error"),
     }
@@ -137,12 +148,25 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+impl From<RateLimited> for ApiError {
+    fn from(e: RateLimited) -> Self {
+        let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string());
+        error.retry_after = Some(e.retry_after_secs);
+        error
     }
 }
 

@@ -2,7 +2,8 @@
 //! problem+json, the API-key extractor, and thin handlers that call the domain services.
 //!
 //! - `api` — `/api/v1` (links, batch, pools, health)
-//! - `redirect` — `/{code}` and the 404/410 pages
+//! - `redirect` — `/{code}`, the `/{code}+` preview, `/robots.txt`, and the 404/410/429/403
+//!   pages
 //! - `error` — the only place that maps errors to status codes
 //! - `auth` — API keys and roles
 //! - `stats` — visits, statistics and `/metrics`
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(stats::metrics))
+        .route("/robots.txt", get(redirect::robots))
         .route("/{code}", get(redirect::redirect))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -1,4 +1,5 @@
-//! Server-rendered pages (404 and 410 for now), from templates embedded in the binary
+//! Server-rendered pages (404, 410, 429, 403 for a blocked destination, and the preview of
+//! `/{code}+`), from templates embedded in the binary
 //! (`assets/`) through minijinja. User-facing text lives in [`Messages`], not in handlers, so
 //! a second language can be added beside English.
 
@@ -8,7 +9,10 @@ use axum::response::{IntoResponse, Response};
 use minijinja::{context, Environment};
 
 /// Every page template, compiled in.
-const TEMPLATES: &[(&str, &str)] = &[("error.html", include_str!("../../assets/error.html"))];
+const TEMPLATES: &[(&str, &str)] = &[
+    ("error.html", include_str!("../../assets/error.html")),
+    ("preview.html", include_str!("../../assets/preview.html")),
+];
 
 /// The words on the pages, per language.
 #[derive(Clone, Copy, Debug)]
@@ -18,6 +22,13 @@ pub struct Messages {
     pub not_found_text: &'static str,
     pub gone_title: &'static str,
     pub gone_text: &'static str,
+    pub rate_limited_title: &'static str,
+    pub rate_limited_text: &'static str,
+    pub blocked_title: &'static str,
+    pub blocked_text: &'static str,
+    pub preview_title: &'static str,
+    pub preview_text: &'static str,
+    pub preview_button: &'static str,
 }
 
 pub const ENGLISH: Messages = Messages {
@@ -26,13 +37,24 @@ pub const ENGLISH: Messages = Messages {
     not_found_text: "There is no short link here. Check the address for typos.",
     gone_title: "Link no longer available",
     gone_text: "This short link has expired or was removed by its owner.",
+    rate_limited_title: "Too many requests",
+    rate_limited_text: "Too many requests came from your address. Wait a moment and try again.",
+    blocked_title: "Destination blocked",
+    blocked_text: "This short link leads to a site that has been blocked on this server.",
+    preview_title: "Where this link goes",
+    preview_text: "This short link leads to the address below. Check it before you go on.",
+    preview_button: "Go to this address",
 };
 
 /// The template environment, and the 404/410 pages rendered once: the redirect path serves
 /// them for every unknown code, so they must cost no more than a copy of a few bytes.
 pub struct Pages {
+    env: Environment<'static>,
+    messages: Messages,
     not_found: Bytes,
     gone: Bytes,
+    rate_limited: Bytes,
+    blocked: Bytes,
 }
 
 impl Pages {
@@ -44,17 +66,40 @@ impl Pages {
         let messages = ENGLISH;
         let not_found = render_error(&env, &messages, StatusCode::NOT_FOUND)?.into();
         let gone = render_error(&env, &messages, StatusCode::GONE)?.into();
-        Ok(Self { not_found, gone })
+        let rate_limited = render_error(&env, &messages, StatusCode::TOO_MANY_REQUESTS)?.into();
+        let blocked = render_error(&env, &messages, StatusCode::FORBIDDEN)?.into();
+        Ok(Self {
+            env,
+            messages,
+            not_found,
+            gone,
+            rate_limited,
+            blocked,
+        })
     }
 
-    /// The 404 or 410 page.
+    /// The 404, 410, 429 (rate limited) or 403 (blocked destination) page.
     pub fn error(&self, status: StatusCode) -> Response {
-        let page = if status == StatusCode::GONE {
-            self.gone.clone()
-        } else {
-            self.not_found.clone()
+        let page = match status {
+            StatusCode::GONE => self.gone.clone(),
+            StatusCode::TOO_MANY_REQUESTS => self.rate_limited.clone(),
+            StatusCode::FORBIDDEN => self.blocked.clone(),
+            _ => self.not_found.clone(),
         };
         html_response(status, page)
+    }
+
+    /// The preview of a short link: its destination, escaped by the template, and a button.
+    pub fn preview(&self, url: &str) -> Result<Response, minijinja::Error> {
+        let m = &self.messages;
+        let html = self.env.get_template("preview.html")?.render(context! {
+            lang => m.lang,
+            title => m.preview_title,
+            message => m.preview_text,
+            button => m.preview_button,
+            url => url,
+        })?;
+        Ok(html_response(StatusCode::OK, html.into()))
     }
 }
 
@@ -63,10 +108,11 @@ fn render_error(
     m: &Messages,
     status: StatusCode,
 ) -> Result<String, minijinja::Error> {
-    let (title, message) = if status == StatusCode::GONE {
-        (m.gone_title, m.gone_text)
-    } else {
-        (m.not_found_title, m.not_found_text)
+    let (title, message) = match status {
+        StatusCode::GONE => (m.gone_title, m.gone_text),
+        StatusCode::TOO_MANY_REQUESTS => (m.rate_limited_title, m.rate_limited_text),
+        StatusCode::FORBIDDEN => (m.blocked_title, m.blocked_text),
+        _ => (m.not_found_title, m.not_found_text),
     };
     env.get_template("error.html")?.render(context! {
         lang => m.lang,
