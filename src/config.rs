@@ -53,6 +53,12 @@ pub struct ServerConfig {
     pub base_url_derived: bool,
     pub redirect_status: u16,
     pub trust_proxy_headers: bool,
+    /// A client must send its request head within this time.
+    pub header_timeout: Span,
+    /// Largest request head; larger is answered 431.
+    pub max_header_bytes: usize,
+    /// Connections served at once.
+    pub max_connections: usize,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -369,6 +375,18 @@ impl Config {
                     format!("`{}` is not an http(s) URL", self.server.base_url),
                 )
             }
+        }
+        if self.server.header_timeout.0.is_none_or(|d| d.is_zero()) {
+            return fail(
+                "server.header_timeout",
+                "must be a duration, like 10s".into(),
+            );
+        }
+        if self.server.max_header_bytes < 8192 {
+            return fail("server.max_header_bytes", "must be at least 8192".into());
+        }
+        if self.server.max_connections == 0 {
+            return fail("server.max_connections", "must be at least 1".into());
         }
         if self.cache.ttl.0.is_none() {
             return fail("cache.ttl", "must be a duration, not permanent".into());

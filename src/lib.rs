@@ -41,7 +41,6 @@ pub mod state;
 pub mod store;
 pub mod visits;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -179,12 +178,17 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
 
     let jobs = Jobs::start(&config.lifecycle.schedule, lifecycle, store.clone()).await?;
 
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown::signal())
-    .await?;
+    let options = http::server::ServeOptions {
+        header_timeout: config
+            .server
+            .header_timeout
+            .0
+            .unwrap_or(Duration::from_secs(10)),
+        max_header_bytes: config.server.max_header_bytes,
+        max_connections: config.server.max_connections,
+        drain_timeout: http::REQUEST_TIMEOUT + Duration::from_secs(5),
+    };
+    http::server::serve(listener, app, options, shutdown::signal()).await?;
 
     // No request is in flight any more: write every queued visit before the store closes.
     recorder.shutdown().await;

@@ -329,3 +329,129 @@ fn blocked_hosts_refuse_creates_and_stop_redirects() {
     let fine_code = fine["code"].as_str().unwrap_or_default();
     assert_eq!(app.get(&format!("/{fine_code}")).status(), 302);
 }
+
+/// A raw connection that sends `head` and then waits.
+fn stalled(app: &TestApp, head: &str) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(app.addr).expect("connect");
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("send");
+    stream
+}
+
+/// Reads until the server closes (or `limit` passes); returns the bytes and the time taken.
+fn read_until_closed(
+    stream: &mut std::net::TcpStream,
+    limit: std::time::Duration,
+) -> (String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < limit {
+        match std::io::Read::read(stream, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break,
+        }
+    }
+    (
+        String::from_utf8_lossy(&received).into_owned(),
+        started.elapsed(),
+    )
+}
+
+/// A client that sends half its headers and stalls is closed after `server.header_timeout`.
+#[test]
+fn stalled_headers_are_cut_off_after_the_header_timeout() {
+    let app = TestApp::start_with("", &[("VSL_SERVER__HEADER_TIMEOUT", "1s")]);
+    let mut stream = stalled(&app, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+    let (_, took) = read_until_closed(&mut stream, std::time::Duration::from_secs(10));
+    assert!(
+        took >= std::time::Duration::from_millis(900) && took < std::time::Duration::from_secs(4),
+        "closed after {took:?}"
+    );
+}
+
+/// A request head over `server.max_header_bytes` is answered 431; a normal one still works.
+#[test]
+fn huge_headers_are_431() {
+    let app = TestApp::start();
+    let big = "a".repeat(200 * 1024);
+    let response = app
+        .client
+        .get(app.url("/healthz"))
+        .header("x-big", big)
+        .send();
+    match response {
+        Ok(r) => assert_eq!(r.status(), 431),
+        // The server may close while the client is still sending; then read its answer raw.
+        Err(_) => {
+            let mut stream = stalled(
+                &app,
+                &format!(
+                    "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+                    "a".repeat(100 * 1024)
+                ),
+            );
+            let (text, _) = read_until_closed(&mut stream, std::time::Duration::from_secs(5));
+            assert!(text.starts_with("HTTP/1.1 431"), "{text:.80}");
+        }
+    }
+    let ok = app
+        .client
+        .get(app.url("/healthz"))
+        .header("x-fine", "b".repeat(4000))
+        .send()
+        .expect("GET");
+    assert_eq!(ok.status(), 200);
+}
+
+/// 200 stalled clients do not delay a normal one.
+#[test]
+fn stalled_clients_do_not_delay_a_normal_one() {
+    let app = TestApp::start();
+    let stalls: Vec<_> = (0..200)
+        .map(|_| stalled(&app, "GET /healthz HTTP/1.1\r\nHost: x\r\n"))
+        .collect();
+    let started = std::time::Instant::now();
+    let response = app.get("/healthz");
+    assert_eq!(response.status(), 200);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stalls);
+}
+
+/// `server.max_connections`: past the cap a client waits until a connection closes (here,
+/// when the stalled ones hit the header timeout).
+#[test]
+fn connections_past_the_cap_wait_for_a_free_slot() {
+    let app = TestApp::start_with(
+        "",
+        &[
+            ("VSL_SERVER__MAX_CONNECTIONS", "3"),
+            ("VSL_SERVER__HEADER_TIMEOUT", "2s"),
+        ],
+    );
+    let started = std::time::Instant::now();
+    let stalls: Vec<_> = (0..3)
+        .map(|_| stalled(&app, "GET /healthz HTTP/1.1\r\nHost: x\r\n"))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut normal = stalled(
+        &app,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let (text, _) = read_until_closed(&mut normal, std::time::Duration::from_secs(10));
+    let waited = started.elapsed();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:.80}");
+    assert!(
+        waited >= std::time::Duration::from_millis(1800),
+        "answered after {waited:?}, before a slot was free"
+    );
+    drop(stalls);
+}

@@ -9,6 +9,7 @@
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
 //! - `pages` — templates embedded in the binary
+//! - `server` — the accept loop: header timeout and size, connection cap, drain
 
 pub mod api;
 pub mod auth;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod observe;
 pub mod pages;
 pub mod redirect;
+pub mod server;
 pub mod stats;
 
 use std::time::Duration;
@@ -29,7 +31,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::AppState;
 
 /// Longest a request may take before it is answered 408; also bounds graceful shutdown.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every route of the server.
 pub fn router(state: AppState) -> Router {
