@@ -188,7 +188,17 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         max_connections: config.server.max_connections,
         drain_timeout: http::REQUEST_TIMEOUT + Duration::from_secs(5),
     };
-    http::server::serve(listener, app, options, shutdown::signal()).await?;
+    let stopping = {
+        let recorder = recorder.clone();
+        async move {
+            shutdown::signal().await;
+            tracing::info!(
+                queued_visits = recorder.depth(),
+                "stopping: no new connections; draining requests, then the visit queue"
+            );
+        }
+    };
+    http::server::serve(listener, app, options, stopping).await?;
 
     // No request is in flight any more: write every queued visit before the store closes.
     recorder.shutdown().await;
