@@ -269,13 +269,22 @@ pub enum Rate {
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        let bad =
-            || serde::de::Error::custom(format!("`{text}` is not a rate like 100/s, 600/m or off"));
+        let bad = || {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a rate like 100/s, 600/m, 1000/h or off (N from 1 to 10^9)"
+            ))
+        };
         if text.trim().eq_ignore_ascii_case("off") {
             return Ok(Rate::Off);
         }
         let (n, unit) = text.trim().split_once('/').ok_or_else(bad)?;
-        let n: u32 = n.trim().parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
+        // At most 10^9 per period, so that the refill interval is at least a nanosecond.
+        let n: u32 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1_000_000_000).contains(n))
+            .ok_or_else(bad)?;
         match unit.trim() {
             "s" => Ok(Rate::PerSecond(n)),
             "m" => Ok(Rate::PerMinute(n)),

@@ -93,9 +93,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
 }
 
 /// `cursor` and `limit` of a listing (a limit over [`MAX_PAGE`] is clamped).
-pub(super) fn page_params(
-    params: &HashMap<String, String>,
-) -> Result<(Option<u64>, usize), ApiError> {
+pub fn page_params(params: &HashMap<String, String>) -> Result<(Option<u64>, usize), ApiError> {
     let after = match params.get("cursor").filter(|c| !c.is_empty()) {
         None => None,
         Some(c) => Some(c.parse::<u64>().map_err(|_| {

@@ -170,6 +170,48 @@ fn decode_link(bytes: &[u8]) -> StoreResult<Link> {
     })
 }
 
+/// Decodes one stored record of `tree` (`links`, `active`, `visits`, `days`, `pool/<L>`,
+/// `pool_members`, `expiry`, `ended`, `counters`) the way the store reads it. A corrupt record
+/// is an error, never a panic: the fuzz targets (`fuzz/`) feed this arbitrary bytes.
+pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
+    let malformed = |tree: &'static str| StoreError::Corrupt {
+        tree,
+        detail: "malformed record".into(),
+    };
+    match tree {
+        "links" => decode_link(value).map(drop),
+        "active" => rmp_serde::from_slice::<ActiveEntry>(value)
+            .map(drop)
+            .map_err(|e| StoreError::Corrupt {
+                tree: "active",
+                detail: e.to_string(),
+            }),
+        "visits" => visits::decode_chunk(value).map(drop),
+        "days" => visits::decode_day(value),
+        "pool_members" => {
+            let code = std::str::from_utf8(key).map_err(|_| malformed("pool_members"))?;
+            keys::pool_key_of_member(code, value)
+                .map(drop)
+                .ok_or_else(|| malformed("pool_members"))
+        }
+        "expiry" | "ended" => keys::split_time_id(key)
+            .map(drop)
+            .ok_or_else(|| malformed("expiry")),
+        "counters" => read_u64(value)
+            .map(drop)
+            .ok_or_else(|| malformed("counters")),
+        pool => {
+            let length = pool
+                .strip_prefix("pool/")
+                .and_then(|l| l.parse::<u8>().ok())
+                .ok_or_else(|| backend(format!("no tree named `{tree}`")))?;
+            keys::split_pool_key(key, length)
+                .map(drop)
+                .ok_or_else(|| malformed("pool"))
+        }
+    }
+}
+
 fn tx_decode_link(bytes: &[u8]) -> TxResult<Link> {
     rmp_serde::from_slice(bytes).or_else(|e| abort(Abort::Corrupt("links", e.to_string())))
 }

@@ -46,6 +46,15 @@ struct DayRecord {
     uniques: Vec<u8>,
 }
 
+/// Decodes a day record (for [`super::check_record`]).
+pub(super) fn decode_day(bytes: &[u8]) -> StoreResult<()> {
+    let day: DayRecord = rmp_serde::from_slice(bytes).map_err(|e| corrupt("days", e))?;
+    if !day.uniques.is_empty() && Hll::from_bytes(&day.uniques).is_none() {
+        return Err(corrupt("days", "malformed distinct-visitor sketch"));
+    }
+    Ok(())
+}
+
 impl DayRecord {
     fn add(&mut self, new: &NewVisit) {
         let v = &new.visit;
@@ -104,7 +113,7 @@ fn corrupt(tree: &'static str, e: impl std::fmt::Display) -> StoreError {
     }
 }
 
-fn decode_chunk(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
+pub(super) fn decode_chunk(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
     rmp_serde::from_slice(bytes).map_err(|e| corrupt("visits", e))
 }
 
