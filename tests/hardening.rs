@@ -455,3 +455,51 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
     );
     drop(stalls);
 }
+
+/// A damaged link record or code index entry fails only the requests that touch it (500,
+/// logged with the key); everything else keeps working.
+#[test]
+fn corrupt_records_fail_loudly_and_alone() {
+    let mut app = TestApp::start();
+    let first = app.create(json!({"url": "https://example.com/first"}));
+    let second = app.create(json!({"url": "https://example.com/second"}));
+    let third = app.create(json!({"url": "https://example.com/third"}));
+    let code = |v: &serde_json::Value| v["code"].as_str().unwrap_or_default().to_string();
+    let (first, second, third) = (code(&first), code(&second), code(&third));
+    app.terminate();
+    {
+        let db = sled::open(app.data_path().join("db")).expect("open the store's sled db");
+        let links = db.open_tree("links").expect("links tree");
+        // Link 1's record, truncated.
+        let record = links.get(1u64.to_be_bytes()).expect("get").expect("link 1");
+        links
+            .insert(1u64.to_be_bytes(), &record[..record.len() / 2])
+            .expect("insert");
+        // The code index entry of the second link, a byte short.
+        let codes = db.open_tree("codes").expect("codes tree");
+        codes
+            .insert(second.as_bytes(), &[0u8, 0, 0, 0, 0, 0, 2][..])
+            .expect("insert");
+        db.flush().expect("flush");
+    }
+    app.restart();
+    let get = |c: &str| {
+        app.req(
+            reqwest::Method::GET,
+            &format!("/api/v1/links/{c}"),
+            Some(ADMIN),
+        )
+        .send()
+        .expect("GET")
+    };
+    assert_eq!(problem(get(&first), 500)["code"], "internal");
+    assert_eq!(problem(get(&second), 500)["code"], "internal", "not a 404");
+    assert_eq!(get(&third).status(), 200);
+    assert_eq!(app.get(&format!("/{third}")).status(), 302);
+    assert_eq!(app.get("/healthz").status(), 200);
+    assert!(app.logged("link id 1"), "the log names the damaged record");
+    assert!(
+        app.logged(&format!("code `{second}`")),
+        "the log names the damaged entry"
+    );
+}

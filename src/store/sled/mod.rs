@@ -212,6 +212,20 @@ pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
     }
 }
 
+/// A link id stored as an index value: a damaged one is corruption, not "no such link".
+fn stored_id(tree: &'static str, bytes: &[u8]) -> StoreResult<u64> {
+    match bytes.len() {
+        8 => read_u64(bytes).ok_or_else(|| StoreError::Corrupt {
+            tree,
+            detail: "malformed link id".into(),
+        }),
+        n => Err(StoreError::Corrupt {
+            tree,
+            detail: format!("a link id of {n} bytes, not 8"),
+        }),
+    }
+}
+
 fn tx_decode_link(bytes: &[u8]) -> TxResult<Link> {
     rmp_serde::from_slice(bytes).or_else(|e| abort(Abort::Corrupt("links", e.to_string())))
 }
@@ -483,7 +497,7 @@ impl SledStore {
         let Some(id) = self.dedup.get(key).map_err(backend)? else {
             return Ok(None);
         };
-        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        let link = self.link_by_id(stored_id("dedup", &id)?)?;
         Ok(link.filter(|l| l.status == LinkStatus::Active && !l.is_expired_at(new.now)))
     }
 
@@ -734,14 +748,28 @@ impl Store for SledStore {
         let Some(id) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
-        self.link_by_id(read_u64(&id).unwrap_or(0))
+        self.link_by_id(stored_id("codes", &id).map_err(|e| match e {
+            StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                tree,
+                detail: format!("{detail} (code `{code}`)"),
+            },
+            other => other,
+        })?)
     }
 
     fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
         self.links
             .get(keys::u64_key(id))
             .map_err(backend)?
-            .map(|bytes| decode_link(&bytes))
+            .map(|bytes| {
+                decode_link(&bytes).map_err(|e| match e {
+                    StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                        tree,
+                        detail: format!("link id {id}: {detail}"),
+                    },
+                    other => other,
+                })
+            })
             .transpose()
     }
 
