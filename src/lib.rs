@@ -188,10 +188,26 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         max_connections: config.server.max_connections,
         drain_timeout: http::REQUEST_TIMEOUT + Duration::from_secs(5),
     };
+    // sled keeps its first I/O error and fails every later write with it: once the disk has
+    // room again, the only way back is to reopen the store. The server drains and exits
+    // non-zero so that its supervisor (Docker's restart policy) starts it afresh.
+    let recovered = Arc::new(tokio::sync::Notify::new());
+    let watchdog = tokio::spawn(storage_watchdog(
+        store.clone(),
+        config.storage.path.clone(),
+        recovered.clone(),
+    ));
+    let restart = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stopping = {
         let recorder = recorder.clone();
+        let restart = restart.clone();
         async move {
-            shutdown::signal().await;
+            tokio::select! {
+                () = shutdown::signal() => {}
+                () = recovered.notified() => {
+                    restart.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
             tracing::info!(
                 queued_visits = recorder.depth(),
                 "stopping: no new connections; draining requests, then the visit queue"
@@ -200,6 +216,7 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
     };
     http::server::serve(listener, app, options, stopping).await?;
 
+    watchdog.abort();
     // No request is in flight any more: write every queued visit before the store closes.
     recorder.shutdown().await;
     blocked.stop();
@@ -208,7 +225,59 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         pools.stop_background();
         store.close()
     })
-    .await??;
+    .await?
+    .or_else(|e| {
+        if restart.load(std::sync::atomic::Ordering::SeqCst) {
+            // The store's last flush fails with its old error; what was acknowledged was
+            // flushed before it was acknowledged.
+            tracing::warn!(error = %e, "closing the faulted store failed, as expected");
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    if restart.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(
+            "stopped to reopen the store after a storage fault; a supervisor restarts it".into(),
+        );
+    }
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// How often a faulted store's disk is probed for free space.
+const FAULT_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// Bytes the probe writes: room for a few more sled segments' worth of small writes.
+const FAULT_PROBE_BYTES: usize = 1024 * 1024;
+
+/// Waits for a storage fault, then for the data directory to accept a write again, then
+/// notifies `recovered`.
+async fn storage_watchdog(
+    store: Arc<dyn Store>,
+    data: std::path::PathBuf,
+    recovered: Arc<tokio::sync::Notify>,
+) {
+    loop {
+        tokio::time::sleep(FAULT_PROBE_INTERVAL).await;
+        if store.write_fault().is_none() {
+            continue;
+        }
+        let probe = data.join(".space-probe");
+        let writable = tokio::task::spawn_blocking(move || {
+            let ok = std::fs::write(&probe, vec![0u8; FAULT_PROBE_BYTES])
+                .and_then(|()| std::fs::File::open(&probe)?.sync_all())
+                .is_ok();
+            let _ = std::fs::remove_file(&probe);
+            ok
+        })
+        .await
+        .unwrap_or(false);
+        if writable {
+            tracing::warn!(
+                "the data directory accepts writes again: restarting to reopen the store"
+            );
+            recovered.notify_one();
+            return;
+        }
+    }
 }

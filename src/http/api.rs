@@ -463,6 +463,15 @@ pub async fn run_maintenance(
 }
 
 pub async fn healthz(State(state): State<AppState>) -> Response {
+    // A store that cannot write is not healthy, even if it still reads: orchestrators and
+    // the Docker healthcheck must see it.
+    if let Some(fault) = state.store.write_fault() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "unavailable", "reason": fault.reason })),
+        )
+            .into_response();
+    }
     match state.store.ping() {
         Ok(()) => Json(serde_json::json!({ "status": "ok" })).into_response(),
         Err(e) => {

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::limits::RateLimited;
 use crate::links::LinkError;
+use crate::store::StoreError;
 
 /// Problem types are `PROBLEM_BASE` + the error code.
 pub const PROBLEM_BASE: &str = "https://vshortlink.dev/problems/";
@@ -134,6 +135,8 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "forbidden" => "Forbidden",
         "method_not_allowed" => "Method not allowed",
         "rate_limited" => "Too many requests",
+        "storage_full" => "Storage full",
+        "storage_unavailable" => "Storage unavailable",
         "blocked_url" => "Blocked destination",
         "internal" => "Internal error",
         _ => status.canonical_reason().unwrap_or("Error"),
@@ -159,6 +162,26 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    /// Out of space: 507 `storage_full`; other I/O failures: 503 `storage_unavailable`. Both
+    /// are logged once per episode by the store, not per request. Anything else is a 500.
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Full(_) => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                "the server's storage is full; writes fail until space is freed",
+            ),
+            StoreError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage_unavailable",
+                "the server's storage is failing; try again later",
+            ),
+            other => ApiError::internal(other),
+        }
     }
 }
 
@@ -191,7 +214,7 @@ impl From<LinkError> for ApiError {
                 e.to_string(),
             )
             .with_field("length"),
-            LinkError::Store(inner) => ApiError::internal(inner),
+            LinkError::Store(inner) => ApiError::from(inner),
         }
     }
 }

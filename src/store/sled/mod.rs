@@ -32,8 +32,8 @@ use self::keys::{counter, read_u64};
 use crate::codes::filter::CodeFilter;
 use crate::store::{
     ActiveEntry, CodeChoice, Created, DayCount, Durability, Link, LinkCounts, LinkPage, LinkPatch,
-    LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, Store,
-    StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
+    StorageFault, Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -138,7 +138,48 @@ enum Abort {
 type TxResult<T> = Result<T, ConflictableTransactionError<Abort>>;
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+    classify(e.to_string())
+}
+
+/// The storage fault of this process, set by the first I/O error (see [`classify`]). One store
+/// per process in the server; a static because every sled call site reports through
+/// [`backend`], which has no store at hand.
+static FAULT: parking_lot::Mutex<Option<StorageFault>> = parking_lot::Mutex::new(None);
+
+/// Sorts a sled or file-system failure: out of space → [`StoreError::Full`], another I/O
+/// error → [`StoreError::Unavailable`] (both recorded as the process's storage fault, logged
+/// once per episode), anything else → [`StoreError::Backend`].
+pub(crate) fn classify(detail: String) -> StoreError {
+    let full = detail.contains("os error 28")
+        || detail.contains("No space left")
+        || detail.contains("os error 122");
+    let io = full || detail.contains("IO error") || detail.contains("os error");
+    if !io {
+        return StoreError::Backend(detail);
+    }
+    let reason = if full {
+        "storage_full"
+    } else {
+        "storage_unavailable"
+    };
+    let mut fault = FAULT.lock();
+    if fault.is_none() {
+        tracing::error!(reason, error = %detail, "storage fault: writes fail until the store is reopened");
+        *fault = Some(StorageFault {
+            reason,
+            detail: detail.clone(),
+        });
+    }
+    if full {
+        StoreError::Full(detail)
+    } else {
+        StoreError::Unavailable(detail)
+    }
+}
+
+/// The process's storage fault, if one happened.
+pub fn storage_fault() -> Option<StorageFault> {
+    FAULT.lock().clone()
 }
 
 fn tx_error(e: TransactionError<Abort>, code: &str) -> StoreError {
@@ -1264,5 +1305,9 @@ impl Store for SledStore {
             .get(counter::LINK_ID)
             .map(|_| ())
             .map_err(backend)
+    }
+
+    fn write_fault(&self) -> Option<StorageFault> {
+        storage_fault()
     }
 }
