@@ -533,6 +533,17 @@ mod tests {
                 "[limits.rates]\nredirect_per_ip = \"fast\"",
                 "redirect_per_ip",
             ),
+            ("[limits.rates]\ncreate_per_ip = \"5/d\"", "create_per_ip"),
+            (
+                "[limits]\nblocked_hosts = [\"ok.example\", \"not a host\"]",
+                "limits.blocked_hosts[1]",
+            ),
+            ("[server]\nheader_timeout = \"0s\"", "server.header_timeout"),
+            (
+                "[server]\nmax_header_bytes = 100",
+                "server.max_header_bytes",
+            ),
+            ("[server]\nmax_connections = 0", "server.max_connections"),
         ];
         for (toml, key) in cases {
             let err = Config::from_toml(toml).unwrap_err().to_string();
