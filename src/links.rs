@@ -18,6 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use url::Url;
 
+use crate::blocklist::BlockedHosts;
 use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
 use crate::codes::{is_code_syntax, is_reserved};
@@ -132,6 +133,8 @@ pub enum Resolution {
     /// The code belongs to an expired or deleted link.
     Gone,
     NotFound,
+    /// The link is active but its destination host is blocked (`limits.blocked_hosts`).
+    Blocked,
 }
 
 /// The link service.
@@ -145,6 +148,7 @@ pub struct Links {
     epoch: AtomicU64,
     base: Url,
     config: Arc<Config>,
+    blocked: Arc<BlockedHosts>,
 }
 
 impl Links {
@@ -156,7 +160,12 @@ impl Links {
     ) -> Result<Self, url::ParseError> {
         let base = Url::parse(&config.server.base_url)?;
         let ttl = config.cache.ttl.millis().unwrap_or(300_000);
+        // The configured list alone; `with_blocklist` adds the file's hosts.
+        let blocked = BlockedHosts::new(&config.limits.blocked_hosts, None)
+            .map(Arc::new)
+            .unwrap_or_else(|_| Arc::new(BlockedHosts::empty()));
         Ok(Self {
+            blocked,
             cache: RedirectCache::new(config.cache.capacity, ttl),
             epoch: AtomicU64::new(0),
             store,
@@ -165,6 +174,12 @@ impl Links {
             base,
             config,
         })
+    }
+
+    /// Uses this blocklist (the configured hosts and the file's, kept current by its watcher).
+    pub fn with_blocklist(mut self, blocked: Arc<BlockedHosts>) -> Self {
+        self.blocked = blocked;
+        self
     }
 
     /// The short URL of a code.
@@ -323,8 +338,18 @@ impl Links {
     }
 
     /// Where a code leads, for the redirect path: cache, then the code filter, then the
-    /// active mapping; an expired link never redirects, cached or not.
+    /// active mapping; an expired link never redirects, cached or not, and neither does a
+    /// link to a blocked host.
     pub fn resolve(&self, code: &str) -> Result<Resolution> {
+        match self.resolve_target(code)? {
+            Resolution::Found { url, .. } if self.blocked.blocks_url(&url) => {
+                Ok(Resolution::Blocked)
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn resolve_target(&self, code: &str) -> Result<Resolution> {
         if !is_code_syntax(code) {
             return Ok(Resolution::NotFound);
         }
@@ -454,6 +479,13 @@ impl Links {
         if same_host && url.port_or_known_default() == self.base.port_or_known_default() {
             return Err(bad(
                 "url points back at this shortener; a short link cannot lead to another".into(),
+            ));
+        }
+        if self.blocked.is_blocked(host) {
+            return Err(LinkError::invalid(
+                "blocked_url",
+                "url",
+                format!("links to `{host}` are blocked on this server"),
             ));
         }
         let normalised = url.to_string();

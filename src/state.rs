@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::keys::KeyRing;
+use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
@@ -27,6 +28,8 @@ pub struct AppState {
     /// The visit queue the redirect feeds.
     pub recorder: Arc<Recorder>,
     pub metrics: Arc<Metrics>,
+    /// `limits.rates`, checked by the redirect path and the create handlers.
+    pub limits: Arc<RateLimits>,
     pub keys: Arc<KeyRing>,
     /// The web pages: templates, catalogues, sessions, 404/410 pages.
     pub ui: Arc<Ui>,

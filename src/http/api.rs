@@ -3,8 +3,9 @@
 //! pool (writes wait for a durable flush), and shape the JSON. No business rules here.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -13,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use super::auth::Caller;
 use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
+use crate::limits::Limit;
 use crate::links::{rfc3339, CreateLink, LinkError, UpdateLink, DEFAULT_SPACE};
 use crate::state::AppState;
 use crate::store::{Link, LinkQuery, LinkStatus};
+use crate::visits::client;
 
 /// Most links in one batch request.
 pub const MAX_BATCH: usize = 1000;
@@ -85,9 +88,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
 }
 
 /// `cursor` and `limit` of a listing (a limit over [`MAX_PAGE`] is clamped).
-pub(super) fn page_params(
-    params: &HashMap<String, String>,
-) -> Result<(Option<u64>, usize), ApiError> {
+pub fn page_params(params: &HashMap<String, String>) -> Result<(Option<u64>, usize), ApiError> {
     let after = match params.get("cursor").filter(|c| !c.is_empty()) {
         None => None,
         Some(c) => Some(c.parse::<u64>().map_err(|_| {
@@ -144,12 +145,42 @@ fn authenticate_writer(state: &AppState, caller: &Caller) -> Result<(), ApiError
     caller.require(Role::Editor).map(|_| ())
 }
 
+/// The client address of SPEC §16 (the proxy headers only when trusted).
+fn request_ip(state: &AppState, request: &Request) -> IpAddr {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+    client::client_ip(
+        peer,
+        request.headers(),
+        state.config.server.trust_proxy_headers,
+    )
+}
+
+/// `items` creates against `create_per_key` (a caller with a key) or `create_per_ip`
+/// (anonymous). Checked before anything is written, so a refused request writes nothing.
+pub(crate) fn check_create_rate(
+    state: &AppState,
+    caller: &Caller,
+    ip: IpAddr,
+    items: usize,
+) -> Result<(), ApiError> {
+    let cells = u32::try_from(items).unwrap_or(u32::MAX);
+    match &caller.0 {
+        Some(principal) => state.limits.check_key(&principal.name, cells)?,
+        None => state.limits.check_ip(Limit::CreatePerIp, ip, cells)?,
+    }
+    Ok(())
+}
+
 pub async fn create_link(
     State(state): State<AppState>,
     caller: Caller,
     request: Request,
 ) -> Result<Response, ApiError> {
     authenticate_writer(&state, &caller)?;
+    check_create_rate(&state, &caller, request_ip(&state, &request), 1)?;
     let JsonBody(req) = JsonBody::<CreateLink>::from_request(request, &()).await?;
     let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
     authorize_create(&state, &caller, &space)?;
@@ -185,6 +216,7 @@ pub async fn create_batch(
     request: Request,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authenticate_writer(&state, &caller)?;
+    let ip = request_ip(&state, &request);
     let JsonBody(batch) = JsonBody::<BatchRequest>::from_request(request, &()).await?;
     if batch.links.len() > MAX_BATCH {
         return Err(ApiError::bad_request(
@@ -196,6 +228,8 @@ pub async fn create_batch(
             ),
         ));
     }
+    // Every item counts, and a refused batch creates none of them.
+    check_create_rate(&state, &caller, ip, batch.links.len())?;
     let count = batch.links.len();
     let mut results: Vec<Option<BatchItem>> = (0..count).map(|_| None).collect();
     let mut valid = Vec::with_capacity(count);
@@ -432,6 +466,15 @@ pub async fn run_maintenance(
 }
 
 pub async fn healthz(State(state): State<AppState>) -> Response {
+    // A store that cannot write is not healthy, even if it still reads: orchestrators and
+    // the Docker healthcheck must see it.
+    if let Some(fault) = state.store.write_fault() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "unavailable", "reason": fault.reason })),
+        )
+            .into_response();
+    }
     match state.store.ping() {
         Ok(()) => Json(serde_json::json!({ "status": "ok" })).into_response(),
         Err(e) => {

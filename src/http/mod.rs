@@ -2,13 +2,16 @@
 //! problem+json, the API-key extractor, and thin handlers that call the domain services.
 //!
 //! - `api` — `/api/v1` (links, batch, pools, health)
-//! - `redirect` — `/{code}` and the 404/410 pages
+//! - `redirect` — `/{code}`, the `/{code}+` preview, `/robots.txt`, and the 404/410/429/403
+//!   pages
 //! - `error` — the only place that maps errors to status codes
 //! - `auth` — API keys and roles
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
 //! - `qr` — QR codes of short URLs
 //! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
+//!
+//! - `server` — the accept loop: header timeout and size, connection cap, drain
 //!
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
@@ -18,6 +21,7 @@ pub mod error;
 pub mod observe;
 pub mod qr;
 pub mod redirect;
+pub mod server;
 pub mod stats;
 pub mod yourls;
 
@@ -32,7 +36,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::AppState;
 
 /// Longest a request may take before it is answered 408; also bounds graceful shutdown.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every route of the server.
 pub fn router(state: AppState) -> Router {
@@ -61,6 +65,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(stats::metrics))
         .merge(crate::ui::router())
         .route("/yourls-api.php", get(yourls::api).post(yourls::api))
+        .route("/robots.txt", get(redirect::robots))
         .route("/{code}", get(redirect::redirect))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -45,9 +45,23 @@ pub enum StoreError {
     /// The embedded database or the file system failed.
     #[error("storage failure: {0}")]
     Backend(String),
+    /// A write failed for lack of space (ENOSPC, quota).
+    #[error("storage full: {0}")]
+    Full(String),
+    /// Another I/O failure of the storage.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// The data directory is used by another running process.
     #[error("the data directory {0} is in use by another process (is the server running?)")]
     Locked(String),
+}
+
+/// Why the store cannot write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageFault {
+    /// `storage_full` or `storage_unavailable`.
+    pub reason: &'static str,
+    pub detail: String,
 }
 
 /// How far a write must have travelled before it is acknowledged (SPEC §13).
@@ -218,6 +232,9 @@ pub struct PoolBatch {
     pub now: Millis,
     /// The strategy's state after producing `codes` (opaque to the store).
     pub state: Option<Vec<u8>>,
+    /// Hand the batch's codes out in a random order (`random`, `permute`) rather than in code
+    /// order (`step`, whose order is its design).
+    pub shuffle: bool,
 }
 
 /// What [`Store::pool_add`] did.
@@ -561,6 +578,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// A cheap read that proves the store answers (for `/healthz`).
     fn ping(&self) -> StoreResult<()>;
+
+    /// The storage fault that stops writes, if any (sled keeps its first I/O error and fails
+    /// every later write with it, so a fault lasts until the store is reopened).
+    fn write_fault(&self) -> Option<StorageFault> {
+        None
+    }
 
     /// Checkpoints, flushes and stops accepting writes (shutdown).
     fn close(&self) -> StoreResult<()>;

@@ -1,5 +1,6 @@
-//! The 404 and 410 pages of the redirect path, rendered once per language at start-up: the
-//! redirect serves them for every unknown code, so they cost a copy of a few bytes.
+//! The pages of the redirect path: 404, 410, 429 (too many requests) and 403 (a blocked
+//! destination), rendered once per language at start-up (the redirect serves them for every
+//! unknown code, so they cost a copy of a few bytes); and the preview of `/{code}+`.
 
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -9,9 +10,17 @@ use minijinja::context;
 use super::i18n::{accept_language, Catalogues, Lang};
 use super::render::{add_security_headers, Templates};
 
+/// The statuses that have a page, and the catalogue table (`error.<kind>_…`) of each.
+const KINDS: [(StatusCode, &str); 4] = [
+    (StatusCode::NOT_FOUND, "not_found"),
+    (StatusCode::GONE, "gone"),
+    (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+    (StatusCode::FORBIDDEN, "blocked"),
+];
+
 pub struct ErrorPages {
-    /// (language, 404 page, 410 page)
-    pages: Vec<(Lang, Bytes, Bytes)>,
+    /// (language, status, page)
+    pages: Vec<(Lang, StatusCode, Bytes)>,
 }
 
 impl ErrorPages {
@@ -22,8 +31,8 @@ impl ErrorPages {
     ) -> Result<Self, minijinja::Error> {
         let mut pages = Vec::new();
         for lang in Lang::ALL {
-            let render = |status: StatusCode, kind: &str| {
-                templates.render(
+            for (status, kind) in KINDS {
+                let html = templates.render(
                     "error.html",
                     context! {
                         lang => lang.tag(),
@@ -32,34 +41,28 @@ impl ErrorPages {
                         kind => kind,
                         css => css,
                     },
-                )
-            };
-            let not_found = render(StatusCode::NOT_FOUND, "not_found")?;
-            let gone = render(StatusCode::GONE, "gone")?;
-            pages.push((lang, not_found.into(), gone.into()));
+                )?;
+                pages.push((lang, status, Bytes::from(html)));
+            }
         }
         Ok(Self { pages })
     }
 
-    /// The 404 or 410 page in the visitor's language.
+    /// The page of `status` (404 for any status without one) in the visitor's language.
     pub fn response(&self, status: StatusCode, headers: &HeaderMap) -> Response {
-        let lang = if headers.contains_key(header::COOKIE) {
-            super::i18n::negotiate(headers)
+        let lang = language(headers);
+        let kind = if KINDS.iter().any(|(s, _)| *s == status) {
+            status
         } else {
-            accept_language(headers).unwrap_or(Lang::En)
+            StatusCode::NOT_FOUND
         };
-        let Some((_, not_found, gone)) = self
+        let Some(body) = self
             .pages
             .iter()
-            .find(|(l, _, _)| *l == lang)
-            .or(self.pages.first())
+            .find(|(l, s, _)| *l == lang && *s == kind)
+            .map(|(_, _, page)| page.clone())
         else {
             return status.into_response();
-        };
-        let body = if status == StatusCode::GONE {
-            gone.clone()
-        } else {
-            not_found.clone()
         };
         let mut response = (status, body).into_response();
         let h = response.headers_mut();
@@ -69,5 +72,15 @@ impl ErrorPages {
         );
         add_security_headers(h);
         response
+    }
+}
+
+/// The language of a page on the redirect path: the cookie only when one was sent (most
+/// visitors send none, and this path is hot).
+pub fn language(headers: &HeaderMap) -> Lang {
+    if headers.contains_key(header::COOKIE) {
+        super::i18n::negotiate(headers)
+    } else {
+        accept_language(headers).unwrap_or(Lang::En)
     }
 }

@@ -13,7 +13,7 @@ use super::batch::BatchLine;
 use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
 use super::render::{message, page, Visitor};
 use crate::config::Role;
-use crate::http::api::{authorize_create, blocking};
+use crate::http::api::{authorize_create, blocking, check_create_rate};
 use crate::http::error::ApiError;
 use crate::links::{rfc3339, CreateLink, DEFAULT_SPACE};
 use crate::state::AppState;
@@ -101,6 +101,17 @@ pub async fn shorten(
         .unwrap_or_else(|| DEFAULT_SPACE.into());
     if let Err(e) = authorize_create(&state, &caller, &space) {
         return fail(e.status, FormError::from_api(&e, known).with_field("space"));
+    }
+    // Every line of "many at once" counts against the create quota, as batch items do.
+    let items = if mode == "many" {
+        fields
+            .get("urls")
+            .map_or(0, |u| u.lines().filter(|l| !l.trim().is_empty()).count())
+    } else {
+        1
+    };
+    if let Err(e) = check_create_rate(&state, &caller, visitor.ip, items.max(1)) {
+        return fail(e.status, FormError::from_api(&e, known));
     }
     if mode == "many" {
         return shorten_many(&state, &visitor, &fields, options).await;

@@ -97,6 +97,8 @@ pub struct Visitor {
     new_csrf: bool,
     /// The path and query of this request (where the language switcher comes back to).
     pub path: String,
+    /// The client address of SPEC §16 (rate limits of anonymous creates).
+    pub ip: std::net::IpAddr,
     /// The request's `Origin`, if it sent one.
     origin: Option<String>,
     host: Option<String>,
@@ -127,7 +129,19 @@ impl FromRequestParts<AppState> for Visitor {
                 .and_then(|v: &HeaderValue| v.to_str().ok())
                 .map(str::to_string)
         };
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| {
+                c.0.ip()
+            });
+        let ip = crate::visits::client::client_ip(
+            peer,
+            headers,
+            state.config.server.trust_proxy_headers,
+        );
         Ok(Visitor {
+            ip,
             lang,
             session,
             csrf,

@@ -228,6 +228,18 @@ keys = [
         status
     }
 
+    /// Waits up to `limit` for the server to exit by itself.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let status = wait_timeout(self.child.as_mut()?, limit)?;
+        self.child = None;
+        Some(status)
+    }
+
+    /// Starts the server again after it exited by itself.
+    pub fn respawn(&mut self) {
+        self.spawn();
+    }
+
     /// SIGKILL, as a crash.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -57,10 +57,16 @@ impl SledStore {
                     }
                     let mut unpooled = None;
                     match members.remove(code.as_bytes())? {
-                        Some(score) => {
-                            let score = read_u64(&score).unwrap_or(0);
+                        Some(member) => {
+                            // The member entry names the pool key (with its tiebreak).
+                            let Some((score, key)) = keys::pool_key_of_member(code, &member) else {
+                                return abort(Abort::Corrupt(
+                                    "pool_members",
+                                    format!("`{code}` has a malformed entry"),
+                                ));
+                            };
                             unpooled = Some(score);
-                            pool.remove(keys::pool_key(score, code))?;
+                            pool.remove(key)?;
                             bump(counters, &counter::pool_size(length), -1)?;
                         }
                         None => bump(counters, counter::CODES_ISSUED, 1)?,
