@@ -230,10 +230,8 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         c.goto(&format!("{base}/ui/login?next=%2F")).await.expect("login");
         c.find(Locator::Id("key")).await.expect("key field").send_keys(ADMIN).await.expect("type");
         c.find(Locator::Css("main form button.primary")).await.expect("button").click().await.expect("sign in");
-        wait_for_path(&c, "/").await;
-
-        // Shorten through the form.
-        let url = c.find(Locator::Id("url")).await.expect("url field");
+        // Signed in, back on `/` (every path starts with `/`: wait for the form itself).
+        let url = c.wait().for_element(Locator::Id("url")).await.expect("url field");
         url.send_keys(&target).await.expect("type url");
         c.find(Locator::Css("form.shorten button.primary")).await.expect("shorten").click().await.expect("click");
         let short = c.wait().for_element(Locator::Id("short")).await.expect("the result");
@@ -309,6 +307,7 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         ("dashboard", "/ui/dashboard".to_string()),
         ("404", "/nosuch".to_string()),
         ("410", format!("/{code}")),
+        ("preview", format!("/{live}+")),
     ];
     runtime.block_on(async {
         let c = connect(&driver, &chrome, profile.path()).await;

@@ -57,6 +57,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "error.html",
         include_str!("../../assets/templates/error.html"),
     ),
+    (
+        "preview.html",
+        include_str!("../../assets/templates/preview.html"),
+    ),
 ];
 
 /// `default-src 'self'` and nothing inline: the one script and stylesheet are files of ours;
