@@ -9,11 +9,13 @@
 //! - `observe` — request metrics
 //! - `pages` — templates embedded in the binary
 //! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
+//! - `openapi` — `/api/v1/openapi.json`, generated from the handlers
 
 pub mod api;
 pub mod auth;
 pub mod error;
 pub mod observe;
+pub mod openapi;
 pub mod pages;
 pub mod redirect;
 pub mod stats;
@@ -49,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
         .route("/maintenance/run", post(api::run_maintenance))
+        .route("/openapi.json", get(openapi::spec))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed);
     let body_limit = state.config.limits.max_body_bytes;

@@ -18,6 +18,10 @@ use crate::visits::client;
 /// Browsers come back for every visit, so every visit can be counted.
 const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
 
+#[utoipa::path(get, path = "/{code}", tag = "redirect",
+    params(("code" = String, Path, description = "A short code")),
+    responses((status = 302, description = "To the long URL (status per `server.redirect_status`)"),
+        (status = 404, description = "No such code"), (status = 410, description = "Expired or deleted")))]
 pub async fn redirect(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
