@@ -80,7 +80,7 @@ impl LinkError {
 pub type Result<T, E = LinkError> = std::result::Result<T, E>;
 
 /// `POST /api/v1/links` body (also one item of a batch).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct CreateLink {
     pub url: String,
     #[serde(default)]
@@ -102,7 +102,7 @@ pub struct CreateLink {
 }
 
 /// `PATCH /api/v1/links/{code}` body.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
 pub struct UpdateLink {
     #[serde(default)]
     pub url: Option<String>,

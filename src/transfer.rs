@@ -37,6 +37,8 @@ const VISIT_BATCH: usize = 512;
 /// Records imported between two syncs: a crash loses at most this many, and a rerun of the
 /// import redoes them (it is idempotent).
 const SYNC_EVERY: u64 = 10_000;
+/// Link records written per store transaction while importing.
+const LINK_BATCH: usize = 256;
 
 /// One line of an export: a link or a visit.
 #[derive(Debug, Serialize, Deserialize)]
@@ -392,6 +394,8 @@ struct Importer<'a> {
     /// Export link ids seen as unchanged: their visits are already here.
     known_ids: std::collections::HashSet<u64>,
     visits: Vec<NewVisit>,
+    /// Link records waiting to be written together, with their line numbers.
+    pending: Vec<(u64, Link)>,
     report: &'a mut dyn Write,
 }
 
@@ -402,7 +406,6 @@ impl Importer<'_> {
     }
 
     fn link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
-        let original_id = link.id;
         if self.dry_run {
             match self.store.link_by_code(&link.code)? {
                 Some(existing) if existing.url == link.url => self.summary.unchanged += 1,
@@ -415,42 +418,70 @@ impl Importer<'_> {
                 ),
                 None => {
                     self.summary.created += 1;
-                    self.created_ids.insert(original_id, original_id);
+                    self.created_ids.insert(link.id, link.id);
                 }
             }
             return Ok(());
         }
-        match self.store.import_link(&link)? {
-            Imported::Created(stored) => {
-                self.summary.created += 1;
-                self.created_ids.insert(original_id, stored.id);
-                if self.summary.created % SYNC_EVERY == 0 {
-                    self.store.sync()?;
+        let alone = link.status == LinkStatus::Archived;
+        let other_length = self
+            .pending
+            .first()
+            .is_some_and(|(_, l)| l.code.len() != link.code.len());
+        if alone || other_length {
+            self.flush_links()?;
+        }
+        self.pending.push((line, link));
+        if alone || self.pending.len() >= LINK_BATCH {
+            self.flush_links()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered links in one store transaction and accounts for each.
+    fn flush_links(&mut self) -> Result<(), BoxError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<(u64, Link)> = std::mem::take(&mut self.pending);
+        let links: Vec<Link> = batch.iter().map(|(_, l)| l.clone()).collect();
+        let results = self.store.import_links(&links)?;
+        let created_before = self.summary.created;
+        for ((line, link), result) in batch.into_iter().zip(results) {
+            match result {
+                Imported::Created(stored) => {
+                    self.summary.created += 1;
+                    self.created_ids.insert(link.id, stored.id);
                 }
-            }
-            Imported::Unchanged(_) => {
-                self.summary.unchanged += 1;
-                self.known_ids.insert(original_id);
-            }
-            Imported::Conflict(existing) if link.status == LinkStatus::Archived => self.refuse(
-                line,
-                format!(
-                    "the archived record {} is taken by another link (`{}`)",
-                    link.id, existing.code
+                Imported::Unchanged(_) => {
+                    self.summary.unchanged += 1;
+                    self.known_ids.insert(link.id);
+                }
+                Imported::Conflict(existing) if link.status == LinkStatus::Archived => self.refuse(
+                    line,
+                    format!(
+                        "the archived record {} is taken by another link (`{}`)",
+                        link.id, existing.code
+                    ),
                 ),
-            ),
-            Imported::Conflict(existing) => self.refuse(
-                line,
-                format!(
-                    "the code `{}` already leads to {}, not {}",
-                    link.code, existing.url, link.url
+                Imported::Conflict(existing) => self.refuse(
+                    line,
+                    format!(
+                        "the code `{}` already leads to {}, not {}",
+                        link.code, existing.url, link.url
+                    ),
                 ),
-            ),
+            }
+        }
+        if self.summary.created / SYNC_EVERY != created_before / SYNC_EVERY {
+            self.store.sync()?;
         }
         Ok(())
     }
 
     fn visit(&mut self, line: u64, record: VisitRecord) -> Result<(), BoxError> {
+        // The link lines before this one must be written for its link's id to be known.
+        self.flush_links()?;
         if let Some(&id) = self.created_ids.get(&record.link_id) {
             match record.to_new_visit(id) {
                 Ok(visit) => {
@@ -557,6 +588,7 @@ pub fn import(
         created_ids: HashMap::new(),
         known_ids: Default::default(),
         visits: Vec::new(),
+        pending: Vec::new(),
         report,
     };
     let mut progress = Progress::new("importing", None);
@@ -625,6 +657,7 @@ pub fn import(
             }
         }
     }
+    importer.flush_links()?;
     importer.flush_visits()?;
     if !options.dry_run {
         importer.store.sync()?;

@@ -189,6 +189,10 @@ fn export_import_round_trip_is_exact_and_idempotent() {
     assert_eq!(links(&again), links(&exported), "links byte for byte");
     assert_eq!(without_visit_ids(&again), without_visit_ids(&exported));
 
+    // The imported store keeps every invariant.
+    let out = vsl(&config, &["check"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+
     // A second import changes nothing and says so.
     let out = vsl(&config, &["import", first.to_str().expect("path")]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -27,7 +27,7 @@ pub const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
 
 /// A link as the API shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct LinkView {
     pub id: u64,
     pub code: String,
@@ -35,6 +35,8 @@ pub struct LinkView {
     pub url: String,
     pub space: String,
     pub length: usize,
+    /// active, expired or deleted.
+    #[schema(value_type = String)]
     pub status: LinkStatus,
     pub custom: bool,
     pub created_at: String,
@@ -174,6 +176,12 @@ pub(crate) fn check_create_rate(
     Ok(())
 }
 
+#[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLink, security(("api_key" = [])),
+    responses((status = 201, description = "Created", body = LinkView),
+        (status = 200, description = "The existing link of this URL (dedup)", body = LinkView),
+        (status = 400, description = "Invalid input (problem+json)"),
+        (status = 409, description = "The code is taken (problem+json)"),
+        (status = 503, description = "No code available (problem+json)")))]
 pub async fn create_link(
     State(state): State<AppState>,
     caller: Caller,
@@ -196,8 +204,10 @@ pub async fn create_link(
     Ok((status, Json(view)).into_response())
 }
 
-#[derive(Deserialize)]
+/// `POST /api/v1/links/batch` body: at most 1000 create requests.
+#[derive(Deserialize, utoipa::ToSchema)]
 pub struct BatchRequest {
+    #[schema(value_type = Vec<CreateLink>)]
     links: Vec<serde_json::Value>,
 }
 
@@ -210,6 +220,8 @@ struct BatchItem {
     error: Option<serde_json::Value>,
 }
 
+#[utoipa::path(post, path = "/api/v1/links/batch", tag = "links", request_body = BatchRequest, security(("api_key" = [])),
+    responses((status = 200, description = "One result per link, in order: `{ok, link}` or `{ok, error}`")))]
 pub async fn create_batch(
     State(state): State<AppState>,
     caller: Caller,
@@ -286,6 +298,9 @@ fn prefix_field(mut e: ApiError, index: usize) -> ApiError {
     e
 }
 
+#[utoipa::path(get, path = "/api/v1/links", tag = "links", security(("api_key" = [])),
+    params(("space" = Option<String>, Query), ("status" = Option<String>, Query), ("cursor" = Option<String>, Query), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "`{items, next_cursor}`")))]
 pub async fn list_links(
     State(state): State<AppState>,
     caller: Caller,
@@ -341,6 +356,8 @@ pub async fn list_links(
     })))
 }
 
+#[utoipa::path(get, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+    responses((status = 200, description = "The link and `visits_total`", body = LinkView), (status = 404, description = "No such link")))]
 pub async fn get_link(
     State(state): State<AppState>,
     caller: Caller,
@@ -359,6 +376,8 @@ pub async fn get_link(
     Ok(Json(view))
 }
 
+#[utoipa::path(patch, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), request_body = UpdateLink, security(("api_key" = [])),
+    responses((status = 200, description = "The updated link", body = LinkView), (status = 404, description = "No such link")))]
 pub async fn update_link(
     State(state): State<AppState>,
     caller: Caller,
@@ -374,6 +393,8 @@ pub async fn update_link(
     Ok(Json(LinkView::new(&state, &updated)))
 }
 
+#[utoipa::path(delete, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+    responses((status = 204, description = "Deleted; redirects stop at once"), (status = 404, description = "No such link")))]
 pub async fn delete_link(
     State(state): State<AppState>,
     caller: Caller,
@@ -392,6 +413,8 @@ pub async fn delete_link(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(get, path = "/api/v1/pools", tag = "pools", security(("api_key" = [])),
+    responses((status = 200, description = "`{pools: [...]}`, one per generated length")))]
 pub async fn list_pools(
     State(state): State<AppState>,
     caller: Caller,
@@ -408,6 +431,9 @@ pub async fn list_pools(
 /// Most codes one refill request may generate.
 const MAX_REFILL: u64 = 1_000_000;
 
+#[utoipa::path(post, path = "/api/v1/pools/{length}/refill", tag = "pools", security(("api_key" = [])),
+    params(("length" = u8, Path), ("count" = Option<u64>, Query)),
+    responses((status = 200, description = "`{length, added}`")))]
 pub async fn refill_pool(
     State(state): State<AppState>,
     caller: Caller,
@@ -452,6 +478,8 @@ pub async fn refill_pool(
     ))
 }
 
+#[utoipa::path(post, path = "/api/v1/maintenance/run", tag = "maintenance", security(("api_key" = [])),
+    responses((status = 200, description = "`{expired, recycled, visits_pruned, took_ms}`")))]
 pub async fn run_maintenance(
     State(state): State<AppState>,
     caller: Caller,
@@ -465,6 +493,8 @@ pub async fn run_maintenance(
     Ok(Json(report))
 }
 
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Alive, and the store answers"), (status = 503, description = "The store does not answer")))]
 pub async fn healthz(State(state): State<AppState>) -> Response {
     // A store that cannot write is not healthy, even if it still reads: orchestrators and
     // the Docker healthcheck must see it.

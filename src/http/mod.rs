@@ -10,7 +10,7 @@
 //! - `observe` — request metrics
 //! - `qr` — QR codes of short URLs
 //! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
-//!
+//! - `openapi` — `/api/v1/openapi.json`, generated from the handlers
 //! - `server` — the accept loop: header timeout and size, connection cap, drain
 //!
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
@@ -19,6 +19,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod observe;
+pub mod openapi;
 pub mod qr;
 pub mod redirect;
 pub mod server;
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
         .route("/maintenance/run", post(api::run_maintenance))
+        .route("/openapi.json", get(openapi::spec))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed);
     let body_limit = state.config.limits.max_body_bytes;

@@ -83,6 +83,13 @@ pub fn qr_response(short_url: &str, params: QrParams) -> Result<Response, ApiErr
 }
 
 /// `GET /api/v1/links/{code}/qr` (viewer role).
+#[utoipa::path(get, path = "/api/v1/links/{code}/qr", tag = "links", security(("api_key" = [])),
+    params(("code" = String, Path, description = "The link's code"),
+        ("format" = Option<String>, Query, description = "`svg` (default) or `png`"),
+        ("size" = Option<u32>, Query, description = "PNG width and height in pixels, 64–2048 (default 256)")),
+    responses((status = 200, description = "The QR code of the short URL", content_type = "image/svg+xml"),
+        (status = 400, description = "A bad `format` or `size` (problem+json naming the field)"),
+        (status = 404, description = "No such link (problem+json)")))]
 pub async fn link_qr(
     State(state): State<AppState>,
     caller: Caller,

@@ -27,6 +27,10 @@ use crate::visits::client;
 /// Browsers come back for every visit, so every visit can be counted.
 const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
 
+#[utoipa::path(get, path = "/{code}", tag = "redirect",
+    params(("code" = String, Path, description = "A short code")),
+    responses((status = 302, description = "To the long URL (status per `server.redirect_status`)"),
+        (status = 404, description = "No such code"), (status = 410, description = "Expired or deleted")))]
 pub async fn redirect(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -95,6 +99,8 @@ fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) 
 }
 
 /// `GET /robots.txt`: everything but the API and the signed-in pages may be crawled.
+#[utoipa::path(get, path = "/robots.txt", tag = "operations",
+    responses((status = 200, description = "`Disallow: /api/` and `Disallow: /ui/`", content_type = "text/plain")))]
 pub async fn robots() -> Response {
     let mut response = "User-agent: *\nDisallow: /api/\nDisallow: /ui/\n".into_response();
     response.headers_mut().insert(

@@ -59,6 +59,8 @@ fn parse_time(params: &HashMap<String, String>, field: &str) -> Result<Option<Mi
 }
 
 /// `GET /api/v1/links/{code}/stats?from&to&granularity=hour|day`.
+#[utoipa::path(get, path = "/api/v1/links/{code}/stats", tag = "statistics", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+    responses((status = 200, description = "`{total, unique_visitors, bots, series, top}`")))]
 pub async fn link_stats(
     State(state): State<AppState>,
     caller: Caller,
@@ -154,6 +156,8 @@ struct VisitPageView {
 }
 
 /// `GET /api/v1/links/{code}/visits?cursor&limit`, or `?format=csv` for all of them streamed.
+#[utoipa::path(get, path = "/api/v1/links/{code}/visits", tag = "statistics", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+    responses((status = 200, description = "`{items, next_cursor}`, or CSV with `format=csv`")))]
 pub async fn link_visits(
     State(state): State<AppState>,
     caller: Caller,
@@ -287,6 +291,8 @@ async fn fail(sender: &mpsc::Sender<Result<Bytes, std::io::Error>>, detail: Stri
 }
 
 /// `GET /api/v1/stats`.
+#[utoipa::path(get, path = "/api/v1/stats", tag = "statistics", security(("api_key" = [])),
+    responses((status = 200, description = "`{links, today, days}`")))]
 pub async fn system_stats(
     State(state): State<AppState>,
     caller: Caller,
@@ -297,6 +303,8 @@ pub async fn system_stats(
 }
 
 /// `GET /metrics`, Prometheus text. Needs no key (SPEC §16).
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text")))]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let text = {
         let s = state.clone();

@@ -24,7 +24,7 @@ use time::OffsetDateTime;
 
 use super::auth::Principal;
 use crate::config::Role;
-use crate::links::{CreateLink, LinkError, Ranking, DEFAULT_SPACE};
+use crate::links::{CreateLink, LinkError, Ranking, Totals, DEFAULT_SPACE};
 use crate::state::AppState;
 use crate::store::{Link, LinkStatus, Millis};
 use crate::visits::client;
@@ -152,6 +152,10 @@ fn multipart_fields(body: &[u8], boundary: &str) -> Vec<(String, String)> {
 }
 
 /// `GET` and `POST /yourls-api.php`.
+#[utoipa::path(method(get, post), path = "/yourls-api.php", tag = "yourls",
+    responses((status = 200, description = "YOURLS 1.10 answer in `format` (xml by default, json, jsonp, simple)"),
+        (status = 400, description = "YOURLS `fail` body or unknown action"), (status = 403, description = "Please log in"),
+        (status = 404, description = "Short URL not found")))]
 pub async fn api(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -624,11 +628,10 @@ fn intval(text: Option<&str>) -> i64 {
     digits.parse::<i64>().map_or(0, |n| sign * n)
 }
 
-fn totals(state: &AppState) -> Result<Obj, LinkError> {
-    let totals = state.links.totals()?;
-    Ok(Obj::default()
+fn totals_obj(totals: Totals) -> Obj {
+    Obj::default()
         .n("total_links", totals.links)
-        .n("total_clicks", totals.clicks))
+        .n("total_clicks", totals.clicks)
 }
 
 fn stats(state: &AppState, principal: &Principal, params: &Params) -> Result<Answer, LinkError> {
@@ -644,22 +647,19 @@ fn stats(state: &AppState, principal: &Principal, params: &Params) -> Result<Ans
     let limit = intval(params.get("limit"));
     let start = usize::try_from(intval(params.get("start"))).unwrap_or(0);
     let mut body = Obj::default();
-    if limit > 0 {
-        let limit = usize::try_from(limit)
-            .unwrap_or(MAX_STATS_LIMIT)
-            .min(MAX_STATS_LIMIT);
-        let ranked = state.links.ranked(ranking, start, limit)?;
-        // YOURLS sets `links` only when the query returned rows.
-        if !ranked.is_empty() {
-            let mut links = Obj::default();
-            for (i, (link, clicks)) in ranked.iter().enumerate() {
-                links = links.m(&format!("link_{}", i + 1), link_stats(state, link, *clicks));
-            }
-            body = body.m("links", links);
+    let limit = usize::try_from(limit).unwrap_or(0).min(MAX_STATS_LIMIT);
+    // One walk gives both the ranked links and the totals.
+    let (ranked, totals) = state.links.ranked(ranking, start, limit)?;
+    // YOURLS sets `links` only when the query returned rows.
+    if !ranked.is_empty() {
+        let mut links = Obj::default();
+        for (i, (link, clicks)) in ranked.iter().enumerate() {
+            links = links.m(&format!("link_{}", i + 1), link_stats(state, link, *clicks));
         }
+        body = body.m("links", links);
     }
     let body = body
-        .m("stats", totals(state)?)
+        .m("stats", totals_obj(totals))
         .s("statusCode", "200")
         .s("message", "success");
     Ok(Answer::new(body, STATS_SIMPLE))
@@ -670,7 +670,7 @@ fn db_stats(state: &AppState, principal: &Principal) -> Result<Answer, LinkError
         return Ok(denied);
     }
     let body = Obj::default()
-        .m("db-stats", totals(state)?)
+        .m("db-stats", totals_obj(state.links.totals()?))
         .s("statusCode", "200")
         .s("message", "success");
     Ok(Answer::new(body, STATS_SIMPLE))

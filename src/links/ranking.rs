@@ -64,11 +64,18 @@ impl Links {
         }
     }
 
-    /// `limit` links from position `start` in the given order, with their clicks.
-    pub fn ranked(&self, ranking: Ranking, start: usize, limit: usize) -> Result<Vec<(Link, u64)>> {
+    /// `limit` links from position `start` in the given order, with their clicks, and the
+    /// totals, from one walk.
+    pub fn ranked(
+        &self,
+        ranking: Ranking,
+        start: usize,
+        limit: usize,
+    ) -> Result<(Vec<(Link, u64)>, Totals)> {
         let keep = start.saturating_add(limit);
+        let mut totals = Totals::default();
         if limit == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), self.totals()?));
         }
         let mut ranked: Vec<(Link, u64)> = match ranking {
             Ranking::Random => {
@@ -76,6 +83,8 @@ impl Links {
                 let mut sample: Vec<(Link, u64)> = Vec::new();
                 let mut seen = 0u64;
                 self.walk(|link, clicks| {
+                    totals.links += 1;
+                    totals.clicks += clicks;
                     seen += 1;
                     if sample.len() < keep {
                         sample.push((link, clicks));
@@ -103,6 +112,8 @@ impl Links {
                 let mut heap: BinaryHeap<Reverse<((u64, u64), u64)>> = BinaryHeap::new();
                 let mut kept = std::collections::HashMap::new();
                 self.walk(|link, clicks| {
+                    totals.links += 1;
+                    totals.clicks += clicks;
                     let k = key(&link, clicks);
                     if heap.len() < keep {
                         heap.push(Reverse((k, link.id)));
@@ -124,7 +135,7 @@ impl Links {
                     .collect()
             }
         };
-        Ok(ranked.drain(..).skip(start).take(limit).collect())
+        Ok((ranked.drain(..).skip(start).take(limit).collect(), totals))
     }
 
     /// Active links, and their clicks summed.

@@ -492,13 +492,15 @@ pub trait Store: Send + Sync + 'static {
     /// the recycling queue and keeps its code. Returns false if it was not queued.
     fn retire_link(&self, id: u64) -> StoreResult<bool>;
 
-    /// Writes a whole link record as it is (import): keeps its code, dates, status and expiry,
-    /// and its id when free; takes its code out of any pool and into the code filter; writes
-    /// every index its status needs. Idempotent: a code already leading to the same URL is
-    /// `Unchanged`, one leading elsewhere is a `Conflict` and nothing is written. Atomic but
-    /// not durable on return, like the lifecycle writes: the caller ends a run with
+    /// Writes whole link records as they are (import), in one transaction: each keeps its
+    /// code, dates, status and expiry, and its id when free; its code leaves any pool and enters
+    /// the code filter; every index its status needs is written. Idempotent: a code already
+    /// leading to the same URL is `Unchanged`, one leading elsewhere a `Conflict`, and nothing
+    /// is written for either. One result per record, in order. Every non-archived record of a
+    /// call has a code of the same length; an archived record comes alone. Atomic but not
+    /// durable on return, like the lifecycle writes: the caller ends a run with
     /// [`Store::sync`].
-    fn import_link(&self, link: &Link) -> StoreResult<Imported>;
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>>;
 
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;

@@ -14,18 +14,34 @@ use super::{
 use crate::store::{ActiveEntry, Imported, Link, LinkStatus, StoreError, StoreResult};
 
 impl SledStore {
-    pub(super) fn import_link_impl(&self, link: &Link) -> StoreResult<Imported> {
-        if link.status == LinkStatus::Archived {
-            return self.import_archived(link);
+    /// Imports records in one transaction (an archived record alone, on its own path). Every
+    /// non-archived record of one call must have a code of the same length.
+    pub(super) fn import_links_impl(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
+        let Some(first) = batch.first() else {
+            return Ok(Vec::new());
+        };
+        if batch.len() == 1 && first.status == LinkStatus::Archived {
+            return Ok(vec![self.import_archived(first)?]);
         }
-        let code = link.code.as_str();
-        let length = length_of(code).ok_or_else(|| StoreError::Corrupt {
+        let length = length_of(&first.code).ok_or_else(|| StoreError::Corrupt {
             tree: "import",
-            detail: format!("`{code}` is not a code length the store keeps"),
+            detail: format!("`{}` is not a code length the store keeps", first.code),
         })?;
+        if let Some(odd) = batch
+            .iter()
+            .find(|l| l.status == LinkStatus::Archived || length_of(&l.code) != Some(length))
+        {
+            return Err(StoreError::Corrupt {
+                tree: "import",
+                detail: format!(
+                    "`{}` does not belong in a batch of length {length}",
+                    odd.code
+                ),
+            });
+        }
         let pool = self.pool(length).ok_or(StoreError::NotFound)?;
         // Into the filter before the commit, like a custom create.
-        self.filter_insert([code]);
+        self.filter_insert(batch.iter().map(|l| l.code.as_str()));
         let committing = self.flusher.committing();
         let trees = (
             &self.links,
@@ -41,93 +57,127 @@ impl SledStore {
         let outcome = trees
             .transaction(
                 |(links, codes, active, dedup, expiry, ended, pool, members, counters)| {
-                    if let Some(id) = codes.get(code.as_bytes())? {
-                        let Some(bytes) = links.get(id)? else {
-                            return abort(Abort::Corrupt(
-                                "codes",
-                                format!("`{code}` has no record"),
-                            ));
-                        };
-                        let existing = tx_decode_link(&bytes)?;
-                        return Ok(if existing.url == link.url {
-                            (Imported::Unchanged(existing), None)
-                        } else {
-                            (Imported::Conflict(existing), None)
-                        });
-                    }
-                    let mut unpooled = None;
-                    match members.remove(code.as_bytes())? {
-                        Some(member) => {
-                            // The member entry names the pool key (with its tiebreak).
-                            let Some((score, key)) = keys::pool_key_of_member(code, &member) else {
-                                return abort(Abort::Corrupt(
-                                    "pool_members",
-                                    format!("`{code}` has a malformed entry"),
-                                ));
-                            };
-                            unpooled = Some(score);
-                            pool.remove(key)?;
-                            bump(counters, &counter::pool_size(length), -1)?;
-                        }
-                        None => bump(counters, counter::CODES_ISSUED, 1)?,
-                    }
-                    let last = counters
+                    let mut results = Vec::with_capacity(batch.len());
+                    let mut last = counters
                         .get(counter::LINK_ID)?
                         .and_then(|v| read_u64(&v))
                         .unwrap_or(0);
-                    let free = link.id > 0 && links.get(keys::u64_key(link.id))?.is_none();
-                    let id = if free { link.id } else { last + 1 };
-                    counters.insert(counter::LINK_ID, &last.max(id).to_be_bytes()[..])?;
-                    let mut record = link.clone();
-                    record.id = id;
-                    let id_key = keys::u64_key(id);
-                    links.insert(&id_key[..], encode(&record))?;
-                    codes.insert(code.as_bytes(), &id_key[..])?;
-                    match record.status {
-                        LinkStatus::Active => {
-                            let entry = ActiveEntry {
-                                id,
-                                url: record.url.clone(),
-                                expires_at: record.expires_at,
+                    let mut by_status: [i64; 4] = [0; 4];
+                    let mut issued = 0i64;
+                    let mut unpooled_count = 0i64;
+                    let mut days: Vec<(u64, i64)> = Vec::new();
+                    for link in batch {
+                        let code = link.code.as_str();
+                        if let Some(id) = codes.get(code.as_bytes())? {
+                            let Some(bytes) = links.get(id)? else {
+                                return abort(Abort::Corrupt(
+                                    "codes",
+                                    format!("`{code}` has no record"),
+                                ));
                             };
-                            active.insert(code.as_bytes(), encode(&entry))?;
-                            if !record.custom {
-                                let key = keys::dedup_key(&record.space, length, &record.url);
-                                if dedup.get(&key)?.is_none() {
-                                    dedup.insert(key, &id_key[..])?;
+                            let existing = tx_decode_link(&bytes)?;
+                            results.push(if existing.url == link.url {
+                                (Imported::Unchanged(existing), None)
+                            } else {
+                                (Imported::Conflict(existing), None)
+                            });
+                            continue;
+                        }
+                        let mut unpooled = None;
+                        match members.remove(code.as_bytes())? {
+                            Some(member) => {
+                                // The member entry names the pool key (with its tiebreak).
+                                let Some((score, key)) = keys::pool_key_of_member(code, &member)
+                                else {
+                                    return abort(Abort::Corrupt(
+                                        "pool_members",
+                                        format!("`{code}` has a malformed entry"),
+                                    ));
+                                };
+                                unpooled = Some(score);
+                                pool.remove(key)?;
+                                unpooled_count += 1;
+                            }
+                            None => issued += 1,
+                        }
+                        let free = link.id > 0 && links.get(keys::u64_key(link.id))?.is_none();
+                        let id = if free { link.id } else { last + 1 };
+                        last = last.max(id);
+                        let mut record = link.clone();
+                        record.id = id;
+                        let id_key = keys::u64_key(id);
+                        links.insert(&id_key[..], encode(&record))?;
+                        codes.insert(code.as_bytes(), &id_key[..])?;
+                        match record.status {
+                            LinkStatus::Active => {
+                                let entry = ActiveEntry {
+                                    id,
+                                    url: record.url.clone(),
+                                    expires_at: record.expires_at,
+                                };
+                                active.insert(code.as_bytes(), encode(&entry))?;
+                                if !record.custom {
+                                    let key = keys::dedup_key(&record.space, length, &record.url);
+                                    if dedup.get(&key)?.is_none() {
+                                        dedup.insert(key, &id_key[..])?;
+                                    }
+                                }
+                                if let Some(at) = record.expires_at {
+                                    expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
                                 }
                             }
-                            if let Some(at) = record.expires_at {
-                                expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                            LinkStatus::Expired | LinkStatus::Deleted => {
+                                let ended_at = match record.status {
+                                    LinkStatus::Expired => record.expires_at,
+                                    _ => record.deleted_at.or(Some(record.updated_at)),
+                                };
+                                if let Some(at) = ended_at {
+                                    ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                                }
                             }
+                            LinkStatus::Archived => {}
                         }
-                        LinkStatus::Expired | LinkStatus::Deleted => {
-                            let ended_at = match record.status {
-                                LinkStatus::Expired => record.expires_at,
-                                _ => record.deleted_at.or(Some(record.updated_at)),
-                            };
-                            if let Some(at) = ended_at {
-                                ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
-                            }
+                        if let Some(slot) = LinkStatus::ALL.iter().position(|s| *s == record.status)
+                        {
+                            by_status[slot] += 1;
                         }
-                        LinkStatus::Archived => {}
+                        let day = record.created_at / DAY_MS;
+                        match days.iter_mut().find(|(d, _)| *d == day) {
+                            Some((_, n)) => *n += 1,
+                            None => days.push((day, 1)),
+                        }
+                        results.push((Imported::Created(record), unpooled));
                     }
-                    bump_status(counters, None, record.status)?;
-                    bump(
-                        counters,
-                        &counter::day_creates(record.created_at / DAY_MS),
-                        1,
-                    )?;
-                    Ok((Imported::Created(record), unpooled))
+                    counters.insert(counter::LINK_ID, &last.to_be_bytes()[..])?;
+                    for (status, n) in LinkStatus::ALL.iter().zip(by_status) {
+                        if n != 0 {
+                            bump(counters, &counter::links(*status), n)?;
+                        }
+                    }
+                    if issued != 0 {
+                        bump(counters, counter::CODES_ISSUED, issued)?;
+                    }
+                    if unpooled_count != 0 {
+                        bump(counters, &counter::pool_size(length), -unpooled_count)?;
+                    }
+                    for (day, n) in &days {
+                        bump(counters, &counter::day_creates(*day), *n)?;
+                    }
+                    Ok(results)
                 },
             )
-            .map_err(|e: TransactionError<Abort>| tx_error(e, code));
+            .map_err(|e: TransactionError<Abort>| tx_error(e, &first.code));
         drop(committing);
-        let (imported, unpooled) = outcome?;
-        if let Some(score) = unpooled {
-            self.note_cooling(length, score, -1);
-        }
-        Ok(imported)
+        let results = outcome?;
+        Ok(results
+            .into_iter()
+            .map(|(imported, unpooled)| {
+                if let Some(score) = unpooled {
+                    self.note_cooling(length, score, -1);
+                }
+                imported
+            })
+            .collect())
     }
 
     /// An archived record owns no code: it is kept by id (with its visits), nothing else.

@@ -1022,8 +1022,8 @@ impl Store for SledStore {
         Ok(Some(link))
     }
 
-    fn import_link(&self, link: &Link) -> StoreResult<Imported> {
-        self.import_link_impl(link)
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.import_links_impl(links)
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
