@@ -146,6 +146,17 @@ impl Link {
     pub fn is_expired_at(&self, now: Millis) -> bool {
         self.expires_at.is_some_and(|at| now >= at)
     }
+
+    /// When the link ended, for the recycling clock (SPEC §16): its expiry if it expired, its
+    /// deletion if it was deleted (a record without a deletion time, from an older version or
+    /// an import, ended at its last update). `None` while active, or once archived.
+    pub fn ended_at(&self) -> Option<Millis> {
+        match self.status {
+            LinkStatus::Expired => self.expires_at,
+            LinkStatus::Deleted => self.deleted_at.or(Some(self.updated_at)),
+            LinkStatus::Active | LinkStatus::Archived => None,
+        }
+    }
 }
 
 /// What the redirect path needs: one small record per active code.

@@ -127,11 +127,7 @@ impl SledStore {
                                 }
                             }
                             LinkStatus::Expired | LinkStatus::Deleted => {
-                                let ended_at = match record.status {
-                                    LinkStatus::Expired => record.expires_at,
-                                    _ => record.deleted_at.or(Some(record.updated_at)),
-                                };
-                                if let Some(at) = ended_at {
+                                if let Some(at) = record.ended_at() {
                                     ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
                                 }
                             }

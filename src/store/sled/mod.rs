@@ -983,12 +983,10 @@ impl Store for SledStore {
                     return Ok(None);
                 };
                 let old = tx_decode_link(&bytes)?;
-                let ended_at = match old.status {
-                    LinkStatus::Expired => old.expires_at,
-                    LinkStatus::Deleted => old.deleted_at,
-                    _ => return Ok(None),
-                };
-                if let Some(at) = ended_at {
+                if !matches!(old.status, LinkStatus::Expired | LinkStatus::Deleted) {
+                    return Ok(None);
+                }
+                if let Some(at) = old.ended_at() {
                     ended.remove(&keys::time_id_key(at, id)[..])?;
                 }
                 let owned = codes.get(old.code.as_bytes())?.and_then(|v| read_u64(&v)) == Some(id);
@@ -1070,12 +1068,7 @@ impl Store for SledStore {
         let Some(link) = self.link_by_id(id)? else {
             return Ok(false);
         };
-        let ended_at = match link.status {
-            LinkStatus::Expired => link.expires_at,
-            LinkStatus::Deleted => link.deleted_at,
-            _ => None,
-        };
-        let Some(at) = ended_at else {
+        let Some(at) = link.ended_at() else {
             return Ok(false);
         };
         Ok(self
