@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""vshortlink's benchmark: every SPEC §14 row in one table, ours beside the ceiling measured in
+the same run, with the target and the visits dropped in each row.
+
+    python3 benches/run.py            # 1 M links, release build, about 10 minutes on 2 cores
+    python3 benches/run.py --quick    # seconds, 2,000 links, debug build (what CI runs)
+
+It builds what it runs (`cargo build [--release] --bin vshortlink --example bare_redirect`),
+needs only `wrk` on the PATH (`apt-get install wrk`; it installs nothing itself) and targets
+127.0.0.1 only, every load bounded in time. The ceiling is `examples/bare_redirect.rs`: an axum
+server answering 302 from an in-memory HashMap. Links are seeded with `vshortlink import`
+(generated JSON lines); the create rows go through HTTP. Every request carries a browser user
+agent and a referer, and visits are recorded (the default), so the rows pay for them.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRK_DIR = os.path.join(ROOT, "benches", "wrk")
+KEY = "bench-admin-key-0001"
+USER_AGENT = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
+              "(KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36")
+REFERER = "https://news.example.org/articles/42"
+ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+SIX_MIN = 62 ** 5  # the first 6-character code number (SPEC §2)
+
+
+def log(text):
+    print(f"== {text}", file=sys.stderr, flush=True)
+
+
+def base62(n, width):
+    digits = []
+    for _ in range(width):
+        n, r = divmod(n, 62)
+        digits.append(ALPHABET[r])
+    return "".join(reversed(digits))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, key=None, timeout=30):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def dir_mb(path):
+    total = 0
+    for base, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(base, name))
+            except OSError:
+                pass
+    return total / 1e6
+
+
+class Server:
+    """A process on 127.0.0.1 that answers once `ready_path` answers."""
+
+    def __init__(self, name, argv, port, env=None, log_path=None):
+        self.name, self.port = name, port
+        self.base = f"http://127.0.0.1:{port}"
+        out = open(log_path, "w") if log_path else subprocess.DEVNULL
+        started = time.monotonic()
+        self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out, cwd=ROOT)
+        self.startup = self._wait(started)
+
+    def _wait(self, started, limit=120):
+        while time.monotonic() - started < limit:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited with {self.proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+                if self.name.startswith("ours"):
+                    http("GET", self.base + "/healthz", timeout=2)
+                return time.monotonic() - started
+            except OSError:
+                time.sleep(0.02)
+        raise SystemExit(f"{self.name} did not start within {limit} s")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def metric(server, name):
+    """Sum of a Prometheus counter's samples."""
+    _, body = http("GET", server.base + "/metrics")
+    total = 0.0
+    for line in body.decode().splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def settle(server, limit=60):
+    """Waits until the visit queue is empty (the writer has caught up) or `limit` seconds."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if metric(server, "vsl_visit_queue_depth") == 0:
+            return
+        time.sleep(0.2)
+
+
+def wrk(args, url, script, script_args, duration):
+    cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{duration}", "--latency",
+           "-H", f"User-Agent: {USER_AGENT}", "-H", f"Referer: {REFERER}",
+           "-s", os.path.join(WRK_DIR, script), url, "--"] + script_args
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    latency = None
+    if p99:
+        scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
+        latency = float(p99.group(1)) * scale
+    return {"rps": float(rps.group(1)) if rps else 0.0, "p99_ms": latency,
+            "errors": int(non2xx.group(1)) if non2xx else 0, "raw": out}
+
+
+def seed_file(path, links, now_ms, expiring_share):
+    """`links` link records as `vshortlink import` reads them; returns the codes (the first
+    ones expire in the past when `expiring_share` > 0, for the daily-job row)."""
+    codes = []
+    stride = 7919  # spread codes over the space, as random codes would be
+    created = datetime.datetime.fromtimestamp(now_ms / 1000 - 86400, datetime.timezone.utc)
+    created = created.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    past = datetime.datetime.fromtimestamp(now_ms / 1000 - 3600, datetime.timezone.utc)
+    past = past.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    expiring = int(links * expiring_share)
+    with open(path, "w") as f:
+        for i in range(links):
+            code = base62(SIX_MIN + (i * stride) % (61 * SIX_MIN), 6)
+            codes.append(code)
+            record = {"type": "link", "id": i + 1, "code": code,
+                      "url": f"https://example.com/{i}", "space": "default",
+                      "status": "active", "custom": False, "created_at": created,
+                      "updated_at": created, "expires_at": past if i < expiring else None,
+                      "title": None, "tags": []}
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+    return codes, expiring
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="seconds, small data, debug build: checks that the harness works")
+    parser.add_argument("--links", type=int, help="links seeded (default 1,000,000; quick 2,000)")
+    parser.add_argument("--duration", help="each measured wrk run (default 10s; quick 1s)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--skip-build", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = parser.parse_args()
+    links = args.links or (2_000 if args.quick else 1_000_000)
+    duration = args.duration or ("1s" if args.quick else "10s")
+    warmup = "1s" if args.quick else "3s"
+    profile = "debug" if args.quick else "release"
+
+    if shutil.which("wrk") is None:
+        raise SystemExit("benches/run.py needs wrk on the PATH: apt-get install wrk")
+    if not args.skip_build:
+        log(f"building ({profile})")
+        cmd = ["cargo", "build", "--bin", "vshortlink", "--example", "bare_redirect"]
+        if profile == "release":
+            cmd.insert(2, "--release")
+        subprocess.run(cmd, cwd=ROOT, check=True)
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    ours_bin = os.path.join(target, profile, "vshortlink")
+    bare_bin = os.path.join(target, profile, "examples", "bare_redirect")
+
+    tmp = tempfile.mkdtemp(prefix="vsl-bench-")
+    servers = []
+    try:
+        rows = run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers)
+    finally:
+        for s in servers:
+            s.stop()
+        if args.keep:
+            log(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print_table(rows, links, args)
+
+
+def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
+    data = os.path.join(tmp, "data")
+    config = os.path.join(tmp, "config.toml")
+    port = free_port()
+    with open(config, "w") as f:
+        f.write(f"""
+[server]
+listen = "127.0.0.1:{port}"
+base_url = "http://sl.bench"
+[storage]
+path = "{data}"
+[cache]
+capacity = 100000
+[auth]
+keys = [{{ key = "{KEY}", name = "bench", role = "admin" }}]
+[limits.rates]
+# One client address walks unknown codes here; the limiter has its own benchmark
+# (benches/limits.sh).
+not_found_per_ip = "off"
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VSL_")}
+    env["RUST_LOG"] = "warn"
+
+    log(f"seeding {links:,} links with vshortlink import")
+    now_ms = int(time.time() * 1000)
+    seed = os.path.join(tmp, "seed.jsonl")
+    codes, expiring = seed_file(seed, links, now_ms, 0.10)
+    started = time.monotonic()
+    subprocess.run([ours_bin, "--config", config, "import", seed], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seed_secs = time.monotonic() - started
+    live = codes[expiring:]
+    live_file = os.path.join(tmp, "codes.txt")
+    with open(live_file, "w") as f:
+        f.write("\n".join(live) + "\n")
+    bare_codes = os.path.join(tmp, "bare_codes.txt")
+    with open(bare_codes, "w") as f:
+        f.write("\n".join(f"c{i}" for i in range(len(live))) + "\n")
+
+    def start_ours(name, extra_env=None):
+        e = dict(env)
+        e.update(extra_env or {})
+        s = Server(name, [ours_bin, "--config", config], port, env=e,
+                   log_path=os.path.join(tmp, f"{name}.log"))
+        servers.append(s)
+        return s
+
+    ours = start_ours("ours")
+    rss_seeded = rss_mb(ours.proc.pid)
+    bare_port = free_port()
+    bare = Server("bare", [bare_bin, "--listen", f"127.0.0.1:{bare_port}",
+                           "--codes", str(len(live))], bare_port)
+    servers.append(bare)
+
+    rows = []
+
+    def measure(row, target, script, ours_args, bare_args, p99_target=None, drops=True,
+                no_drops=False):
+        """One redirect row; `no_drops`: the target also asks that no visit be dropped."""
+        for server, a in ((ours, ours_args), (bare, bare_args)):
+            wrk(args, server.base, script, a, warmup)
+        settle(ours)
+        dropped0 = metric(ours, "vsl_visits_dropped_total")
+        mine = wrk(args, ours.base, script, ours_args, duration)
+        ceiling = wrk(args, bare.base, script, bare_args, duration)
+        settle(ours)
+        dropped = metric(ours, "vsl_visits_dropped_total") - dropped0 if drops else None
+        ratio = mine["rps"] / ceiling["rps"] if ceiling["rps"] else 0.0
+        ok = ratio >= target and (p99_target is None or (mine["p99_ms"] or 1e9) <= p99_target)
+        if no_drops and dropped:
+            ok = False
+        rows.append({"row": row, "ours": f"{mine['rps']:,.0f}/s", "ceiling": f"{ceiling['rps']:,.0f}/s",
+                     "ratio": f"{ratio:.2f}", "target": f"≥ {target:.2f}" + (f", p99 ≤ {p99_target:g} ms" if p99_target else ""),
+                     "p99": f"{mine['p99_ms']:.1f} ms" if mine["p99_ms"] is not None else "-",
+                     "dropped": f"{dropped:,.0f}" if dropped is not None else "-",
+                     "ok": "yes" if ok else "NO"})
+        log(f"{row}: {rows[-1]['ours']} vs {rows[-1]['ceiling']} = {rows[-1]['ratio']}")
+
+    hot = live[0]
+    with open(os.path.join(tmp, "hot.txt"), "w") as f:
+        f.write(hot + "\n")
+    with open(os.path.join(tmp, "bare_hot.txt"), "w") as f:
+        f.write("c0\n")
+    measure("redirect, one hot code", 0.85, "zipf.lua", [os.path.join(tmp, "hot.txt")],
+            [os.path.join(tmp, "bare_hot.txt")], p99_target=3, no_drops=True)
+    measure(f"redirect, Zipf(1) over {len(live):,} links", 0.75, "zipf.lua", [live_file], [bare_codes],
+            no_drops=True)
+    measure(f"redirect, uniform over {len(live):,} links", 0.60, "zipf.lua",
+            [live_file, "uniform"], [bare_codes, "uniform"])
+    measure("unknown code", 0.85, "unknown.lua", [live_file], [], drops=False)
+
+    # The daily job over every link, 10 % of them past their expiry: redirects while it runs
+    # against the same redirects idle.
+    idle = wrk(args, ours.base, "zipf.lua", [live_file], duration)
+    report = {}
+
+    def job():
+        _, body = http("POST", ours.base + "/api/v1/maintenance/run", key=KEY, timeout=3600)
+        report.update(json.loads(body))
+
+    runner = threading.Thread(target=job)
+    runner.start()
+    during = wrk(args, ours.base, "zipf.lua", [live_file], duration)
+    runner.join()
+    ratio = during["rps"] / idle["rps"] if idle["rps"] else 0.0
+    rows.append({"row": f"redirects while the daily job runs ({report.get('expired', 0):,} expire, {report.get('took_ms', 0):,} ms)",
+                 "ours": f"{during['rps']:,.0f}/s", "ceiling": f"{idle['rps']:,.0f}/s idle",
+                 "ratio": f"{ratio:.2f}", "target": "≥ 0.80 of idle", "p99": f"{during['p99_ms'] or 0:.1f} ms",
+                 "dropped": "-", "ok": "yes" if ratio >= 0.80 else "NO"})
+
+    # Durable creates through HTTP, 64 clients, both durability modes.
+    for mode, target in (("process", 25_000), ("power", 5_000)):
+        if mode == "power":
+            ours.stop()
+            servers.remove(ours)
+            ours = start_ours("ours-power", {"VSL_STORAGE__DURABILITY": "power"})
+        created = wrk(args, ours.base, "create.lua", [KEY, mode], duration)
+        rows.append({"row": f"create, {args.connections} clients, {mode}", "ours": f"{created['rps']:,.0f}/s",
+                     "ceiling": "-", "ratio": "-", "target": f"≥ {target:,}/s",
+                     "p99": f"{created['p99_ms'] or 0:.1f} ms", "dropped": "-",
+                     "ok": "yes" if created["rps"] >= target and not created["errors"] else "NO"})
+
+    rss_after = rss_mb(ours.proc.pid)
+    ours.stop()
+    servers.remove(ours)
+    size = dir_mb(data)
+    ours = start_ours("ours-restart")
+    rows.append({"row": f"{links:,} links: RSS seeded / after the rows", "ours": f"{rss_seeded:.0f} / {rss_after:.0f} MB",
+                 "ceiling": "-", "ratio": "-", "target": "≤ 256 MB", "p99": "-", "dropped": "-",
+                 "ok": "yes" if max(rss_seeded, rss_after) <= 256 else "NO"})
+    rows.append({"row": f"{links:,} links: data directory", "ours": f"{size:.0f} MB", "ceiling": "-",
+                 "ratio": "-", "target": "≤ 400 MB", "p99": "-", "dropped": "-",
+                 "ok": "yes" if size <= 400 else "NO"})
+    rows.append({"row": f"{links:,} links: start-up to /healthz", "ours": f"{ours.startup:.2f} s",
+                 "ceiling": "-", "ratio": "-", "target": "≤ 2 s", "p99": "-", "dropped": "-",
+                 "ok": "yes" if ours.startup <= 2 else "NO"})
+    rows.append({"row": f"seeding {links:,} links (vshortlink import)", "ours": f"{seed_secs:.1f} s",
+                 "ceiling": "-", "ratio": "-", "target": "-", "p99": "-", "dropped": "-", "ok": "-"})
+    return rows
+
+
+def print_table(rows, links, args):
+    machine = f"{os.cpu_count()} cores"
+    print(f"\nvshortlink benchmark, {datetime.date.today()}, {machine}, wrk -t{args.threads} "
+          f"-c{args.connections}{' (quick: not a measurement)' if args.quick else ''}\n")
+    cols = ["row", "ours", "ceiling", "ratio", "target", "p99", "dropped", "ok"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()
