@@ -374,6 +374,19 @@ fn stalled_headers_are_cut_off_after_the_header_timeout() {
     );
 }
 
+/// An idle keep-alive connection does not hold its slot past the header timeout either.
+#[test]
+fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
+    let app = TestApp::start_with("", &[("VSL_SERVER__HEADER_TIMEOUT", "1s")]);
+    let mut stream = stalled(&app, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (text, took) = read_until_closed(&mut stream, std::time::Duration::from_secs(10));
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:.80}");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "idle connection kept {took:?}"
+    );
+}
+
 /// A request head over `server.max_header_bytes` is answered 431; a normal one still works.
 #[test]
 fn huge_headers_are_431() {
