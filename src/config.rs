@@ -344,10 +344,18 @@ impl Config {
     }
 
     /// Sets a `base_url` that was not configured from the address the server listens on
-    /// (`http://<addr>`); a configured one is kept. Called at load time with `listen` and
-    /// again at start-up with the bound address (they differ when the port is 0).
+    /// (`http://<addr>`; the loopback address of the same family for `0.0.0.0` or `::`, which no
+    /// client can reach); a configured one is kept. Called at load time with `listen` and again
+    /// at start-up with the bound address (they differ when the port is 0).
     pub fn derive_base_url(&mut self, addr: SocketAddr) {
         if self.server.base_url_derived || self.server.base_url.trim().is_empty() {
+            let mut addr = addr;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(match addr.ip() {
+                    std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
             self.server.base_url = format!("http://{addr}");
             self.server.base_url_derived = true;
         }
@@ -588,5 +596,7 @@ mod tests {
         let mut c = Config::from_toml("[server]\nlisten = \"[::1]:0\"").unwrap();
         c.derive_base_url("[::1]:4321".parse().unwrap());
         assert_eq!(c.server.base_url, "http://[::1]:4321");
+        let c = Config::from_toml("[server]\nlisten = \"0.0.0.0:8080\"").unwrap();
+        assert_eq!(c.server.base_url, "http://127.0.0.1:8080");
     }
 }
