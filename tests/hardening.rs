@@ -493,6 +493,11 @@ fn corrupt_records_fail_loudly_and_alone() {
         codes
             .insert(second.as_bytes(), &[0u8, 0, 0, 0, 0, 0, 2][..])
             .expect("insert");
+        // The redirect entry of the third link, damaged into something that is no record.
+        let active = db.open_tree("active").expect("active tree");
+        active
+            .insert(third.as_bytes(), &[0xc1u8, 0xff, 0x00][..])
+            .expect("insert");
         db.flush().expect("flush");
     }
     app.restart();
@@ -507,8 +512,24 @@ fn corrupt_records_fail_loudly_and_alone() {
     };
     assert_eq!(problem(get(&first), 500)["code"], "internal");
     assert_eq!(problem(get(&second), 500)["code"], "internal", "not a 404");
-    assert_eq!(get(&third).status(), 200);
-    assert_eq!(app.get(&format!("/{third}")).status(), 302);
+    assert_eq!(
+        get(&third).status(),
+        200,
+        "the link record itself is intact"
+    );
+    let redirect = app
+        .client
+        .get(app.url(&format!("/{third}")))
+        .header("accept", "application/json")
+        .send()
+        .expect("GET");
+    assert_eq!(problem(redirect, 500)["code"], "internal");
+    assert!(
+        app.logged(&format!("code `{third}`")),
+        "the log names the damaged entry"
+    );
+    let fourth = app.create(json!({"url": "https://example.com/fourth"}));
+    assert_eq!(app.get(&format!("/{}", code(&fourth))).status(), 302);
     assert_eq!(app.get("/healthz").status(), 200);
     assert!(app.logged("link id 1"), "the log names the damaged record");
     assert!(
