@@ -537,3 +537,18 @@ fn corrupt_records_fail_loudly_and_alone() {
         "the log names the damaged entry"
     );
 }
+
+/// Found by the `config` fuzz target: figment panicked on this environment value. Start-up
+/// stops with a message naming the variable and exit code 2, not a panic.
+#[test]
+fn an_unparsable_environment_value_stops_start_up_naming_it() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .env("VSL_SERVER__BASE_URL", "\"a\u{48f}\\t\"")
+        .env("VSL_SERVER__LISTEN", "127.0.0.1:0")
+        .output()
+        .expect("run vshortlink");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("VSL_SERVER__BASE_URL"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -20,6 +20,12 @@ fuzz_target!(|data: &[u8]| {
         .filter(|(k, v)| !k.is_empty() && !k.contains(['\0', '=']) && !v.contains('\0'))
         .map(|(k, v)| (format!("VSL_{k}"), v.to_string()))
         .collect();
+    // What `Config::load` checks first: a value figment cannot parse (it panicked on some,
+    // see `config::check_env_value`) stops start-up with an error naming it.
+    let pairs: Vec<(String, String)> = pairs
+        .into_iter()
+        .filter(|(k, v)| vshortlink::config::check_env_value(k, v).is_ok())
+        .collect();
     // Single-threaded libFuzzer: the process environment is ours for the run.
     for (k, v) in &pairs {
         std::env::set_var(k, v);
