@@ -358,6 +358,7 @@ impl Config {
             }
             figment = figment.merge(Toml::file(path));
         }
+        check_environment()?;
         Self::from_figment(figment.merge(Env::prefixed("VSL_").split("__")))
     }
 
@@ -377,10 +378,18 @@ impl Config {
     }
 
     /// Sets a `base_url` that was not configured from the address the server listens on
-    /// (`http://<addr>`); a configured one is kept. Called at load time with `listen` and
-    /// again at start-up with the bound address (they differ when the port is 0).
+    /// (`http://<addr>`; the loopback address of the same family for `0.0.0.0` or `::`, which no
+    /// client can reach); a configured one is kept. Called at load time with `listen` and again
+    /// at start-up with the bound address (they differ when the port is 0).
     pub fn derive_base_url(&mut self, addr: SocketAddr) {
         if self.server.base_url_derived || self.server.base_url.trim().is_empty() {
+            let mut addr = addr;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(match addr.ip() {
+                    std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
             self.server.base_url = format!("http://{addr}");
             self.server.base_url_derived = true;
         }
@@ -523,6 +532,37 @@ impl Config {
     }
 }
 
+/// Checks every `VSL_*` variable's value the way figment's environment provider will parse it.
+/// figment 0.10.19 panics on some values (a backslash escape after a non-ASCII character in a
+/// quoted string: it slices its input at a character index, found by `fuzz/`'s `config`
+/// target); this turns that into an error naming the variable.
+pub fn check_environment() -> Result<(), ConfigError> {
+    for (key, value) in std::env::vars_os() {
+        let (Some(key), Some(value)) = (key.to_str(), value.to_str()) else {
+            continue;
+        };
+        if key.starts_with("VSL_") {
+            check_env_value(key, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// One `VSL_*` value (see [`check_environment`]).
+pub fn check_env_value(key: &str, value: &str) -> Result<(), ConfigError> {
+    // Silence the default hook's message for this one expected panic.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let parsed = std::panic::catch_unwind(|| value.parse::<figment::value::Value>().is_ok());
+    std::panic::set_hook(hook);
+    match parsed {
+        Ok(_) => Ok(()),
+        Err(_) => Err(ConfigError(format!(
+            "`{key}`: the value cannot be parsed (a backslash escape after a non-ASCII character in a quoted string?)"
+        ))),
+    }
+}
+
 /// Figment's errors already name the key; keep them on one line.
 fn describe(error: figment::Error) -> String {
     error
@@ -626,6 +666,17 @@ mod tests {
         assert!(Config::from_toml("[limits.rates]\ncreate_per_ip = \"0/s\"").is_err());
     }
 
+    /// Found by `fuzz/` (`config` target): figment panicked on this environment value.
+    #[test]
+    fn an_environment_value_figment_cannot_parse_is_an_error_naming_it() {
+        let err = check_env_value("VSL_SERVER__BASE_URL", "\"a\u{48f}\\t\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("VSL_SERVER__BASE_URL"), "{err}");
+        assert!(check_env_value("VSL_SERVER__BASE_URL", "\"http://x\\t\"").is_ok());
+        assert!(check_env_value("VSL_X", "\"ҏ\"").is_ok());
+    }
+
     #[test]
     fn base_url_is_derived_from_listen_unless_set() {
         let c = Config::from_toml("[server]\nlisten = \"127.0.0.1:18282\"").unwrap();
@@ -641,5 +692,7 @@ mod tests {
         let mut c = Config::from_toml("[server]\nlisten = \"[::1]:0\"").unwrap();
         c.derive_base_url("[::1]:4321".parse().unwrap());
         assert_eq!(c.server.base_url, "http://[::1]:4321");
+        let c = Config::from_toml("[server]\nlisten = \"0.0.0.0:8080\"").unwrap();
+        assert_eq!(c.server.base_url, "http://127.0.0.1:8080");
     }
 }

@@ -175,8 +175,8 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
     if config.server.base_url_derived && addr.ip().is_unspecified() {
         tracing::warn!(
             base_url = %config.server.base_url,
-            "listening on every interface with no server.base_url: short URLs name this \
-             unspecified address; set server.base_url to the public address"
+            "listening on every interface with no server.base_url: short URLs name the \
+             loopback address; set server.base_url to the public address"
         );
     }
     let config = Arc::new(config);

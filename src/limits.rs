@@ -5,7 +5,8 @@
 //!
 //! Memory bound: each limit tracks at most [`MAX_TRACKED_KEYS`] keys in a `quick_cache`; when
 //! it is full the least useful entries are evicted (an evicted key starts again with a full
-//! burst). An entry costs about 100 bytes, so the four limits together stay under ~30 MB.
+//! burst). An entry costs about 100 bytes; `examples/limiter_memory.rs` measured 25.6 MB of RSS
+//! for all four limits full and 35.6 MB after a million distinct keys each (no further growth).
 
 use std::hash::Hash;
 use std::net::IpAddr;

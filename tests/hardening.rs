@@ -374,6 +374,19 @@ fn stalled_headers_are_cut_off_after_the_header_timeout() {
     );
 }
 
+/// An idle keep-alive connection does not hold its slot past the header timeout either.
+#[test]
+fn idle_keep_alive_connections_are_closed_after_the_header_timeout() {
+    let app = TestApp::start_with("", &[("VSL_SERVER__HEADER_TIMEOUT", "1s")]);
+    let mut stream = stalled(&app, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let (text, took) = read_until_closed(&mut stream, std::time::Duration::from_secs(10));
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:.80}");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "idle connection kept {took:?}"
+    );
+}
+
 /// A request head over `server.max_header_bytes` is answered 431; a normal one still works.
 #[test]
 fn huge_headers_are_431() {
@@ -480,6 +493,11 @@ fn corrupt_records_fail_loudly_and_alone() {
         codes
             .insert(second.as_bytes(), &[0u8, 0, 0, 0, 0, 0, 2][..])
             .expect("insert");
+        // The redirect entry of the third link, damaged into something that is no record.
+        let active = db.open_tree("active").expect("active tree");
+        active
+            .insert(third.as_bytes(), &[0xc1u8, 0xff, 0x00][..])
+            .expect("insert");
         db.flush().expect("flush");
     }
     app.restart();
@@ -494,12 +512,43 @@ fn corrupt_records_fail_loudly_and_alone() {
     };
     assert_eq!(problem(get(&first), 500)["code"], "internal");
     assert_eq!(problem(get(&second), 500)["code"], "internal", "not a 404");
-    assert_eq!(get(&third).status(), 200);
-    assert_eq!(app.get(&format!("/{third}")).status(), 302);
+    assert_eq!(
+        get(&third).status(),
+        200,
+        "the link record itself is intact"
+    );
+    let redirect = app
+        .client
+        .get(app.url(&format!("/{third}")))
+        .header("accept", "application/json")
+        .send()
+        .expect("GET");
+    assert_eq!(problem(redirect, 500)["code"], "internal");
+    assert!(
+        app.logged(&format!("code `{third}`")),
+        "the log names the damaged entry"
+    );
+    let fourth = app.create(json!({"url": "https://example.com/fourth"}));
+    assert_eq!(app.get(&format!("/{}", code(&fourth))).status(), 302);
     assert_eq!(app.get("/healthz").status(), 200);
     assert!(app.logged("link id 1"), "the log names the damaged record");
     assert!(
         app.logged(&format!("code `{second}`")),
         "the log names the damaged entry"
     );
+}
+
+/// Found by the `config` fuzz target: figment panicked on this environment value. Start-up
+/// stops with a message naming the variable and exit code 2, not a panic.
+#[test]
+fn an_unparsable_environment_value_stops_start_up_naming_it() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .env("VSL_SERVER__BASE_URL", "\"a\u{48f}\\t\"")
+        .env("VSL_SERVER__LISTEN", "127.0.0.1:0")
+        .output()
+        .expect("run vshortlink");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("VSL_SERVER__BASE_URL"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -103,6 +103,11 @@ fn disk_full_is_507_healthz_503_and_the_server_recovers_once_space_is_back() {
     let redirect = app.get(&format!("/{hot}"));
     assert_eq!(redirect.status(), 302);
     assert_eq!(redirect.headers()["location"], hot_url.as_str());
+    // … and a stored link never redirected before is read from sled.
+    let (cold, cold_url) = &acked[1];
+    let redirect = app.get(&format!("/{cold}"));
+    assert_eq!(redirect.status(), 302);
+    assert_eq!(redirect.headers()["location"], cold_url.as_str());
     assert_eq!(
         app.log
             .lock()

@@ -24,7 +24,7 @@ use super::geo::{Geo, GeoDb, GeoError};
 use super::ua::UaParser;
 use crate::clock::Clock;
 use crate::config::{IpMode, VisitsConfig};
-use crate::store::{Millis, NewVisit, Store, Visit};
+use crate::store::{Millis, NewVisit, Store, StoreError, Visit};
 
 /// Most visits the writer takes from the queue at once (written in transactions of a few
 /// links each, and one flush).
@@ -243,7 +243,14 @@ async fn write_loop(
             }
             Ok(Err(e)) => {
                 metrics.failed.inc_by(count);
-                tracing::error!("{count} visits could not be written: {e}");
+                if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
+                    // A storage fault: the store logged it once for the episode; every batch
+                    // fails until the store is reopened, and `vsl_visits_failed_total` counts
+                    // them.
+                    tracing::debug!("{count} visits could not be written: {e}");
+                } else {
+                    tracing::error!("{count} visits could not be written: {e}");
+                }
             }
             Err(e) => {
                 metrics.failed.inc_by(count);

@@ -780,7 +780,7 @@ impl Store for SledStore {
             .map(Some)
             .map_err(|e| StoreError::Corrupt {
                 tree: "active",
-                detail: e.to_string(),
+                detail: format!("code `{code}`: {e}"),
             })
     }
 
