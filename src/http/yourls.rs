@@ -81,10 +81,11 @@ impl Answer {
 }
 
 /// The request's parameters, query string first, then a form body overriding it.
-struct Params(Vec<(String, String)>);
+pub struct Params(Vec<(String, String)>);
 
 impl Params {
-    fn parse(query: Option<&str>, headers: &HeaderMap, body: &[u8]) -> Self {
+    /// Reads the query string and a urlencoded or multipart body (public for the fuzz target).
+    pub fn parse(query: Option<&str>, headers: &HeaderMap, body: &[u8]) -> Self {
         let mut pairs: Vec<(String, String)> = query
             .map(|q| {
                 url::form_urlencoded::parse(q.as_bytes())
@@ -116,12 +117,17 @@ impl Params {
     }
 
     /// The last value given for `name` (PHP keeps the last of repeated keys).
-    fn get(&self, name: &str) -> Option<&str> {
+    pub fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .rev()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Every name and value, in the order read.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
     }
 
     /// A value that is present and not empty (PHP's `!empty()`; "0" is empty too).
