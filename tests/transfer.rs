@@ -392,6 +392,10 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
             r#"{"type":"link","id":8,"code":"ok2","url":"https://example.com/2","space":"default","status":"active","custom":true,"created_at":"yesterday","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
             "\n",
             r#"{"type":"link","id":9,"code":"ok1","url":"https://example.com/elsewhere","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n",
+            r#"{"type":"link","id":10,"code":"evil","url":"javascript:alert(1)","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n",
+            r#"{"type":"link","id":11,"code":"much-too-long-code-1","url":"https://example.com/3","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
             "\n"
         ),
     )
@@ -406,9 +410,20 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
         "{err}"
     );
     assert!(
-        err.contains("read 4, created 1 (0 visits), unchanged 0, refused 3"),
+        err.contains("line 5: refused: the scheme `javascript`"),
         "{err}"
     );
+    assert!(err.contains("line 6: refused: malformed"), "{err}");
+    assert!(
+        err.contains("read 6, created 1 (0 visits), unchanged 0, refused 5"),
+        "{err}"
+    );
+    // Reports come in line order.
+    let lines: Vec<u64> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ")?.split(':').next()?.parse().ok())
+        .collect();
+    assert_eq!(lines, vec![2, 3, 4, 5, 6], "{err}");
     // From stdin too.
     let mut child = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
         .arg("--config")
@@ -426,5 +441,5 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
             .expect("write stdin");
     }
     let out = child.wait_with_output().expect("wait");
-    assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 1, refused 3"));
+    assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 1, refused 5"));
 }
