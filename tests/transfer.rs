@@ -443,3 +443,52 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
     let out = child.wait_with_output().expect("wait");
     assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 1, refused 5"));
 }
+
+#[test]
+fn an_imported_code_leaves_its_pool() {
+    use vshortlink::store::{SledStore, Store, StoreOptions};
+    let mut app = TestApp::start();
+    // Serving (and so handling SIGTERM) before it is stopped.
+    assert_eq!(app.get("/healthz").status().as_u16(), 200);
+    assert!(app.terminate().success());
+    let data = app.data_path();
+    let (pooled, before) = {
+        let store = SledStore::open(&StoreOptions::new(&data)).expect("open");
+        let head = store.pool_peek(6, 1).expect("peek");
+        let (_, code) = head
+            .first()
+            .cloned()
+            .expect("the pool of length 6 is primed");
+        let before = store.pool_counts(6, u64::MAX / 2).expect("counts");
+        store.close().expect("close");
+        (code, before)
+    };
+    let file = app.dir.path().join("one.csv");
+    std::fs::write(
+        &file,
+        format!("code,url\n{pooled},https://example.com/pooled\n"),
+    )
+    .expect("write");
+    let out = vsl(
+        &app.config_path(),
+        &["import", "--format", "csv", file.to_str().expect("path")],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    {
+        let store = SledStore::open(&StoreOptions::new(&data)).expect("open");
+        let after = store.pool_counts(6, u64::MAX / 2).expect("counts");
+        assert_eq!(
+            after.available + 1,
+            before.available,
+            "taken out of its pool"
+        );
+        assert!(!store.in_pool(&pooled).expect("in_pool"));
+        assert!(store.may_exist(&pooled), "in the code filter");
+        store.close().expect("close");
+    }
+    let out = vsl(&app.config_path(), &["check"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    app.restart();
+    let r = app.get(&format!("/{pooled}"));
+    assert_eq!(r.status().as_u16(), 302);
+}
