@@ -103,6 +103,19 @@ fn shorturl_expand_and_stats_in_json() {
     assert_eq!(again["shorturl"], format!("{BASE_URL}/{keyword}"));
     assert_eq!(again["statusCode"], "400");
 
+    // With a keyword too: YOURLS checks the URL first.
+    let (status, again) = call(
+        &app,
+        &[
+            ("action", "shorturl"),
+            ("url", "https://example.com/one"),
+            ("keyword", "other1"),
+        ],
+    );
+    assert_eq!(status, 400, "{again}");
+    assert_eq!(again["code"], "error:url");
+    assert_eq!(again["url"]["keyword"], keyword.as_str());
+
     // expand: by keyword and by full short URL.
     for short in [keyword.clone(), format!("{BASE_URL}/{keyword}")] {
         let (status, body) = call(&app, &[("action", "expand"), ("shorturl", &short)]);

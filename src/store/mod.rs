@@ -441,6 +441,9 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::sync`].
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>>;
 
+    /// The active generated link the dedup index holds for this space, length and URL.
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>>;
+
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;
 

@@ -893,6 +893,18 @@ impl Store for SledStore {
         Ok(Some(link))
     }
 
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        let Some(id) = self
+            .dedup
+            .get(keys::dedup_key(space, length, url))
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        Ok(link.filter(|l| l.status == LinkStatus::Active))
+    }
+
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
         self.import_links_impl(links)
     }
