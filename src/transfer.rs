@@ -173,7 +173,8 @@ impl VisitRecord {
             .unwrap_or_default();
         Ok(NewVisit {
             visit: Visit {
-                id: 0,
+                // Kept only by `import_visits` (a store without visits); else numbered anew.
+                id: self.id,
                 link_id,
                 code: self.code.clone(),
                 at,
@@ -397,6 +398,8 @@ struct Importer<'a> {
     visits: Vec<NewVisit>,
     /// Link records waiting to be written together, with their line numbers.
     pending: Vec<(u64, Link)>,
+    /// Whether visits keep their ids, decided at the first visit batch.
+    keep_visit_ids: Option<bool>,
     report: &'a mut dyn Write,
 }
 
@@ -536,10 +539,26 @@ impl Importer<'_> {
     }
 
     fn flush_visits(&mut self) -> Result<(), BoxError> {
-        if !self.visits.is_empty() {
-            self.store.record_visits(&mut self.visits)?;
-            self.visits.clear();
+        if self.visits.is_empty() {
+            return Ok(());
         }
+        // Into a store that never had a visit, visits keep their ids (the export's ids are
+        // unique and in order per link), so an export → import round trip is exact; anywhere
+        // else they are numbered anew.
+        let keep = match self.keep_visit_ids {
+            Some(keep) => keep,
+            None => {
+                let keep = self.store.last_visit_id()? == 0;
+                self.keep_visit_ids = Some(keep);
+                keep
+            }
+        };
+        if keep {
+            self.store.import_visits(&mut self.visits)?;
+        } else {
+            self.store.record_visits(&mut self.visits)?;
+        }
+        self.visits.clear();
         Ok(())
     }
 
@@ -613,6 +632,7 @@ pub fn import(
         known_ids: Default::default(),
         visits: Vec::new(),
         pending: Vec::new(),
+        keep_visit_ids: None,
         report,
     };
     let mut progress = Progress::new("importing", None);

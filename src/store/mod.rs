@@ -472,6 +472,14 @@ pub trait Store: Send + Sync + 'static {
     /// assigning each visit its id, and returns when it is durable.
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
 
+    /// Writes imported visits keeping their ids, like `record_visits` otherwise. Only for a
+    /// store that has no visit yet (see [`Store::last_visit_id`]): the ids come from one other
+    /// store, so they are unique, and each link's visits must come in increasing id order.
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
+
+    /// The highest visit id ever given (0: the store never had a visit).
+    fn last_visit_id(&self) -> StoreResult<u64>;
+
     /// A link's visits with id greater than `after`, oldest first, at most `limit`.
     fn visits_page(&self, link_id: u64, after: Option<u64>, limit: usize)
         -> StoreResult<VisitPage>;

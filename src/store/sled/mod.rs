@@ -1123,6 +1123,14 @@ impl Store for SledStore {
         self.record_visits_impl(visits)
     }
 
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.import_visits_impl(visits)
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.counter(counter::VISIT_ID)
+    }
+
     fn visits_page(
         &self,
         link_id: u64,
