@@ -181,6 +181,36 @@ fn export_import_round_trip_is_exact_and_idempotent() {
     let out = vsl(&config, &["export", "--visits"]);
     assert_eq!(text(&out.stdout), again);
 
+    // Into a store that has visits, an imported visit is numbered anew (id 1 is taken).
+    let visit_line = again
+        .lines()
+        .find(|l| l.contains("\"type\":\"visit\""))
+        .expect("a visit line");
+    let mut visit: Value = serde_json::from_str(visit_line).expect("json");
+    visit["id"] = json!(1);
+    visit["link_id"] = json!(500);
+    visit["code"] = json!("newone");
+    let link = json!({"type": "link", "id": 500, "code": "newone", "url": "https://example.com/new",
+        "space": "default", "status": "active", "custom": true,
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        "expires_at": null, "deleted_at": null, "title": null, "tags": []});
+    let extra = fresh.path().join("extra.jsonl");
+    std::fs::write(&extra, format!("{link}\n{visit}\n")).expect("write");
+    let out = vsl(&config, &["import", extra.to_str().expect("path")]);
+    assert!(
+        text(&out.stderr).contains("created 2 (1 visits)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = vsl(&config, &["export", "--visits"]);
+    let renumbered: Value = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+        .find(|v| v["type"] == "visit" && v["code"] == "newone")
+        .expect("the new visit");
+    assert_eq!(renumbered["id"], 5, "after the four kept ids");
+    assert_eq!(renumbered["link_id"], 500);
+
     // The imported store serves: codes redirect, pools and filter agree.
     let mut served = TestApp::start();
     served.terminate();
