@@ -25,6 +25,11 @@ ENV VSL_STORAGE__PATH=/data \
     VSL_SERVER__LISTEN=0.0.0.0:8080
 VOLUME /data
 EXPOSE 8080
+# /healthz answers 503 while the store cannot write (disk full or failing), so the healthcheck
+# reports it. sled keeps its first I/O error until the store is reopened: once the data
+# directory accepts writes again, vshortlink drains, flushes and exits non-zero, and expects its
+# supervisor to start it again. Run the container with a restart policy:
+#   docker run --restart unless-stopped …   (or on-failure)
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["vshortlink", "healthcheck"]
 STOPSIGNAL SIGTERM

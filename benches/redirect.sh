@@ -23,6 +23,9 @@
 #   SKIP_BUILD [0]       1: use the binaries as they are
 #   OURS_BIN, BARE_BIN   the binaries (default: the release builds of this repo; off runs OURS_BIN)
 #   KEEP_TMP [0]         1: keep the temp dir (configs, data, logs, raw wrk output)
+#   NOT_FOUND_RATE [off] limits.rates.not_found_per_ip of both vshortlinks: the default 10/s
+#                        would turn the unknown-code scenario (one client address) into 429s;
+#                        benches/limits.sh measures what the limits cost
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,6 +44,7 @@ USER_AGENT=${USER_AGENT:-Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/5
 REFERER=${REFERER:-https://news.example.org/articles/42}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_TMP=${KEEP_TMP:-0}
+NOT_FOUND_RATE=${NOT_FOUND_RATE:-off}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 OURS_BIN=${OURS_BIN:-$TARGET_DIR/release/vshortlink}
 BARE_BIN=${BARE_BIN:-$TARGET_DIR/release/examples/bare_redirect}
@@ -182,6 +186,8 @@ name = "bench"
 role = "admin"
 [visits]
 enabled = $visits
+[limits.rates]
+not_found_per_ip = "$NOT_FOUND_RATE"
 EOF
   log "starting vshortlink '$side' ([visits] enabled = $visits) on ${ADDR[$side]} (log: $TMP/$side.log)"
   "$OURS_BIN" --config "$TMP/$side/config.toml" >"$TMP/$side.log" 2>&1 &

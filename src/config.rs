@@ -39,16 +39,36 @@ pub struct Config {
     pub visits: VisitsConfig,
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
+    pub ui: UiConfig,
     pub yourls: YourlsConfig,
+}
+
+/// The web pages.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiConfig {
+    /// A page session ends after this long without a request.
+    pub session_ttl: Span,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// The public prefix of short URLs. Empty in the file means "derived from `listen`", and
+    /// [`Config::derive_base_url`] fills it in (again with the bound address at start-up).
     pub base_url: String,
+    /// True when `base_url` was derived from the listen address rather than configured.
+    #[serde(skip)]
+    pub base_url_derived: bool,
     pub redirect_status: u16,
     pub trust_proxy_headers: bool,
+    /// A client must send its request head within this time.
+    pub header_timeout: Span,
+    /// Largest request head; larger is answered 431.
+    pub max_header_bytes: usize,
+    /// Connections served at once.
+    pub max_connections: usize,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -188,6 +208,18 @@ pub struct LimitsConfig {
     pub max_url_len: usize,
     pub max_body_bytes: usize,
     pub rates: RatesConfig,
+    /// Destination hosts refused (with their subdomains).
+    pub blocked_hosts: Vec<String>,
+    /// A file of more blocked hosts, one a line, re-read when it changes; empty = none.
+    pub blocked_hosts_file: String,
+}
+
+impl LimitsConfig {
+    /// The blocked-hosts file, if one is configured.
+    pub fn blocked_hosts_path(&self) -> Option<&Path> {
+        let path = self.blocked_hosts_file.trim();
+        (!path.is_empty()).then(|| Path::new(path))
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -196,6 +228,8 @@ pub struct RatesConfig {
     pub redirect_per_ip: Rate,
     pub not_found_per_ip: Rate,
     pub create_per_key: Rate,
+    /// Anonymous creates, per client address.
+    pub create_per_ip: Rate,
 }
 
 /// The YOURLS-compatible API (`/yourls-api.php`).
@@ -256,27 +290,38 @@ impl<'de> Deserialize<'de> for Span {
     }
 }
 
-/// A rate limit written `N/s` or `N/m`, or `off`.
+/// A rate limit written `N/s`, `N/m` or `N/h` (a burst of N), or `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rate {
     Off,
     PerSecond(u32),
     PerMinute(u32),
+    PerHour(u32),
 }
 
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        let bad =
-            || serde::de::Error::custom(format!("`{text}` is not a rate like 100/s, 600/m or off"));
+        let bad = || {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a rate like 100/s, 600/m, 1000/h or off (N from 1 to 10^9)"
+            ))
+        };
         if text.trim().eq_ignore_ascii_case("off") {
             return Ok(Rate::Off);
         }
         let (n, unit) = text.trim().split_once('/').ok_or_else(bad)?;
-        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        // At most 10^9 per period, so that the refill interval is at least a nanosecond.
+        let n: u32 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1_000_000_000).contains(n))
+            .ok_or_else(bad)?;
         match unit.trim() {
             "s" => Ok(Rate::PerSecond(n)),
             "m" => Ok(Rate::PerMinute(n)),
+            "h" => Ok(Rate::PerHour(n)),
             _ => Err(bad()),
         }
     }
@@ -323,9 +368,22 @@ impl Config {
 
     /// Extracts and validates.
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
-        let config: Config = figment.extract().map_err(|e| ConfigError(describe(e)))?;
+        let mut config: Config = figment.extract().map_err(|e| ConfigError(describe(e)))?;
+        if config.server.base_url.trim().is_empty() {
+            config.derive_base_url(config.server.listen);
+        }
         config.validate()?;
         Ok(config)
+    }
+
+    /// Sets a `base_url` that was not configured from the address the server listens on
+    /// (`http://<addr>`); a configured one is kept. Called at load time with `listen` and
+    /// again at start-up with the bound address (they differ when the port is 0).
+    pub fn derive_base_url(&mut self, addr: SocketAddr) {
+        if self.server.base_url_derived || self.server.base_url.trim().is_empty() {
+            self.server.base_url = format!("http://{addr}");
+            self.server.base_url_derived = true;
+        }
     }
 
     /// The tier of a length, if configured.
@@ -351,6 +409,12 @@ impl Config {
                 ),
             );
         }
+        if self.ui.session_ttl.millis().is_none_or(|ms| ms < 60_000) {
+            return fail(
+                "ui.session_ttl",
+                "must be a duration of at least 1m (sessions cannot be permanent)".into(),
+            );
+        }
         match url::Url::parse(&self.server.base_url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
             _ => {
@@ -359,6 +423,18 @@ impl Config {
                     format!("`{}` is not an http(s) URL", self.server.base_url),
                 )
             }
+        }
+        if self.server.header_timeout.0.is_none_or(|d| d.is_zero()) {
+            return fail(
+                "server.header_timeout",
+                "must be a duration, like 10s".into(),
+            );
+        }
+        if self.server.max_header_bytes < 8192 {
+            return fail("server.max_header_bytes", "must be at least 8192".into());
+        }
+        if self.server.max_connections == 0 {
+            return fail("server.max_connections", "must be at least 1".into());
         }
         if self.cache.ttl.0.is_none() {
             return fail("cache.ttl", "must be a duration, not permanent".into());
@@ -435,6 +511,14 @@ impl Config {
                 );
             }
         }
+        for (i, host) in self.limits.blocked_hosts.iter().enumerate() {
+            if crate::blocklist::normalise(host).is_none() {
+                return fail(
+                    &format!("limits.blocked_hosts[{i}]"),
+                    format!("`{host}` is not a host name or address"),
+                );
+            }
+        }
         Ok(())
     }
 }
@@ -502,6 +586,17 @@ mod tests {
                 "[limits.rates]\nredirect_per_ip = \"fast\"",
                 "redirect_per_ip",
             ),
+            ("[limits.rates]\ncreate_per_ip = \"5/d\"", "create_per_ip"),
+            (
+                "[limits]\nblocked_hosts = [\"ok.example\", \"not a host\"]",
+                "limits.blocked_hosts[1]",
+            ),
+            ("[server]\nheader_timeout = \"0s\"", "server.header_timeout"),
+            (
+                "[server]\nmax_header_bytes = 100",
+                "server.max_header_bytes",
+            ),
+            ("[server]\nmax_connections = 0", "server.max_connections"),
         ];
         for (toml, key) in cases {
             let err = Config::from_toml(toml).unwrap_err().to_string();
@@ -524,5 +619,27 @@ mod tests {
         .unwrap();
         assert_eq!(c.limits.rates.redirect_per_ip, Rate::PerSecond(100));
         assert_eq!(c.limits.rates.create_per_key, Rate::PerMinute(60));
+        assert_eq!(c.limits.rates.not_found_per_ip, Rate::PerSecond(10));
+        assert_eq!(c.limits.rates.create_per_ip, Rate::PerMinute(20));
+        let c = Config::from_toml("[limits.rates]\ncreate_per_ip = \"5/h\"").unwrap();
+        assert_eq!(c.limits.rates.create_per_ip, Rate::PerHour(5));
+        assert!(Config::from_toml("[limits.rates]\ncreate_per_ip = \"0/s\"").is_err());
+    }
+
+    #[test]
+    fn base_url_is_derived_from_listen_unless_set() {
+        let c = Config::from_toml("[server]\nlisten = \"127.0.0.1:18282\"").unwrap();
+        assert_eq!(c.server.base_url, "http://127.0.0.1:18282");
+        assert!(c.server.base_url_derived);
+        let mut c = Config::from_toml(
+            "[server]\nlisten = \"127.0.0.1:18282\"\nbase_url = \"https://s.example\"",
+        )
+        .unwrap();
+        assert!(!c.server.base_url_derived);
+        c.derive_base_url("127.0.0.1:9".parse().unwrap());
+        assert_eq!(c.server.base_url, "https://s.example");
+        let mut c = Config::from_toml("[server]\nlisten = \"[::1]:0\"").unwrap();
+        c.derive_base_url("[::1]:4321".parse().unwrap());
+        assert_eq!(c.server.base_url, "http://[::1]:4321");
     }
 }

@@ -18,15 +18,20 @@
 //!   ([`store::SledStore`]): links, the active mapping that redirects read, the dedup index, one
 //!   ZSet-like pool tree per length, counters. Every write is one multi-tree transaction,
 //!   acknowledged after a group-committed flush. Nothing else in the crate touches sled.
+//! - [`ui`] is the web pages: shorten, sign in, links, statistics, dashboard, in English and
+//!   Simplified Chinese, rendered on the server from embedded templates; [`qr`] draws QR codes.
+//! - [`keys`] is the API key ring (also what the pages' sign-in checks).
 //! - [`commands`] is `vshortlink check`, `create` and `stats`.
 //! - [`transfer`] is `vshortlink export` / `import`: JSON lines out, our own export, YOURLS and
 //!   Shlink CSV in, on a stopped store.
+//! - [`limits`] enforces `limits.rates` (governor); [`blocklist`] holds the blocked hosts.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
 //!   into a graceful stop; [`state`] is what handlers can reach.
 //!
-//! [`run`] wires it together: open store → build state → start background work → serve →
-//! drain → flush.
+//! [`build`] wires the services and the router over a store (the server and in-process tests
+//! alike); [`run`] opens the store, builds, serves, then drains and flushes.
 
+pub mod blocklist;
 pub mod cache;
 pub mod clock;
 pub mod codes;
@@ -34,32 +39,37 @@ pub mod commands;
 pub mod config;
 pub mod http;
 pub mod jobs;
+pub mod keys;
+pub mod limits;
 pub mod links;
 pub mod metrics;
 pub mod ops;
 pub mod pools;
+pub mod qr;
 pub mod shutdown;
 pub mod state;
 pub mod store;
 pub mod transfer;
+pub mod ui;
 pub mod visits;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::blocklist::BlockedHosts;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::http::auth::KeyRing;
-use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::jobs::Jobs;
+use crate::keys::KeyRing;
+use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::state::AppState;
 use crate::store::{SledStore, Store, StoreOptions};
-use crate::visits::Recorder;
+use crate::ui::Ui;
+use crate::visits::{Recorder, Statistics};
 
 /// Any failure that stops the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -77,8 +87,98 @@ pub fn store_options(config: &Config) -> StoreOptions {
     }
 }
 
+/// The application, built once from a configuration, a store and a clock: the server's
+/// [`run`] and in-process tests alike use it (axum's `app()` pattern), so nothing is wired twice.
+pub struct App {
+    /// Every route, with its state.
+    pub router: axum::Router,
+    /// What handlers reach; also the parts background work runs on (pools, the lifecycle
+    /// job, the visit writer that shutdown drains).
+    pub state: AppState,
+    /// The blocked hosts, re-read in the background until stopped.
+    pub blocked: Arc<BlockedHosts>,
+}
+
+/// Builds the services over `store` (primes and starts the pools' background refills, loads
+/// the key ring and the blocked hosts, starts the visit writer) and the router.
+pub async fn build(
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+) -> Result<App, BoxError> {
+    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
+    {
+        let pools = pools.clone();
+        tokio::task::spawn_blocking(move || pools.prime()).await??;
+    }
+    pools.start_background()?;
+
+    let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path)?;
+    if let Some(key) = generated {
+        if key.created {
+            tracing::warn!(path = %key.path.display(), "no API key configured: generated an admin key");
+        } else {
+            tracing::info!(path = %key.path.display(), "no API key configured: using the generated admin key");
+        }
+    }
+    let blocked = Arc::new(BlockedHosts::new(
+        &config.limits.blocked_hosts,
+        config.limits.blocked_hosts_path(),
+    )?);
+    blocked.start_watching();
+    let links = Arc::new(
+        Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
+            .with_blocklist(blocked.clone()),
+    );
+    let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
+        .map_err(|e| format!("visits.geo_db: {e}"))?;
+    let limits = Arc::new(RateLimits::new(&config.limits.rates));
+    let mut metrics = Metrics::new(links.cache_counters(), &recorder);
+    metrics.register_rate_limits(&limits);
+    let metrics = Arc::new(metrics);
+    let lifecycle = Arc::new(Lifecycle::new(
+        store.clone(),
+        pools.clone(),
+        links.clone(),
+        clock.clone(),
+        config.clone(),
+    ));
+    let ui = Ui::new(&config, &config.server.base_url, clock.clone())?;
+    let state = AppState {
+        lifecycle,
+        config: config.clone(),
+        links,
+        pools,
+        store: store.clone(),
+        stats: Arc::new(Statistics::new(store, clock)),
+        keys: Arc::new(keys),
+        ui: Arc::new(ui),
+        recorder,
+        metrics,
+        limits,
+    };
+    Ok(App {
+        router: http::router(state.clone()),
+        state,
+        blocked,
+    })
+}
+
 /// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
-pub async fn run(config: Config) -> Result<(), BoxError> {
+pub async fn run(mut config: Config) -> Result<(), BoxError> {
+    // Bound first: a base_url derived from `listen` needs the real port when it is 0.
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+    let addr = listener.local_addr()?;
+    config.derive_base_url(addr);
+    if config.server.base_url_derived && addr.ip().is_unspecified() {
+        tracing::warn!(
+            base_url = %config.server.base_url,
+            "listening on every interface with no server.base_url: short URLs name this \
+             unspecified address; set server.base_url to the public address"
+        );
+    }
     let config = Arc::new(config);
     let options = store_options(&config);
     let sled = tokio::task::spawn_blocking(move || SledStore::open(&options)).await??;
@@ -96,55 +196,15 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         tracing::info!("recovery check: the code filter and pool counters match the trees");
     }
     let store: Arc<dyn Store> = Arc::new(sled);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
-    {
-        let pools = pools.clone();
-        tokio::task::spawn_blocking(move || pools.prime()).await??;
-    }
-    pools.start_background()?;
+    let App {
+        router,
+        state,
+        blocked,
+    } = build(config.clone(), store.clone(), Arc::new(SystemClock)).await?;
+    let pools = state.pools.clone();
+    let recorder = state.recorder.clone();
+    let lifecycle = state.lifecycle.clone();
 
-    let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path)?;
-    if let Some(key) = generated {
-        if key.created {
-            tracing::warn!(path = %key.path.display(), "no API key configured: generated an admin key");
-        } else {
-            tracing::info!(path = %key.path.display(), "no API key configured: using the generated admin key");
-        }
-    }
-    let links = Arc::new(Links::new(
-        store.clone(),
-        pools.clone(),
-        clock.clone(),
-        config.clone(),
-    )?);
-    let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
-        .map_err(|e| format!("visits.geo_db: {e}"))?;
-    let metrics = Arc::new(Metrics::new(links.cache_counters(), &recorder));
-    let lifecycle = Arc::new(Lifecycle::new(
-        store.clone(),
-        pools.clone(),
-        links.clone(),
-        clock,
-        config.clone(),
-    ));
-    let state = AppState {
-        lifecycle: lifecycle.clone(),
-        config: config.clone(),
-        links,
-        pools: pools.clone(),
-        store: store.clone(),
-        keys: Arc::new(keys),
-        pages: Arc::new(Pages::new()?),
-        recorder: recorder.clone(),
-        metrics,
-    };
-    let app = http::router(state);
-
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-    let addr = listener.local_addr()?;
     let counts = store.link_counts()?;
     let levels: Vec<String> = pools
         .statuses()?
@@ -153,6 +213,8 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
         .collect();
     tracing::info!(
         listen = %addr,
+        base_url = %config.server.base_url,
+        base_url_from = if config.server.base_url_derived { "listen" } else { "config" },
         data = %config.storage.path.display(),
         links = counts.active,
         pools = %levels.join(","),
@@ -162,21 +224,106 @@ pub async fn run(config: Config) -> Result<(), BoxError> {
 
     let jobs = Jobs::start(&config.lifecycle.schedule, lifecycle, store.clone()).await?;
 
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown::signal())
-    .await?;
+    let options = http::server::ServeOptions {
+        header_timeout: config
+            .server
+            .header_timeout
+            .0
+            .unwrap_or(Duration::from_secs(10)),
+        max_header_bytes: config.server.max_header_bytes,
+        max_connections: config.server.max_connections,
+        drain_timeout: http::REQUEST_TIMEOUT + Duration::from_secs(5),
+    };
+    // sled keeps its first I/O error and fails every later write with it: once the disk has
+    // room again, the only way back is to reopen the store. The server drains and exits
+    // non-zero so that its supervisor (Docker's restart policy) starts it afresh.
+    let recovered = Arc::new(tokio::sync::Notify::new());
+    let watchdog = tokio::spawn(storage_watchdog(
+        store.clone(),
+        config.storage.path.clone(),
+        recovered.clone(),
+    ));
+    let restart = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = {
+        let recorder = recorder.clone();
+        let restart = restart.clone();
+        async move {
+            tokio::select! {
+                () = shutdown::signal() => {}
+                () = recovered.notified() => {
+                    restart.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+            tracing::info!(
+                queued_visits = recorder.depth(),
+                "stopping: no new connections; draining requests, then the visit queue"
+            );
+        }
+    };
+    http::server::serve(listener, router, options, stopping).await?;
 
+    watchdog.abort();
     // No request is in flight any more: write every queued visit before the store closes.
     recorder.shutdown().await;
+    blocked.stop();
     jobs.stop().await;
     tokio::task::spawn_blocking(move || {
         pools.stop_background();
         store.close()
     })
-    .await??;
+    .await?
+    .or_else(|e| {
+        if restart.load(std::sync::atomic::Ordering::SeqCst) {
+            // The store's last flush fails with its old error; what was acknowledged was
+            // flushed before it was acknowledged.
+            tracing::warn!(error = %e, "closing the faulted store failed, as expected");
+            Ok(())
+        } else {
+            Err(e)
+        }
+    })?;
+    if restart.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(
+            "stopped to reopen the store after a storage fault; a supervisor restarts it".into(),
+        );
+    }
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// How often a faulted store's disk is probed for free space.
+const FAULT_PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// Bytes the probe writes: room for a few more sled segments' worth of small writes.
+const FAULT_PROBE_BYTES: usize = 1024 * 1024;
+
+/// Waits for a storage fault, then for the data directory to accept a write again, then
+/// notifies `recovered`.
+async fn storage_watchdog(
+    store: Arc<dyn Store>,
+    data: std::path::PathBuf,
+    recovered: Arc<tokio::sync::Notify>,
+) {
+    loop {
+        tokio::time::sleep(FAULT_PROBE_INTERVAL).await;
+        if store.write_fault().is_none() {
+            continue;
+        }
+        let probe = data.join(".space-probe");
+        let writable = tokio::task::spawn_blocking(move || {
+            let ok = std::fs::write(&probe, vec![0u8; FAULT_PROBE_BYTES])
+                .and_then(|()| std::fs::File::open(&probe)?.sync_all())
+                .is_ok();
+            let _ = std::fs::remove_file(&probe);
+            ok
+        })
+        .await
+        .unwrap_or(false);
+        if writable {
+            tracing::warn!(
+                "the data directory accepts writes again: restarting to reopen the store"
+            );
+            recovered.notify_one();
+            return;
+        }
+    }
 }

@@ -18,6 +18,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use url::Url;
 
+use crate::blocklist::BlockedHosts;
 use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
 use crate::codes::{is_code_syntax, is_reserved};
@@ -35,6 +36,8 @@ const MAX_TAGS: usize = 32;
 const MAX_TAG_LEN: usize = 64;
 /// The furthest expiry accepted: 100 years (timestamps stay formattable and meaningful).
 const MAX_VALIDITY_MS: u64 = 100 * 366 * 86_400_000;
+/// Creates of one batch run at once: enough to share flushes, few enough to leave threads.
+pub const CREATE_PARALLELISM: usize = 32;
 /// The space of links created without one.
 pub const DEFAULT_SPACE: &str = "default";
 
@@ -130,6 +133,8 @@ pub enum Resolution {
     /// The code belongs to an expired or deleted link.
     Gone,
     NotFound,
+    /// The link is active but its destination host is blocked (`limits.blocked_hosts`).
+    Blocked,
 }
 
 /// The link service.
@@ -143,6 +148,7 @@ pub struct Links {
     epoch: AtomicU64,
     base: Url,
     config: Arc<Config>,
+    blocked: Arc<BlockedHosts>,
 }
 
 impl Links {
@@ -154,7 +160,12 @@ impl Links {
     ) -> Result<Self, url::ParseError> {
         let base = Url::parse(&config.server.base_url)?;
         let ttl = config.cache.ttl.millis().unwrap_or(300_000);
+        // The configured list alone; `with_blocklist` adds the file's hosts.
+        let blocked = BlockedHosts::new(&config.limits.blocked_hosts, None)
+            .map(Arc::new)
+            .unwrap_or_else(|_| Arc::new(BlockedHosts::empty()));
         Ok(Self {
+            blocked,
             cache: RedirectCache::new(config.cache.capacity, ttl),
             epoch: AtomicU64::new(0),
             store,
@@ -163,6 +174,12 @@ impl Links {
             base,
             config,
         })
+    }
+
+    /// Uses this blocklist (the configured hosts and the file's, kept current by its watcher).
+    pub fn with_blocklist(mut self, blocked: Arc<BlockedHosts>) -> Self {
+        self.blocked = blocked;
+        self
     }
 
     /// The short URL of a code.
@@ -198,6 +215,45 @@ impl Links {
             Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Creates many links at once, answers in request order. Creates run side by side (up to
+    /// [`CREATE_PARALLELISM`]) so that they share durable flushes, leaving threads for others.
+    pub async fn create_many(self: &Arc<Self>, reqs: Vec<CreateLink>) -> Vec<Result<(Link, bool)>> {
+        let permits = Arc::new(tokio::sync::Semaphore::new(CREATE_PARALLELISM));
+        let mut tasks = tokio::task::JoinSet::new();
+        let count = reqs.len();
+        for (index, req) in reqs.into_iter().enumerate() {
+            let links = self.clone();
+            let permits = permits.clone();
+            tasks.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let outcome = tokio::task::spawn_blocking(move || links.create(req))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(LinkError::Store(StoreError::Backend(format!(
+                            "create task failed: {e}"
+                        ))))
+                    });
+                (index, outcome)
+            });
+        }
+        let mut results: Vec<Option<Result<(Link, bool)>>> = (0..count).map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok((index, outcome)) = joined {
+                results[index] = Some(outcome);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(LinkError::Store(StoreError::Backend(
+                        "create task was lost".into(),
+                    )))
+                })
+            })
+            .collect()
     }
 
     /// Checks and normalises a create request (no writes).
@@ -282,8 +338,18 @@ impl Links {
     }
 
     /// Where a code leads, for the redirect path: cache, then the code filter, then the
-    /// active mapping; an expired link never redirects, cached or not.
+    /// active mapping; an expired link never redirects, cached or not, and neither does a
+    /// link to a blocked host.
     pub fn resolve(&self, code: &str) -> Result<Resolution> {
+        match self.resolve_target(code)? {
+            Resolution::Found { url, .. } if self.blocked.blocks_url(&url) => {
+                Ok(Resolution::Blocked)
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn resolve_target(&self, code: &str) -> Result<Resolution> {
         if !is_code_syntax(code) {
             return Ok(Resolution::NotFound);
         }
@@ -413,6 +479,13 @@ impl Links {
         if same_host && url.port_or_known_default() == self.base.port_or_known_default() {
             return Err(bad(
                 "url points back at this shortener; a short link cannot lead to another".into(),
+            ));
+        }
+        if self.blocked.is_blocked(host) {
+            return Err(LinkError::invalid(
+                "blocked_url",
+                "url",
+                format!("links to `{host}` are blocked on this server"),
             ));
         }
         let normalised = url.to_string();

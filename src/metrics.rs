@@ -167,6 +167,15 @@ impl Metrics {
         self
     }
 
+    /// `vsl_rate_limited_total{limit}`: requests answered 429, per `limits.rates` key.
+    pub fn register_rate_limits(&mut self, limits: &crate::limits::RateLimits) {
+        self.registry.register(
+            "rate_limited",
+            "Requests answered 429, per limits.rates key",
+            limits.refused.clone(),
+        );
+    }
+
     /// Reads the levels and renders the whole registry as Prometheus text.
     pub fn render(
         &self,

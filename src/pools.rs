@@ -345,6 +345,7 @@ impl Pools {
             score: now,
             now,
             state,
+            shuffle: tier.strategy != Strategy::Step,
         })?;
         Ok(result.added)
     }

@@ -3,14 +3,15 @@
 use std::sync::Arc;
 
 use crate::config::Config;
-use crate::http::auth::KeyRing;
-use crate::http::pages::Pages;
 use crate::jobs::lifecycle::Lifecycle;
+use crate::keys::KeyRing;
+use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::store::Store;
-use crate::visits::Recorder;
+use crate::ui::Ui;
+use crate::visits::{Recorder, Statistics};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -20,11 +21,16 @@ pub struct AppState {
     pub pools: Arc<Pools>,
     /// The maintenance job, also run on demand by the API.
     pub lifecycle: Arc<Lifecycle>,
-    /// For health checks, counts, visits and statistics (links go through `links`).
+    /// For health checks and metrics (links go through `links`, visits through `stats`).
     pub store: Arc<dyn Store>,
+    /// Statistics and visit listings.
+    pub stats: Arc<Statistics>,
     /// The visit queue the redirect feeds.
     pub recorder: Arc<Recorder>,
     pub metrics: Arc<Metrics>,
+    /// `limits.rates`, checked by the redirect path and the create handlers.
+    pub limits: Arc<RateLimits>,
     pub keys: Arc<KeyRing>,
-    pub pages: Arc<Pages>,
+    /// The web pages: templates, catalogues, sessions, 404/410 pages.
+    pub ui: Arc<Ui>,
 }

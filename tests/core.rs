@@ -419,45 +419,32 @@ fn update_delete_expire_and_recycle_move_a_code_through_its_life() {
 
 // ---- crash safety ----
 
-const CHILD_ENV: &str = "VSL_CRASH_CHILD_DIR";
-
-/// Runs only as the child of `sigkill_during_concurrent_creates_loses_no_acknowledged_link`:
-/// 32 threads create links forever and print each one after `create_link` returned.
-#[test]
-fn crash_child() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let store = open(Path::new(&dir));
-    let pools = Arc::new(pools(&store, "[tiers.6]\nbatch = 5000\n"));
-    let handles: Vec<_> = (0..32)
-        .map(|thread| {
-            let pools = pools.clone();
-            std::thread::spawn(move || {
-                let pid = std::process::id();
-                for i in 0.. {
-                    // Unique across rounds too: a repeated URL would be a (correct) dedup hit.
-                    let url = format!("https://example.com/{pid}/{thread}/{i}");
-                    let link = pools.create(&new_link(6, &url, now())).unwrap();
-                    println!("ACK {} {}", link.link().code, url);
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
+/// `examples/crash_child.rs`, built by `cargo test` beside this test binary: 32 threads create
+/// links forever and print each one after its create returned.
+fn crash_child_exe() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/core-<hash> → target/<profile>/examples/crash_child
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("examples").join("crash_child"))
+        .expect("target dir");
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo test` builds it (or `cargo build --example crash_child`)",
+        path.display()
+    );
+    path
 }
 
 #[test]
 fn sigkill_during_concurrent_creates_loses_no_acknowledged_link() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
+    let exe = crash_child_exe();
     let mut acked: Vec<(String, String)> = Vec::new();
     for round in 0..3 {
         let mut child = Command::new(&exe)
-            .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, dir.path())
+            .arg(dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

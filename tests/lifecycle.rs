@@ -7,7 +7,6 @@ use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::jobs::lifecycle::{Lifecycle, MaintenanceReport};
 use vshortlink::links::{CreateLink, Links, Resolution};
-use vshortlink::pools::Pools;
 use vshortlink::store::{
     CodeChoice, LinkStatus, NewLink, SledStore, Store, StoreError, StoreOptions,
 };
@@ -17,31 +16,31 @@ const T0: u64 = 1_800_000_000_000;
 
 struct World {
     _dir: tempfile::TempDir,
+    /// Runs the visit writer and pool refills that `build` starts.
+    _runtime: tokio::runtime::Runtime,
     clock: Arc<ManualClock>,
     store: Arc<dyn Store>,
     links: Arc<Links>,
-    job: Lifecycle,
+    job: Arc<Lifecycle>,
 }
 
 fn world(overlay: &str) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let config = Arc::new(Config::from_toml(overlay).unwrap());
+    // The generated admin key goes into the temp dir, not the working directory.
+    let overlay = format!("{overlay}\n[storage]\npath = {:?}\n", dir.path());
+    let config = Arc::new(Config::from_toml(&overlay).unwrap());
     let store: Arc<dyn Store> = Arc::new(SledStore::open(&StoreOptions::new(dir.path())).unwrap());
     let clock = Arc::new(ManualClock::new(T0));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let pools = Arc::new(Pools::new(store.clone(), dyn_clock.clone(), &config).unwrap());
-    let links = Arc::new(
-        Links::new(
-            store.clone(),
-            pools.clone(),
-            dyn_clock.clone(),
-            config.clone(),
-        )
-        .unwrap(),
-    );
-    let job = Lifecycle::new(store.clone(), pools, links.clone(), dyn_clock, config);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = runtime
+        .block_on(vshortlink::build(config, store.clone(), dyn_clock))
+        .unwrap();
+    let links = app.state.links.clone();
+    let job = app.state.lifecycle.clone();
     World {
         _dir: dir,
+        _runtime: runtime,
         clock,
         store,
         links,

@@ -8,11 +8,8 @@ use tokio_stream::StreamExt;
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::http::stats::{csv_body, CSV_PAGE};
-use vshortlink::jobs::lifecycle::Lifecycle;
-use vshortlink::links::Links;
-use vshortlink::pools::Pools;
 use vshortlink::store::{NewVisit, SledStore, Store, StoreOptions, Visit};
-use vshortlink::visits::Recorder;
+use vshortlink::visits::{Recorder, Statistics};
 
 const DAY: u64 = 86_400_000;
 const T0: u64 = 1_800_000_000_000;
@@ -59,7 +56,11 @@ async fn csv_export_streams_100k_visits_page_by_page() {
     .await
     .unwrap();
 
-    let mut stream = csv_body(store.clone(), 7, None).into_data_stream();
+    let stats = Arc::new(Statistics::new(
+        store.clone(),
+        Arc::new(ManualClock::new(T0)),
+    ));
+    let mut stream = csv_body(stats, 7, None).into_data_stream();
     let (mut chunks, mut rows, mut header) = (0usize, 0usize, None);
     let mut largest = 0usize;
     while let Some(chunk) = stream.next().await {
@@ -111,21 +112,19 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
 #[test]
 fn retention_prunes_old_visits_only_and_counters_stay() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Arc::new(Config::from_toml("[visits]\nretention = \"30d\"\n").unwrap());
+    let overlay = format!(
+        "[visits]\nretention = \"30d\"\n[storage]\npath = {:?}\n",
+        dir.path()
+    );
+    let config = Arc::new(Config::from_toml(&overlay).unwrap());
     let store = store(&dir);
     let clock = Arc::new(ManualClock::new(T0));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
-    let pools = Arc::new(Pools::new(store.clone(), dyn_clock.clone(), &config).unwrap());
-    let links = Arc::new(
-        Links::new(
-            store.clone(),
-            pools.clone(),
-            dyn_clock.clone(),
-            config.clone(),
-        )
-        .unwrap(),
-    );
-    let job = Lifecycle::new(store.clone(), pools, links, dyn_clock, config);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = runtime
+        .block_on(vshortlink::build(config, store.clone(), dyn_clock))
+        .unwrap();
+    let job = app.state.lifecycle.clone();
 
     // 1,200 visits 40 days ago (more than one pruning chunk), 30 visits 10 days ago.
     record(&*store, 1, T0, 0..1_200);

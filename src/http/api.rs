@@ -3,30 +3,28 @@
 //! pool (writes wait for a durable flush), and shape the JSON. No business rules here.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 
 use super::auth::Caller;
 use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
+use crate::limits::Limit;
 use crate::links::{rfc3339, CreateLink, LinkError, UpdateLink, DEFAULT_SPACE};
 use crate::state::AppState;
 use crate::store::{Link, LinkQuery, LinkStatus};
+use crate::visits::client;
 
 /// Most links in one batch request.
 pub const MAX_BATCH: usize = 1000;
 /// Most links in one listing page.
 pub const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
-/// Batch items created at once: enough to share flushes, few enough to leave threads for others.
-const BATCH_PARALLELISM: usize = 32;
 
 /// A link as the API shows it.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -92,9 +90,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
 }
 
 /// `cursor` and `limit` of a listing (a limit over [`MAX_PAGE`] is clamped).
-pub(super) fn page_params(
-    params: &HashMap<String, String>,
-) -> Result<(Option<u64>, usize), ApiError> {
+pub fn page_params(params: &HashMap<String, String>) -> Result<(Option<u64>, usize), ApiError> {
     let after = match params.get("cursor").filter(|c| !c.is_empty()) {
         None => None,
         Some(c) => Some(c.parse::<u64>().map_err(|_| {
@@ -120,7 +116,7 @@ pub(super) fn page_params(
 }
 
 /// Runs blocking domain work (durable writes) off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, LinkError> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(work).await {
@@ -131,7 +127,11 @@ async fn blocking<T: Send + 'static>(
 
 /// May this caller create links in `space`? Anonymous creates, when enabled, go to the
 /// default space only.
-fn authorize_create(state: &AppState, caller: &Caller, space: &str) -> Result<(), ApiError> {
+pub(crate) fn authorize_create(
+    state: &AppState,
+    caller: &Caller,
+    space: &str,
+) -> Result<(), ApiError> {
     if caller.0.is_none() && state.keys.anonymous_create && space == DEFAULT_SPACE {
         return Ok(());
     }
@@ -147,6 +147,35 @@ fn authenticate_writer(state: &AppState, caller: &Caller) -> Result<(), ApiError
     caller.require(Role::Editor).map(|_| ())
 }
 
+/// The client address of SPEC §16 (the proxy headers only when trusted).
+fn request_ip(state: &AppState, request: &Request) -> IpAddr {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+    client::client_ip(
+        peer,
+        request.headers(),
+        state.config.server.trust_proxy_headers,
+    )
+}
+
+/// `items` creates against `create_per_key` (a caller with a key) or `create_per_ip`
+/// (anonymous). Checked before anything is written, so a refused request writes nothing.
+pub(crate) fn check_create_rate(
+    state: &AppState,
+    caller: &Caller,
+    ip: IpAddr,
+    items: usize,
+) -> Result<(), ApiError> {
+    let cells = u32::try_from(items).unwrap_or(u32::MAX);
+    match &caller.0 {
+        Some(principal) => state.limits.check_key(&principal.name, cells)?,
+        None => state.limits.check_ip(Limit::CreatePerIp, ip, cells)?,
+    }
+    Ok(())
+}
+
 #[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLink, security(("api_key" = [])),
     responses((status = 201, description = "Created", body = LinkView),
         (status = 200, description = "The existing link of this URL (dedup)", body = LinkView),
@@ -159,6 +188,7 @@ pub async fn create_link(
     request: Request,
 ) -> Result<Response, ApiError> {
     authenticate_writer(&state, &caller)?;
+    check_create_rate(&state, &caller, request_ip(&state, &request), 1)?;
     let JsonBody(req) = JsonBody::<CreateLink>::from_request(request, &()).await?;
     let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
     authorize_create(&state, &caller, &space)?;
@@ -198,6 +228,7 @@ pub async fn create_batch(
     request: Request,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     authenticate_writer(&state, &caller)?;
+    let ip = request_ip(&state, &request);
     let JsonBody(batch) = JsonBody::<BatchRequest>::from_request(request, &()).await?;
     if batch.links.len() > MAX_BATCH {
         return Err(ApiError::bad_request(
@@ -209,10 +240,12 @@ pub async fn create_batch(
             ),
         ));
     }
+    // Every item counts, and a refused batch creates none of them.
+    check_create_rate(&state, &caller, ip, batch.links.len())?;
     let count = batch.links.len();
     let mut results: Vec<Option<BatchItem>> = (0..count).map(|_| None).collect();
-    let permits = Arc::new(Semaphore::new(BATCH_PARALLELISM));
-    let mut tasks = JoinSet::new();
+    let mut valid = Vec::with_capacity(count);
+    let mut valid_index = Vec::with_capacity(count);
     for (index, value) in batch.links.into_iter().enumerate() {
         let req = match from_value::<CreateLink>(value) {
             Ok(req) => req,
@@ -226,16 +259,11 @@ pub async fn create_batch(
             results[index] = Some(failure(e));
             continue;
         }
-        let links = state.links.clone();
-        let permits = permits.clone();
-        tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let outcome = blocking(move || links.create(req)).await;
-            (index, outcome)
-        });
+        valid.push(req);
+        valid_index.push(index);
     }
-    while let Some(joined) = tasks.join_next().await {
-        let (index, outcome) = joined.map_err(ApiError::internal)?;
+    let outcomes = state.links.create_many(valid).await;
+    for (index, outcome) in valid_index.into_iter().zip(outcomes) {
         results[index] = Some(match outcome {
             Ok((link, created)) => {
                 let mut view = LinkView::new(&state, &link);
@@ -246,7 +274,7 @@ pub async fn create_batch(
                     error: None,
                 }
             }
-            Err(e) => failure(prefix_field(e, index)),
+            Err(e) => failure(prefix_field(e.into(), index)),
         });
     }
     let results: Vec<BatchItem> = results.into_iter().flatten().collect();
@@ -298,13 +326,22 @@ pub async fn list_links(
                 })?,
         ),
     };
+    let length = match params.get("length").filter(|l| !l.is_empty()) {
+        None => None,
+        Some(l) => Some(l.parse::<u8>().map_err(|_| {
+            ApiError::bad_request("invalid_query", "length", format!("`{l}` is not a length"))
+        })?),
+    };
     let (after, limit) = page_params(&params)?;
     let query = LinkQuery {
         space,
         status,
+        length,
         after,
         limit,
-    };
+        ..LinkQuery::default()
+    }
+    .search(params.get("q").map(String::as_str));
     let links = state.links.clone();
     let page = blocking(move || links.list(&query)).await?;
     let items: Vec<LinkView> = page
@@ -330,8 +367,8 @@ pub async fn get_link(
     let link = state.links.get(&code)?;
     caller.require_space(Role::Viewer, &link.space)?;
     let mut view = LinkView::new(&state, &link);
-    let store = state.store.clone();
-    let totals = tokio::task::spawn_blocking(move || store.visit_totals(link.id))
+    let service = state.stats.clone();
+    let totals = tokio::task::spawn_blocking(move || service.totals(link.id))
         .await
         .map_err(ApiError::internal)?
         .map_err(ApiError::internal)?;
@@ -459,6 +496,15 @@ pub async fn run_maintenance(
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "Alive, and the store answers"), (status = 503, description = "The store does not answer")))]
 pub async fn healthz(State(state): State<AppState>) -> Response {
+    // A store that cannot write is not healthy, even if it still reads: orchestrators and
+    // the Docker healthcheck must see it.
+    if let Some(fault) = state.store.write_fault() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "unavailable", "reason": fault.reason })),
+        )
+            .into_response();
+    }
     match state.store.ping() {
         Ok(()) => Json(serde_json::json!({ "status": "ok" })).into_response(),
         Err(e) => {

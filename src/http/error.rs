@@ -11,7 +11,9 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::limits::RateLimited;
 use crate::links::LinkError;
+use crate::store::StoreError;
 
 /// Problem types are `PROBLEM_BASE` + the error code.
 pub const PROBLEM_BASE: &str = "https://vshortlink.dev/problems/";
@@ -24,6 +26,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub detail: String,
     pub field: Option<String>,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -45,6 +49,7 @@ impl ApiError {
             code,
             detail: detail.into(),
             field: None,
+            retry_after: None,
         }
     }
 
@@ -71,6 +76,11 @@ impl ApiError {
 
     pub fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
+    }
+
+    /// 403 `blocked_url`: an existing link whose destination host is blocked.
+    pub fn blocked_url(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "blocked_url", detail)
     }
 
     /// A server fault: logged in full, reported without detail.
@@ -124,6 +134,10 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "unauthorized" => "Unauthorized",
         "forbidden" => "Forbidden",
         "method_not_allowed" => "Method not allowed",
+        "rate_limited" => "Too many requests",
+        "storage_full" => "Storage full",
+        "storage_unavailable" => "Storage unavailable",
+        "blocked_url" => "Blocked destination",
         "internal" => "Internal error",
         _ => status.canonical_reason().unwrap_or("Error"),
     }
@@ -137,12 +151,45 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    /// Out of space: 507 `storage_full`; other I/O failures: 503 `storage_unavailable`. Both
+    /// are logged once per episode by the store, not per request. Anything else is a 500.
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Full(_) => ApiError::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                "the server's storage is full; writes fail until space is freed",
+            ),
+            StoreError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "storage_unavailable",
+                "the server's storage is failing; try again later",
+            ),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<RateLimited> for ApiError {
+    fn from(e: RateLimited) -> Self {
+        let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string());
+        error.retry_after = Some(e.retry_after_secs);
+        error
     }
 }
 
@@ -167,7 +214,7 @@ impl From<LinkError> for ApiError {
                 e.to_string(),
             )
             .with_field("length"),
-            LinkError::Store(inner) => ApiError::internal(inner),
+            LinkError::Store(inner) => ApiError::from(inner),
         }
     }
 }

@@ -2,22 +2,27 @@
 //! problem+json, the API-key extractor, and thin handlers that call the domain services.
 //!
 //! - `api` — `/api/v1` (links, batch, pools, health)
-//! - `redirect` — `/{code}` and the 404/410 pages
+//! - `redirect` — `/{code}`, the `/{code}+` preview, `/robots.txt`, and the 404/410/429/403
+//!   pages
 //! - `error` — the only place that maps errors to status codes
 //! - `auth` — API keys and roles
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
-//! - `pages` — templates embedded in the binary
+//! - `qr` — QR codes of short URLs
 //! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
 //! - `openapi` — `/api/v1/openapi.json`, generated from the handlers
+//! - `server` — the accept loop: header timeout and size, connection cap, drain
+//!
+//! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
 pub mod api;
 pub mod auth;
 pub mod error;
 pub mod observe;
 pub mod openapi;
-pub mod pages;
+pub mod qr;
 pub mod redirect;
+pub mod server;
 pub mod stats;
 pub mod yourls;
 
@@ -32,7 +37,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::AppState;
 
 /// Longest a request may take before it is answered 408; also bounds graceful shutdown.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Every route of the server.
 pub fn router(state: AppState) -> Router {
@@ -47,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/links/{code}/stats", get(stats::link_stats))
         .route("/links/{code}/visits", get(stats::link_visits))
+        .route("/links/{code}/qr", get(qr::link_qr))
         .route("/stats", get(stats::system_stats))
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
@@ -59,7 +65,9 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(stats::metrics))
+        .merge(crate::ui::router())
         .route("/yourls-api.php", get(yourls::api).post(yourls::api))
+        .route("/robots.txt", get(redirect::robots))
         .route("/{code}", get(redirect::redirect))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, redirect, stats, yourls};
+use super::{api, qr, redirect, stats, yourls};
 use crate::links::{CreateLink, UpdateLink};
 
 /// The document.
@@ -32,7 +32,9 @@ use crate::links::{CreateLink, UpdateLink};
         stats::link_visits,
         stats::system_stats,
         stats::metrics,
+        qr::link_qr,
         redirect::redirect,
+        redirect::robots,
         yourls::api,
         spec,
     ),

@@ -1,6 +1,14 @@
 //! `GET`/`HEAD /{code}` (SPEC §6): resolve through the domain service and answer a redirect,
 //! or the 404/410 page (problem+json for clients that ask for JSON), and hand the visit to the
 //! visit queue. Never waits on background work.
+//!
+//! `GET /{code}+` previews the destination instead (no redirect, no visit); a link whose host
+//! is blocked answers 403 `blocked_url`. `GET /robots.txt` keeps crawlers out of `/api/` and
+//! `/ui/`.
+//!
+//! Rate limits (SPEC §16): `redirect_per_ip` is checked first when it is on; `not_found_per_ip`
+//! only on the way to a 404, so that redirects that succeed never pay for it. Past a quota the
+//! answer is 429 with `Retry-After` (a page, or problem+json for JSON clients).
 
 use axum::extract::rejection::PathRejection;
 use std::net::SocketAddr;
@@ -11,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::observe::count_unmatched;
+use crate::limits::{Limit, RateLimited};
 use crate::links::Resolution;
 use crate::state::AppState;
 use crate::visits::client;
@@ -28,10 +37,19 @@ pub async fn redirect(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
+    if state.limits.limits_redirects() {
+        let ip = client_ip(&state, peer, &headers);
+        if let Err(e) = state.limits.check_ip(Limit::RedirectPerIp, ip, 1) {
+            return rate_limited(&state, e, &headers);
+        }
+    }
     // A path that does not even decode (bad percent-encoding) is no code.
     let Ok(Path(code)) = path else {
-        return missing(&state, StatusCode::NOT_FOUND, "", &headers);
+        return not_found(&state, peer, "", &headers);
     };
+    if let Some(code) = code.strip_suffix('+') {
+        return preview(&state, peer, code, &headers);
+    }
     match state.links.resolve(&code) {
         Ok(Resolution::Found { id, url }) => {
             let Ok(location) = HeaderValue::from_str(&url) else {
@@ -57,19 +75,96 @@ pub async fn redirect(
             response
         }
         Ok(Resolution::Gone) => missing(&state, StatusCode::GONE, &code, &headers),
-        Ok(Resolution::NotFound) => missing(&state, StatusCode::NOT_FOUND, &code, &headers),
+        Ok(Resolution::NotFound) => not_found(&state, peer, &code, &headers),
+        Ok(Resolution::Blocked) => blocked(&state, &code, &headers),
         Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// `GET /{code}+`: the destination, escaped, with a button to go on. Counts no visit.
+fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
+    match state.links.resolve(code) {
+        Ok(Resolution::Found { url, .. }) => {
+            let mut response = state.ui.preview(&url, headers);
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, CACHE_CONTROL);
+            response
+        }
+        Ok(Resolution::Gone) => missing(state, StatusCode::GONE, code, headers),
+        Ok(Resolution::NotFound) => not_found(state, peer, code, headers),
+        Ok(Resolution::Blocked) => blocked(state, code, headers),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// `GET /robots.txt`: everything but the API and the signed-in pages may be crawled.
+#[utoipa::path(get, path = "/robots.txt", tag = "operations",
+    responses((status = 200, description = "`Disallow: /api/` and `Disallow: /ui/`", content_type = "text/plain")))]
+pub async fn robots() -> Response {
+    let mut response = "User-agent: *\nDisallow: /api/\nDisallow: /ui/\n".into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// 403 for a link whose destination host is blocked.
+fn blocked(state: &AppState, code: &str, headers: &HeaderMap) -> Response {
+    let mut response = if wants_json(headers) {
+        ApiError::blocked_url(format!("the destination of `{code}` is on a blocked host"))
+            .into_response()
+    } else {
+        state.ui.errors.response(StatusCode::FORBIDDEN, headers)
+    };
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    response
 }
 
 /// Any path that is no route and no code.
 pub async fn fallback(
     State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     headers: HeaderMap,
 ) -> Response {
-    count_unmatched(&state, &method, StatusCode::NOT_FOUND);
-    missing(&state, StatusCode::NOT_FOUND, "", &headers)
+    let response = not_found(&state, peer, "", &headers);
+    count_unmatched(&state, &method, response.status());
+    response
+}
+
+/// The client address of SPEC §16 (the proxy headers only when trusted).
+fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> std::net::IpAddr {
+    client::client_ip(peer.ip(), headers, state.config.server.trust_proxy_headers)
+}
+
+/// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429.
+fn not_found(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
+    let ip = client_ip(state, peer, headers);
+    match state.limits.check_ip(Limit::NotFoundPerIp, ip, 1) {
+        Ok(()) => missing(state, StatusCode::NOT_FOUND, code, headers),
+        Err(e) => rate_limited(state, e, headers),
+    }
+}
+
+/// 429 with `Retry-After`: problem+json for JSON clients, else the page.
+fn rate_limited(state: &AppState, e: RateLimited, headers: &HeaderMap) -> Response {
+    let secs = e.retry_after_secs;
+    let mut response = if wants_json(headers) {
+        ApiError::from(e).into_response()
+    } else {
+        state
+            .ui
+            .errors
+            .response(StatusCode::TOO_MANY_REQUESTS, headers)
+    };
+    let h = response.headers_mut();
+    h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    response
 }
 
 fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap) -> Response {
@@ -84,7 +179,7 @@ fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap
         };
         ApiError::new(status, kind, detail).into_response()
     } else {
-        state.pages.error(status)
+        state.ui.errors.response(status, headers)
     };
     response
         .headers_mut()

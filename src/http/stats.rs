@@ -21,8 +21,9 @@ use super::error::ApiError;
 use crate::config::Role;
 use crate::links::rfc3339;
 use crate::state::AppState;
-use crate::store::{Millis, Store, StoreError, Visit};
+use crate::store::{Millis, StoreError, Visit};
 use crate::visits::stats::{self, Granularity, MAX_POINTS};
+use crate::visits::Statistics;
 
 /// Visits read per store call while streaming CSV: bounds the memory of one export.
 pub const CSV_PAGE: usize = 1000;
@@ -97,9 +98,8 @@ pub async fn link_stats(
             format!("the range needs more than {MAX_POINTS} points; use a coarser granularity or a shorter range"),
         ));
     }
-    let store = state.store.clone();
-    let stats =
-        blocking(move || stats::link_stats(&*store, link.id, from, to, granularity)).await?;
+    let service = state.stats.clone();
+    let stats = blocking(move || service.link(link.id, from, to, granularity)).await?;
     Ok(Json(stats))
 }
 
@@ -170,7 +170,7 @@ pub async fn link_visits(
     let (after, limit) = page_params(&params)?;
     match params.get("format").map(String::as_str) {
         None | Some("") | Some("json") => {}
-        Some("csv") => return Ok(csv_response(state.store.clone(), link.id, after, &code)),
+        Some("csv") => return Ok(csv_response(state.stats.clone(), link.id, after, &code)),
         Some(other) => {
             return Err(ApiError::bad_request(
                 "invalid_query",
@@ -179,8 +179,8 @@ pub async fn link_visits(
             ))
         }
     }
-    let store = state.store.clone();
-    let page = blocking(move || store.visits_page(link.id, after, limit)).await?;
+    let service = state.stats.clone();
+    let page = blocking(move || service.visits(link.id, after, limit)).await?;
     Ok(Json(VisitPageView {
         items: page.items.into_iter().map(VisitView::from).collect(),
         next_cursor: page.next.map(|n| n.to_string()),
@@ -188,8 +188,14 @@ pub async fn link_visits(
     .into_response())
 }
 
-fn csv_response(store: Arc<dyn Store>, link_id: u64, after: Option<u64>, code: &str) -> Response {
-    let mut response = Response::new(csv_body(store, link_id, after));
+/// A link's visits as a streamed CSV download.
+pub fn csv_response(
+    stats: Arc<Statistics>,
+    link_id: u64,
+    after: Option<u64>,
+    code: &str,
+) -> Response {
+    let mut response = Response::new(csv_body(stats, link_id, after));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -205,17 +211,15 @@ fn csv_response(store: Arc<dyn Store>, link_id: u64, after: Option<u64>, code: &
 /// Every visit of a link (after `after`) as a CSV body, streamed one store page
 /// ([`CSV_PAGE`] visits) per chunk: at most [`CSV_AHEAD`] chunks wait for a slow client, so an
 /// export of any size holds a few thousand visits in memory.
-pub fn csv_body(store: Arc<dyn Store>, link_id: u64, after: Option<u64>) -> Body {
+pub fn csv_body(stats: Arc<Statistics>, link_id: u64, after: Option<u64>) -> Body {
     let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(CSV_AHEAD);
     tokio::spawn(async move {
         let mut after = after;
         let mut header = true;
         loop {
-            let page_store = store.clone();
-            let page = tokio::task::spawn_blocking(move || {
-                page_store.visits_page(link_id, after, CSV_PAGE)
-            })
-            .await;
+            let service = stats.clone();
+            let page =
+                tokio::task::spawn_blocking(move || service.visits(link_id, after, CSV_PAGE)).await;
             let page = match page {
                 Ok(Ok(page)) => page,
                 Ok(Err(e)) => return fail(&sender, e.to_string()).await,
@@ -294,11 +298,8 @@ pub async fn system_stats(
     caller: Caller,
 ) -> Result<Json<stats::SystemStats>, ApiError> {
     caller.require(Role::Viewer)?;
-    let store = state.store.clone();
-    let now = state.links.now();
-    Ok(Json(
-        blocking(move || stats::system_stats(&*store, now)).await?,
-    ))
+    let service = state.stats.clone();
+    Ok(Json(blocking(move || service.system()).await?))
 }
 
 /// `GET /metrics`, Prometheus text. Needs no key (SPEC §16).

@@ -399,6 +399,15 @@ fn shorturl(
             principal.name
         )));
     }
+    // `limits.rates.create_per_key` counts creates through YOURLS too. YOURLS's own flood
+    // check answers with these words and 429.
+    if state.limits.check_key(&principal.name, 1).is_err() {
+        return Ok(fail(
+            "error:flood",
+            "Too many URLs added too fast. Slow down please.",
+            "429",
+        ));
+    }
     let url = with_scheme(params.get("url").unwrap_or(""));
     if url.is_empty() || url == "http://" || url == "https://" {
         return Ok(fail("error:nourl", "Missing or malformed URL", "400"));

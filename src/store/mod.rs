@@ -45,9 +45,23 @@ pub enum StoreError {
     /// The embedded database or the file system failed.
     #[error("storage failure: {0}")]
     Backend(String),
+    /// A write failed for lack of space (ENOSPC, quota).
+    #[error("storage full: {0}")]
+    Full(String),
+    /// Another I/O failure of the storage.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
     /// The data directory is used by another running process.
     #[error("the data directory {0} is in use by another process (is the server running?)")]
     Locked(String),
+}
+
+/// Why the store cannot write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageFault {
+    /// `storage_full` or `storage_unavailable`.
+    pub reason: &'static str,
+    pub detail: String,
 }
 
 /// How far a write must have travelled before it is acknowledged (SPEC §13).
@@ -131,6 +145,17 @@ impl Link {
     /// True when `now` is at or past the link's expiry.
     pub fn is_expired_at(&self, now: Millis) -> bool {
         self.expires_at.is_some_and(|at| now >= at)
+    }
+
+    /// When the link ended, for the recycling clock (SPEC §16): its expiry if it expired, its
+    /// deletion if it was deleted (a record without a deletion time, from an older version or
+    /// an import, ended at its last update). `None` while active, or once archived.
+    pub fn ended_at(&self) -> Option<Millis> {
+        match self.status {
+            LinkStatus::Expired => self.expires_at,
+            LinkStatus::Deleted => self.deleted_at.or(Some(self.updated_at)),
+            LinkStatus::Active | LinkStatus::Archived => None,
+        }
     }
 }
 
@@ -218,6 +243,9 @@ pub struct PoolBatch {
     pub now: Millis,
     /// The strategy's state after producing `codes` (opaque to the store).
     pub state: Option<Vec<u8>>,
+    /// Hand the batch's codes out in a random order (`random`, `permute`) rather than in code
+    /// order (`step`, whose order is its design).
+    pub shuffle: bool,
 }
 
 /// What [`Store::pool_add`] did.
@@ -259,14 +287,58 @@ pub struct LinkPage {
     pub next: Option<u64>,
 }
 
-/// Which links [`Store::list_links`] returns.
+/// Which links [`Store::list_links`] returns. A store walks links in id order from the cursor
+/// and keeps those [`LinkQuery::matches`] accepts: the rule lives here, once, for every backend.
 #[derive(Clone, Debug, Default)]
 pub struct LinkQuery {
     pub space: Option<String>,
     pub status: Option<LinkStatus>,
-    /// Only links whose id is greater than this.
+    /// Code length.
+    pub length: Option<u8>,
+    /// A case-insensitive substring of the code, URL, title or one of the tags; stored
+    /// lowercased (see [`LinkQuery::search`]).
+    pub q: Option<String>,
+    /// The cursor: only links whose id is greater than this (less, with `newest_first`).
     pub after: Option<u64>,
+    /// Highest ids first (the pages); the API lists oldest first.
+    pub newest_first: bool,
     pub limit: usize,
+}
+
+impl LinkQuery {
+    /// Sets the search text (trimmed, lowercased; empty means no search).
+    pub fn search(mut self, q: Option<&str>) -> Self {
+        self.q = q.map(|q| q.trim().to_lowercase()).filter(|q| !q.is_empty());
+        self
+    }
+
+    /// Whether a link belongs in the answer.
+    pub fn matches(&self, link: &Link) -> bool {
+        self.space.as_ref().is_none_or(|s| *s == link.space)
+            && self.status.is_none_or(|s| s == link.status)
+            && self
+                .length
+                .is_none_or(|l| usize::from(l) == link.code.len())
+            && self.q.as_deref().is_none_or(|q| {
+                contains_folded(&link.code, q)
+                    || contains_folded(&link.url, q)
+                    || link.title.as_deref().is_some_and(|t| contains_folded(t, q))
+                    || link.tags.iter().any(|t| contains_folded(t, q))
+            })
+    }
+}
+
+/// `needle` (already lowercase) in `haystack`, ignoring case.
+fn contains_folded(haystack: &str, needle: &str) -> bool {
+    if haystack.is_ascii() && needle.is_ascii() {
+        haystack
+            .as_bytes()
+            .windows(needle.len().max(1))
+            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+            && !needle.is_empty()
+    } else {
+        haystack.to_lowercase().contains(needle)
+    }
 }
 
 // ---- visits ----
@@ -481,6 +553,14 @@ pub trait Store: Send + Sync + 'static {
     fn last_visit_id(&self) -> StoreResult<u64>;
 
     /// A link's visits with id greater than `after`, oldest first, at most `limit`.
+    /// A link's visits newest first, those with an id below `before`.
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage>;
+
     fn visits_page(&self, link_id: u64, after: Option<u64>, limit: usize)
         -> StoreResult<VisitPage>;
 
@@ -522,6 +602,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// A cheap read that proves the store answers (for `/healthz`).
     fn ping(&self) -> StoreResult<()>;
+
+    /// The storage fault that stops writes, if any (sled keeps its first I/O error and fails
+    /// every later write with it, so a fault lasts until the store is reopened).
+    fn write_fault(&self) -> Option<StorageFault> {
+        None
+    }
 
     /// Checkpoints, flushes and stops accepting writes (shutdown).
     fn close(&self) -> StoreResult<()>;

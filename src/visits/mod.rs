@@ -6,7 +6,9 @@ pub mod client;
 pub mod geo;
 pub mod hll;
 pub mod recorder;
+pub mod service;
 pub mod stats;
 pub mod ua;
 
 pub use recorder::{RawVisit, Recorder, VisitMetrics};
+pub use service::Statistics;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod mmdb;
+pub mod pages;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -175,6 +176,16 @@ keys = [
         }
     }
 
+    /// `GET` an API path with a key; the JSON of a 200.
+    pub fn api_get(&self, path: &str, key: &str) -> Value {
+        let response = self
+            .req(reqwest::Method::GET, path, Some(key))
+            .send()
+            .expect("GET");
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json().expect("JSON")
+    }
+
     pub fn post_json(&self, path: &str, key: &str, body: &Value) -> Response {
         self.req(reqwest::Method::POST, path, Some(key))
             .json(body)
@@ -215,6 +226,18 @@ keys = [
         let status = wait_timeout(child, Duration::from_secs(30)).expect("exit after SIGTERM");
         self.child = None;
         status
+    }
+
+    /// Waits up to `limit` for the server to exit by itself.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let status = wait_timeout(self.child.as_mut()?, limit)?;
+        self.child = None;
+        Some(status)
+    }
+
+    /// Starts the server again after it exited by itself.
+    pub fn respawn(&mut self) {
+        self.spawn();
     }
 
     /// SIGKILL, as a crash.

@@ -206,7 +206,7 @@ impl SledStore {
             for item in pool.iter().keys() {
                 let key = item.map_err(backend)?;
                 size += 1;
-                let Some((score, code)) = keys::split_pool_key(&key) else {
+                let Some((score, code)) = keys::split_pool_key(&key, length) else {
                     pool_lines.push(format!("pool {length}: a malformed key"));
                     continue;
                 };
@@ -217,7 +217,9 @@ impl SledStore {
                     ));
                 }
                 match self.members.get(code.as_bytes()).map_err(backend)? {
-                    Some(v) if read_u64(&v) == Some(score) => {}
+                    Some(v)
+                        if keys::pool_key_of_member(code, &v)
+                            .is_some_and(|(s, k)| s == score && k == key.as_ref()) => {}
                     _ => pool_lines.push(format!(
                         "pool {length}: `{code}` has no matching member entry"
                     )),

@@ -112,7 +112,7 @@ impl Flusher {
         }
         if ticket <= state.failed_upto {
             let detail = state.last_error.clone().unwrap_or_default();
-            return Err(StoreError::Backend(format!("flush failed: {detail}")));
+            return Err(super::classify(format!("flush failed: {detail}")));
         }
         Ok(())
     }

@@ -85,10 +85,17 @@ impl SledStore {
                         }
                         let mut unpooled = None;
                         match members.remove(code.as_bytes())? {
-                            Some(score) => {
-                                let score = read_u64(&score).unwrap_or(0);
+                            Some(member) => {
+                                // The member entry names the pool key (with its tiebreak).
+                                let Some((score, key)) = keys::pool_key_of_member(code, &member)
+                                else {
+                                    return abort(Abort::Corrupt(
+                                        "pool_members",
+                                        format!("`{code}` has a malformed entry"),
+                                    ));
+                                };
                                 unpooled = Some(score);
-                                pool.remove(keys::pool_key(score, code))?;
+                                pool.remove(key)?;
                                 unpooled_count += 1;
                             }
                             None => issued += 1,
@@ -120,11 +127,7 @@ impl SledStore {
                                 }
                             }
                             LinkStatus::Expired | LinkStatus::Deleted => {
-                                let ended_at = match record.status {
-                                    LinkStatus::Expired => record.expires_at,
-                                    _ => record.deleted_at.or(Some(record.updated_at)),
-                                };
-                                if let Some(at) = ended_at {
+                                if let Some(at) = record.ended_at() {
                                     ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
                                 }
                             }

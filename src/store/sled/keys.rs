@@ -8,10 +8,17 @@
 //! | `dedup`        | space, 0, length u8, SHA-256(url)[..16]| id u64 (active generated)    |
 //! | `expiry`       | expires_at u64, id u64                | empty (active links expiring) |
 //! | `ended`        | ended_at u64, id u64                  | empty (expired/deleted, awaiting recycling) |
-//! | `pool/<L>`     | score u64, code                       | empty (the ZSet of length L)  |
-//! | `pool_members` | code                                  | score u64                     |
+//! | `pool/<L>`     | score u64, tiebreak u32, code         | empty (the ZSet of length L)  |
+//! | `pool_members` | code                                  | score u64, tiebreak u32       |
 //! | `counters`     | name                                  | u64                           |
 //! | `meta`         | name                                  | bytes                         |
+//!
+//! The pool tiebreak orders codes that share a score: random for the `random` and `permute`
+//! strategies (a batch's codes share one score, and `score ++ code` would hand them out in
+//! ascending order, so each code would tell a scanner where the next one lies), 0 for `step`
+//! and for recycled codes, which keep code order. Keys written before the tiebreak existed
+//! (`score ++ code`, member value `score` alone) are still read: the code is the last L bytes
+//! of a key in `pool/<L>`, and a member value of 8 bytes names a key without a tiebreak.
 //!
 //! The visit trees are described in `visits.rs`.
 
@@ -52,16 +59,52 @@ pub fn split_time_id(key: &[u8]) -> Option<(Millis, u64)> {
     Some((read_u64(key)?, read_u64(key.get(8..)?)?))
 }
 
-pub fn pool_key(score: Millis, code: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(8 + code.len());
+/// Bytes of the tiebreak between score and code in a pool key.
+pub const TIEBREAK_LEN: usize = 4;
+
+/// `score ++ tiebreak ++ code`, a key of `pool/<L>`.
+pub fn pool_key(score: Millis, tiebreak: u32, code: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + TIEBREAK_LEN + code.len());
     key.extend_from_slice(&score.to_be_bytes());
+    key.extend_from_slice(&tiebreak.to_be_bytes());
     key.extend_from_slice(code.as_bytes());
     key
 }
 
-pub fn split_pool_key(key: &[u8]) -> Option<(Millis, &str)> {
+/// The `pool_members` value that points at `pool_key(score, tiebreak, _)`.
+pub fn member_value(score: Millis, tiebreak: u32) -> [u8; 8 + TIEBREAK_LEN] {
+    let mut value = [0u8; 8 + TIEBREAK_LEN];
+    value[..8].copy_from_slice(&score.to_be_bytes());
+    value[8..].copy_from_slice(&tiebreak.to_be_bytes());
+    value
+}
+
+/// The pool key a `pool_members` value points at, with its score; `None` if the value is
+/// malformed. A value of 8 bytes is the older layout, whose key has no tiebreak.
+pub fn pool_key_of_member(code: &str, value: &[u8]) -> Option<(Millis, Vec<u8>)> {
+    let score = read_u64(value)?;
+    match value.len() {
+        8 => {
+            let mut key = score.to_be_bytes().to_vec();
+            key.extend_from_slice(code.as_bytes());
+            Some((score, key))
+        }
+        12 => {
+            let tiebreak = u32::from_be_bytes(value.get(8..12)?.try_into().ok()?);
+            Some((score, pool_key(score, tiebreak, code)))
+        }
+        _ => None,
+    }
+}
+
+/// Score and code of a key of `pool/<length>` (the code is its last `length` bytes).
+pub fn split_pool_key(key: &[u8], length: u8) -> Option<(Millis, &str)> {
     let score = read_u64(key)?;
-    let code = std::str::from_utf8(key.get(8..)?).ok()?;
+    let middle = key.len().checked_sub(8 + usize::from(length))?;
+    if middle != 0 && middle != TIEBREAK_LEN {
+        return None;
+    }
+    let code = std::str::from_utf8(key.get(8 + middle..)?).ok()?;
     Some((score, code))
 }
 
@@ -117,11 +160,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pool_keys_sort_by_score_then_code() {
-        let a = pool_key(5, "zzzz");
-        let b = pool_key(6, "0000");
+    fn pool_keys_sort_by_score_then_tiebreak_then_code() {
+        let a = pool_key(5, u32::MAX, "zzzz");
+        let b = pool_key(6, 0, "0000");
         assert!(a < b);
-        assert_eq!(split_pool_key(&a), Some((5, "zzzz")));
+        assert!(pool_key(5, 1, "zzzz") < pool_key(5, 2, "0000"));
+        assert!(pool_key(5, 0, "0000") < pool_key(5, 0, "zzzz"));
+        assert_eq!(split_pool_key(&a, 4), Some((5, "zzzz")));
+    }
+
+    #[test]
+    fn members_point_at_their_pool_key_in_both_layouts() {
+        let value = member_value(7, 99);
+        assert_eq!(
+            pool_key_of_member("abc", &value),
+            Some((7, pool_key(7, 99, "abc")))
+        );
+        // The layout before the tiebreak: `score ++ code`, member value `score`.
+        let old_key = [&7u64.to_be_bytes()[..], b"abc"].concat();
+        assert_eq!(
+            pool_key_of_member("abc", &7u64.to_be_bytes()),
+            Some((7, old_key.clone()))
+        );
+        assert_eq!(split_pool_key(&old_key, 3), Some((7, "abc")));
+        assert_eq!(pool_key_of_member("abc", &[0; 9]), None);
+        assert_eq!(split_pool_key(&old_key, 5), None);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, RwLock};
+use rand::RngExt;
 use sled::transaction::{
     abort, ConflictableTransactionError, TransactionError, TransactionalTree,
     UnabortableTransactionError,
@@ -35,7 +36,7 @@ use crate::codes::filter::CodeFilter;
 use crate::store::{
     ActiveEntry, CodeChoice, Created, DayCount, Durability, Imported, Link, LinkCounts, LinkPage,
     LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
-    Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    StorageFault, Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -140,7 +141,48 @@ enum Abort {
 type TxResult<T> = Result<T, ConflictableTransactionError<Abort>>;
 
 fn backend(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(e.to_string())
+    classify(e.to_string())
+}
+
+/// The storage fault of this process, set by the first I/O error (see [`classify`]). One store
+/// per process in the server; a static because every sled call site reports through
+/// [`backend`], which has no store at hand.
+static FAULT: parking_lot::Mutex<Option<StorageFault>> = parking_lot::Mutex::new(None);
+
+/// Sorts a sled or file-system failure: out of space → [`StoreError::Full`], another I/O
+/// error → [`StoreError::Unavailable`] (both recorded as the process's storage fault, logged
+/// once per episode), anything else → [`StoreError::Backend`].
+pub(crate) fn classify(detail: String) -> StoreError {
+    let full = detail.contains("os error 28")
+        || detail.contains("No space left")
+        || detail.contains("os error 122");
+    let io = full || detail.contains("IO error") || detail.contains("os error");
+    if !io {
+        return StoreError::Backend(detail);
+    }
+    let reason = if full {
+        "storage_full"
+    } else {
+        "storage_unavailable"
+    };
+    let mut fault = FAULT.lock();
+    if fault.is_none() {
+        tracing::error!(reason, error = %detail, "storage fault: writes fail until the store is reopened");
+        *fault = Some(StorageFault {
+            reason,
+            detail: detail.clone(),
+        });
+    }
+    if full {
+        StoreError::Full(detail)
+    } else {
+        StoreError::Unavailable(detail)
+    }
+}
+
+/// The process's storage fault, if one happened.
+pub fn storage_fault() -> Option<StorageFault> {
+    FAULT.lock().clone()
 }
 
 fn tx_error(e: TransactionError<Abort>, code: &str) -> StoreError {
@@ -172,6 +214,62 @@ fn decode_link(bytes: &[u8]) -> StoreResult<Link> {
     })
 }
 
+/// Decodes one stored record of `tree` (`links`, `active`, `visits`, `days`, `pool/<L>`,
+/// `pool_members`, `expiry`, `ended`, `counters`) the way the store reads it. A corrupt record
+/// is an error, never a panic: the fuzz targets (`fuzz/`) feed this arbitrary bytes.
+pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
+    let malformed = |tree: &'static str| StoreError::Corrupt {
+        tree,
+        detail: "malformed record".into(),
+    };
+    match tree {
+        "links" => decode_link(value).map(drop),
+        "active" => rmp_serde::from_slice::<ActiveEntry>(value)
+            .map(drop)
+            .map_err(|e| StoreError::Corrupt {
+                tree: "active",
+                detail: e.to_string(),
+            }),
+        "visits" => visits::decode_chunk(value).map(drop),
+        "days" => visits::decode_day(value),
+        "pool_members" => {
+            let code = std::str::from_utf8(key).map_err(|_| malformed("pool_members"))?;
+            keys::pool_key_of_member(code, value)
+                .map(drop)
+                .ok_or_else(|| malformed("pool_members"))
+        }
+        "expiry" | "ended" => keys::split_time_id(key)
+            .map(drop)
+            .ok_or_else(|| malformed("expiry")),
+        "counters" => read_u64(value)
+            .map(drop)
+            .ok_or_else(|| malformed("counters")),
+        pool => {
+            let length = pool
+                .strip_prefix("pool/")
+                .and_then(|l| l.parse::<u8>().ok())
+                .ok_or_else(|| backend(format!("no tree named `{tree}`")))?;
+            keys::split_pool_key(key, length)
+                .map(drop)
+                .ok_or_else(|| malformed("pool"))
+        }
+    }
+}
+
+/// A link id stored as an index value: a damaged one is corruption, not "no such link".
+fn stored_id(tree: &'static str, bytes: &[u8]) -> StoreResult<u64> {
+    match bytes.len() {
+        8 => read_u64(bytes).ok_or_else(|| StoreError::Corrupt {
+            tree,
+            detail: "malformed link id".into(),
+        }),
+        n => Err(StoreError::Corrupt {
+            tree,
+            detail: format!("a link id of {n} bytes, not 8"),
+        }),
+    }
+}
+
 fn tx_decode_link(bytes: &[u8]) -> TxResult<Link> {
     rmp_serde::from_slice(bytes).or_else(|e| abort(Abort::Corrupt("links", e.to_string())))
 }
@@ -192,6 +290,11 @@ fn bump_status(
         bump(tx, &counter::links(from), -1)?;
     }
     bump(tx, &counter::links(to), 1)
+}
+
+/// The code length of `pools[index]`.
+fn pool_length(index: usize) -> u8 {
+    u8::try_from(index + 1).unwrap_or(MAX_LEN)
 }
 
 fn length_of(code: &str) -> Option<u8> {
@@ -333,7 +436,7 @@ impl SledStore {
             let mut map = self.cooling[i].lock();
             for item in pool.range(keys::u64_key(now.saturating_add(1))..) {
                 let (key, _) = item.map_err(backend)?;
-                if let Some((score, _)) = keys::split_pool_key(&key) {
+                if let Some((score, _)) = keys::split_pool_key(&key, pool_length(i)) {
                     *map.entry(score).or_default() += 1;
                 }
             }
@@ -413,12 +516,17 @@ impl SledStore {
     }
 
     /// The lowest-score pool entry of `length` that is due at `now`.
-    fn pool_head(&self, pool: &sled::Tree, now: Millis) -> StoreResult<Option<(Vec<u8>, String)>> {
+    fn pool_head(
+        &self,
+        pool: &sled::Tree,
+        length: u8,
+        now: Millis,
+    ) -> StoreResult<Option<(Vec<u8>, String)>> {
         let Some(item) = pool.iter().next() else {
             return Ok(None);
         };
         let (key, _) = item.map_err(backend)?;
-        match keys::split_pool_key(&key) {
+        match keys::split_pool_key(&key, length) {
             Some((score, code)) if score <= now => Ok(Some((key.to_vec(), code.to_string()))),
             Some(_) => Ok(None),
             None => Err(StoreError::Corrupt {
@@ -433,7 +541,7 @@ impl SledStore {
         let Some(id) = self.dedup.get(key).map_err(backend)? else {
             return Ok(None);
         };
-        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        let link = self.link_by_id(stored_id("dedup", &id)?)?;
         Ok(link.filter(|l| l.status == LinkStatus::Active && !l.is_expired_at(new.now)))
     }
 
@@ -492,10 +600,16 @@ impl SledStore {
                             return abort(Abort::CodeTaken);
                         }
                         match members.remove(code.as_bytes())? {
-                            Some(score) => {
-                                let score = read_u64(&score).unwrap_or(0);
+                            Some(member) => {
+                                let Some((score, key)) = keys::pool_key_of_member(code, &member)
+                                else {
+                                    return abort(Abort::Corrupt(
+                                        "pool_members",
+                                        format!("malformed entry of `{code}`"),
+                                    ));
+                                };
                                 unpooled = Some(score);
-                                pool.remove(keys::pool_key(score, code))?;
+                                pool.remove(key)?;
                                 bump(counters, &counter::pool_size(length), -1)?;
                             }
                             // A code never issued before: it counts as issued now.
@@ -549,7 +663,7 @@ impl SledStore {
         let pool = self.pool(length).ok_or(StoreError::PoolEmpty(length))?;
         let _taker = self.takers[usize::from(length) - 1].lock();
         loop {
-            let Some((key, code)) = self.pool_head(pool, new.now)? else {
+            let Some((key, code)) = self.pool_head(pool, length, new.now)? else {
                 // Nothing to take, but a dedup hit needs no code.
                 if new.dedup {
                     if let Some(link) = self.find_dedup(new, length)? {
@@ -678,14 +792,28 @@ impl Store for SledStore {
         let Some(id) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
-        self.link_by_id(read_u64(&id).unwrap_or(0))
+        self.link_by_id(stored_id("codes", &id).map_err(|e| match e {
+            StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                tree,
+                detail: format!("{detail} (code `{code}`)"),
+            },
+            other => other,
+        })?)
     }
 
     fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
         self.links
             .get(keys::u64_key(id))
             .map_err(backend)?
-            .map(|bytes| decode_link(&bytes))
+            .map(|bytes| {
+                decode_link(&bytes).map_err(|e| match e {
+                    StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                        tree,
+                        detail: format!("link id {id}: {detail}"),
+                    },
+                    other => other,
+                })
+            })
             .transpose()
     }
 
@@ -855,12 +983,10 @@ impl Store for SledStore {
                     return Ok(None);
                 };
                 let old = tx_decode_link(&bytes)?;
-                let ended_at = match old.status {
-                    LinkStatus::Expired => old.expires_at,
-                    LinkStatus::Deleted => old.deleted_at,
-                    _ => return Ok(None),
-                };
-                if let Some(at) = ended_at {
+                if !matches!(old.status, LinkStatus::Expired | LinkStatus::Deleted) {
+                    return Ok(None);
+                }
+                if let Some(at) = old.ended_at() {
                     ended.remove(&keys::time_id_key(at, id)[..])?;
                 }
                 let owned = codes.get(old.code.as_bytes())?.and_then(|v| read_u64(&v)) == Some(id);
@@ -873,8 +999,9 @@ impl Store for SledStore {
                     return Ok(Some((link, false)));
                 }
                 codes.remove(old.code.as_bytes())?;
-                pool.insert(keys::pool_key(score, &old.code), &[][..])?;
-                members.insert(old.code.as_bytes(), &score.to_be_bytes()[..])?;
+                // Recycled codes have scores of their own: no tiebreak needed.
+                pool.insert(keys::pool_key(score, 0, &old.code), &[][..])?;
+                members.insert(old.code.as_bytes(), &keys::member_value(score, 0)[..])?;
                 let mut link = old.clone();
                 link.status = LinkStatus::Archived;
                 links.insert(&id_key[..], encode(&link))?;
@@ -910,25 +1037,30 @@ impl Store for SledStore {
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
-        let start = keys::u64_key(query.after.map_or(0, |a| a.saturating_add(1)));
         let limit = query.limit.max(1);
+        let range = if query.newest_first {
+            let end = query.after.unwrap_or(u64::MAX);
+            Box::new(self.links.range(..keys::u64_key(end)).rev())
+                as Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>
+        } else {
+            let start = query.after.map_or(0, |a| a.saturating_add(1));
+            Box::new(self.links.range(keys::u64_key(start)..))
+        };
         let mut page = LinkPage::default();
-        let mut scanned = 0usize;
-        for item in self.links.range(start..) {
+        for (scanned, item) in range.enumerate() {
             let (_, bytes) = item.map_err(backend)?;
             let link = decode_link(&bytes)?;
-            scanned += 1;
             let last_id = Some(link.id);
-            let wanted = query.space.as_ref().is_none_or(|s| *s == link.space)
-                && query.status.is_none_or(|s| s == link.status);
-            if wanted {
+            if query.matches(&link) {
                 page.items.push(link);
                 if page.items.len() == limit {
                     page.next = last_id;
                     return Ok(page);
                 }
             }
-            if scanned >= LIST_SCAN_BUDGET {
+            // A search that matches little must not walk every link in one request: stop
+            // and hand out a cursor to go on from.
+            if scanned + 1 >= LIST_SCAN_BUDGET {
                 page.next = last_id;
                 return Ok(page);
             }
@@ -948,12 +1080,7 @@ impl Store for SledStore {
         let Some(link) = self.link_by_id(id)? else {
             return Ok(false);
         };
-        let ended_at = match link.status {
-            LinkStatus::Expired => link.expires_at,
-            LinkStatus::Deleted => link.deleted_at,
-            _ => None,
-        };
-        let Some(at) = ended_at else {
+        let Some(at) = link.ended_at() else {
             return Ok(false);
         };
         Ok(self
@@ -985,6 +1112,7 @@ impl Store for SledStore {
         // than reads inside a transaction. Only a custom create can make a code exist
         // between this check and the commit, so the transaction re-checks the code index.
         let mut fresh = Vec::with_capacity(batch.codes.len());
+        let mut rng = rand::rng();
         for code in &batch.codes {
             if length_of(code) == Some(length)
                 && !self.codes.contains_key(code.as_bytes()).map_err(backend)?
@@ -993,14 +1121,20 @@ impl Store for SledStore {
                     .contains_key(code.as_bytes())
                     .map_err(backend)?
             {
-                fresh.push(code.as_str());
+                // Drawn here, not in the transaction closure, which may run more than once.
+                let tiebreak = if batch.shuffle {
+                    rng.random::<u32>()
+                } else {
+                    0
+                };
+                fresh.push((code.as_str(), tiebreak));
             }
         }
         // Bounded transactions: sled's cost per write grows with the transaction. A crash
         // between chunks leaves the strategy state (written with the last chunk) behind the
         // pooled codes; the strategy then offers those codes again and they are skipped, so
         // nothing is lost or pooled twice.
-        let chunks: Vec<&[&str]> = fresh.chunks(POOL_ADD_CHUNK).collect();
+        let chunks: Vec<&[(&str, u32)]> = fresh.chunks(POOL_ADD_CHUNK).collect();
         let last = chunks.len().saturating_sub(1);
         let trees = (&self.codes, pool, &self.members, &self.counters, &self.meta);
         let mut added = 0u64;
@@ -1013,12 +1147,13 @@ impl Store for SledStore {
             added += trees
                 .transaction(|(codes, pool, members, counters, meta)| {
                     let mut added = 0u64;
-                    for code in *chunk {
+                    for &(code, tiebreak) in *chunk {
                         if codes.get(code.as_bytes())?.is_some() {
                             continue;
                         }
-                        pool.insert(keys::pool_key(batch.score, code), &[][..])?;
-                        members.insert(code.as_bytes(), &batch.score.to_be_bytes()[..])?;
+                        pool.insert(keys::pool_key(batch.score, tiebreak, code), &[][..])?;
+                        let member = keys::member_value(batch.score, tiebreak);
+                        members.insert(code.as_bytes(), &member[..])?;
                         added += 1;
                     }
                     let delta = i64::try_from(added).unwrap_or(i64::MAX);
@@ -1083,7 +1218,7 @@ impl Store for SledStore {
             .take(limit)
             .map(|key| {
                 let key = key.map_err(backend)?;
-                keys::split_pool_key(&key)
+                keys::split_pool_key(&key, length)
                     .map(|(score, code)| (score, code.to_string()))
                     .ok_or_else(|| StoreError::Corrupt {
                         tree: "pool",
@@ -1129,6 +1264,15 @@ impl Store for SledStore {
 
     fn last_visit_id(&self) -> StoreResult<u64> {
         self.counter(counter::VISIT_ID)
+    }
+
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.recent_visits_impl(link_id, before, limit)
     }
 
     fn visits_page(
@@ -1195,5 +1339,9 @@ impl Store for SledStore {
             .get(counter::LINK_ID)
             .map(|_| ())
             .map_err(backend)
+    }
+
+    fn write_fault(&self) -> Option<StorageFault> {
+        storage_fault()
     }
 }

@@ -46,6 +46,15 @@ struct DayRecord {
     uniques: Vec<u8>,
 }
 
+/// Decodes a day record (for [`super::check_record`]).
+pub(super) fn decode_day(bytes: &[u8]) -> StoreResult<()> {
+    let day: DayRecord = rmp_serde::from_slice(bytes).map_err(|e| corrupt("days", e))?;
+    if !day.uniques.is_empty() && Hll::from_bytes(&day.uniques).is_none() {
+        return Err(corrupt("days", "malformed distinct-visitor sketch"));
+    }
+    Ok(())
+}
+
 impl DayRecord {
     fn add(&mut self, new: &NewVisit) {
         let v = &new.visit;
@@ -104,7 +113,7 @@ fn corrupt(tree: &'static str, e: impl std::fmt::Display) -> StoreError {
     }
 }
 
-fn decode_chunk(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
+pub(super) fn decode_chunk(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
     rmp_serde::from_slice(bytes).map_err(|e| corrupt("visits", e))
 }
 
@@ -205,8 +214,17 @@ impl SledStore {
                     None => {
                         let key = link_key(*link_id, day);
                         let record = match self.visit_days.get(key).map_err(backend)? {
-                            // A damaged record restarts rather than failing every later batch.
-                            Some(bytes) => rmp_serde::from_slice(&bytes).unwrap_or_default(),
+                            // A damaged record restarts rather than failing every later batch,
+                            // but loudly: its counts are lost.
+                            Some(bytes) => rmp_serde::from_slice(&bytes).unwrap_or_else(|e| {
+                                tracing::error!(
+                                    link_id = *link_id,
+                                    day,
+                                    error = %e,
+                                    "corrupt visit day record: its counts restart from zero"
+                                );
+                                DayRecord::default()
+                            }),
                             None => DayRecord::default(),
                         };
                         records.push((day, record, Vec::new()));
@@ -231,7 +249,18 @@ impl SledStore {
                 .map_err(backend)?;
             for (day, mut record, hashes) in records {
                 if !hashes.is_empty() {
-                    let mut hll = Hll::from_bytes(&record.uniques).unwrap_or_default();
+                    let mut hll = if record.uniques.is_empty() {
+                        Hll::default()
+                    } else {
+                        Hll::from_bytes(&record.uniques).unwrap_or_else(|| {
+                            tracing::error!(
+                                link_id = *link_id,
+                                day,
+                                "corrupt distinct-visitor sketch: unique visitors restart from zero"
+                            );
+                            Hll::default()
+                        })
+                    };
                     for h in hashes {
                         hll.insert_hash(h);
                     }
@@ -287,6 +316,36 @@ impl SledStore {
             let (_, value) = item.map_err(backend)?;
             for visit in decode_chunk(&value)? {
                 if visit.id < start {
+                    continue;
+                }
+                if page.items.len() == limit {
+                    page.next = page.items.last().map(|v| v.id);
+                    break 'chunks;
+                }
+                page.items.push(visit);
+            }
+        }
+        Ok(page)
+    }
+
+    pub(super) fn recent_visits_impl(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        let end = before.unwrap_or(u64::MAX);
+        let mut page = VisitPage::default();
+        // Chunks are keyed by their first visit's id: every chunk that may hold an id below
+        // `end` starts below it.
+        'chunks: for item in self
+            .visits
+            .range(link_key(link_id, 0)..link_key(link_id, end))
+            .rev()
+        {
+            let (_, value) = item.map_err(backend)?;
+            for visit in decode_chunk(&value)?.into_iter().rev() {
+                if visit.id >= end {
                     continue;
                 }
                 if page.items.len() == limit {

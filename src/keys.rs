@@ -1,0 +1,125 @@
+//! API keys (SPEC §8): the key ring, who holds each key, and the generated admin key.
+//!
+//! Keys come from `[[auth.keys]]`; with none configured, the first start generates an admin
+//! key into `<data>/admin.key` (mode 0600). Keys are looked up by their SHA-256, so the lookup
+//! does not compare secrets byte by byte. HTTP knows nothing here: `http::auth` reads keys from
+//! requests, the pages' sign-in form from a form field.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::{ApiKey, AuthConfig, Role};
+
+/// A known key's holder.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+    /// `None`: every space.
+    pub spaces: Option<Vec<String>>,
+}
+
+impl Principal {
+    pub fn allows_space(&self, space: &str) -> bool {
+        self.spaces
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|x| x == space))
+    }
+}
+
+/// Every configured key, by hash.
+#[derive(Debug, Default)]
+pub struct KeyRing {
+    by_hash: HashMap<[u8; 32], Arc<Principal>>,
+    /// The keys themselves, for YOURLS's time-limited signatures (a hash of timestamp and
+    /// key cannot be checked against the key's hash).
+    secrets: Vec<(String, Arc<Principal>)>,
+    pub anonymous_create: bool,
+}
+
+/// Where the generated admin key went, for the start-up log.
+#[derive(Debug)]
+pub struct GeneratedKey {
+    pub path: PathBuf,
+    pub created: bool,
+}
+
+impl KeyRing {
+    /// Builds the ring from config; with no keys, reads or creates `<data>/admin.key`.
+    pub fn load(auth: &AuthConfig, data: &Path) -> std::io::Result<(Self, Option<GeneratedKey>)> {
+        let mut ring = KeyRing {
+            by_hash: HashMap::new(),
+            secrets: Vec::new(),
+            anonymous_create: auth.anonymous_create,
+        };
+        let mut generated = None;
+        let keys: Vec<ApiKey> = if auth.keys.is_empty() {
+            let path = data.join("admin.key");
+            let (key, created) = read_or_create_admin_key(&path)?;
+            generated = Some(GeneratedKey { path, created });
+            vec![ApiKey {
+                key,
+                name: "admin".into(),
+                role: Role::Admin,
+                spaces: None,
+            }]
+        } else {
+            auth.keys.clone()
+        };
+        for k in keys {
+            let principal = Arc::new(Principal {
+                name: k.name,
+                role: k.role,
+                spaces: k.spaces,
+            });
+            ring.by_hash.insert(hash(&k.key), principal.clone());
+            ring.secrets.push((k.key, principal));
+        }
+        Ok((ring, generated))
+    }
+
+    pub fn lookup(&self, key: &str) -> Option<Arc<Principal>> {
+        self.by_hash.get(&hash(key)).cloned()
+    }
+
+    /// The first key for which `matches` holds (YOURLS signatures derived from a key).
+    pub fn find(&self, matches: impl Fn(&str) -> bool) -> Option<Arc<Principal>> {
+        self.secrets
+            .iter()
+            .find(|(key, _)| matches(key))
+            .map(|(_, p)| p.clone())
+    }
+}
+
+fn hash(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn read_or_create_admin_key(path: &Path) -> std::io::Result<(String, bool)> {
+    if let Ok(existing) = std::fs::read_to_string(path) {
+        let key = existing.trim().to_string();
+        if !key.is_empty() {
+            return Ok((key, false));
+        }
+    }
+    let bytes: [u8; 24] = rand::random();
+    let key = format!("vsl_{}", hex::encode(bytes));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    writeln!(file, "{key}")?;
+    file.sync_all()?;
+    Ok((key, true))
+}

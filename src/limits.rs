@@ -1,0 +1,281 @@
+//! Rate limits (SPEC §16 `limits.rates`): one keyed GCRA limiter from the `governor` crate per
+//! configured limit, with a bounded per-key state so that a scanner walking through addresses
+//! cannot grow memory without end. Knows nothing of HTTP: callers pass the client address or
+//! key name and turn a [`RateLimited`] into a 429 (in `http/error.rs`).
+//!
+//! Memory bound: each limit tracks at most [`MAX_TRACKED_KEYS`] keys in a `quick_cache`; when
+//! it is full the least useful entries are evicted (an evicted key starts again with a full
+//! burst). An entry costs about 100 bytes, so the four limits together stay under ~30 MB.
+
+use std::hash::Hash;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed, StateStore};
+use governor::{Quota, RateLimiter};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use crate::config::{Rate, RatesConfig};
+
+/// Keys (addresses or API key names) each limit remembers at most.
+pub const MAX_TRACKED_KEYS: usize = 65_536;
+
+/// The configured limits, by their configuration key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// Redirect-path requests answered 404, per client address.
+    NotFoundPerIp,
+    /// Every redirect-path request, per client address.
+    RedirectPerIp,
+    /// Creates per API key (batch items count).
+    CreatePerKey,
+    /// Anonymous creates per client address.
+    CreatePerIp,
+}
+
+impl Limit {
+    /// The key under `limits.rates`, also the metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::NotFoundPerIp => "not_found_per_ip",
+            Limit::RedirectPerIp => "redirect_per_ip",
+            Limit::CreatePerKey => "create_per_key",
+            Limit::CreatePerIp => "create_per_ip",
+        }
+    }
+}
+
+/// A request over its quota.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("too many requests: over the `limits.rates.{}` quota; retry in {retry_after_secs} s", limit.as_str())]
+pub struct RateLimited {
+    pub limit: Limit,
+    /// Whole seconds until the quota lets the request through (at least 1).
+    pub retry_after_secs: u64,
+}
+
+/// A `governor` state store that keeps at most `capacity` keys, each with governor's own
+/// atomic GCRA state. (governor's stores grow with every key seen until `retain_recent`.)
+pub struct BoundedStore<K: Eq + Hash + Clone> {
+    states: Arc<quick_cache::sync::Cache<K, Arc<InMemoryState>>>,
+}
+
+impl<K: Eq + Hash + Clone> StateStore for BoundedStore<K> {
+    type Key = K;
+
+    fn measure_and_replace<T, F, E>(&self, key: &K, f: F) -> Result<T, E>
+    where
+        F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
+    {
+        let state = match self.states.get(key) {
+            Some(state) => state,
+            None => {
+                let state = Arc::new(InMemoryState::default());
+                self.states.insert(key.clone(), state.clone());
+                state
+            }
+        };
+        state.measure_and_replace(&NotKeyed::NonKey, f)
+    }
+}
+
+type Keyed<K> = RateLimiter<K, BoundedStore<K>, DefaultClock>;
+
+/// One limit: its quota and limiter.
+struct Limiter<K: Eq + Hash + Clone> {
+    limit: Limit,
+    period: Duration,
+    inner: Keyed<K>,
+    clock: DefaultClock,
+    /// The limiter's state store, for tests of its bound.
+    #[cfg(test)]
+    states: Arc<quick_cache::sync::Cache<K, Arc<InMemoryState>>>,
+}
+
+impl<K: Eq + Hash + Clone> Limiter<K> {
+    fn new(limit: Limit, rate: Rate, capacity: usize) -> Option<Self> {
+        let (n, period) = match rate {
+            Rate::Off => return None,
+            Rate::PerSecond(n) => (n, Duration::from_secs(1)),
+            Rate::PerMinute(n) => (n, Duration::from_secs(60)),
+            Rate::PerHour(n) => (n, Duration::from_secs(3600)),
+        };
+        let burst = NonZeroU32::new(n)?;
+        // N per period with a burst of N: the bucket refills one cell every period / N.
+        let quota = Quota::with_period(period / n)?.allow_burst(burst);
+        let states = Arc::new(quick_cache::sync::Cache::new(capacity));
+        let clock = DefaultClock::default();
+        let store = BoundedStore {
+            states: states.clone(),
+        };
+        Some(Self {
+            limit,
+            period,
+            inner: RateLimiter::new(quota, store, clock.clone()),
+            clock,
+            #[cfg(test)]
+            states,
+        })
+    }
+
+    fn check(&self, key: &K, cells: u32) -> Result<(), RateLimited> {
+        let refused = |wait: Duration| RateLimited {
+            limit: self.limit,
+            retry_after_secs: (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1),
+        };
+        let Some(n) = NonZeroU32::new(cells) else {
+            return Ok(());
+        };
+        match self.inner.check_key_n(key, n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => Err(refused(not_until.wait_time_from(self.clock.now()))),
+            // More cells than the burst can never pass at once; a smaller request can after
+            // a full period.
+            Err(_) => Err(refused(self.period)),
+        }
+    }
+
+    #[cfg(test)]
+    fn inner_len(&self) -> usize {
+        self.states.len()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    pub limit: &'static str,
+}
+
+/// Every configured rate limit, and the count of requests each refused (for `/metrics`).
+pub struct RateLimits {
+    not_found_per_ip: Option<Limiter<IpAddr>>,
+    redirect_per_ip: Option<Limiter<IpAddr>>,
+    create_per_key: Option<Limiter<String>>,
+    create_per_ip: Option<Limiter<IpAddr>>,
+    /// Requests answered 429, by limit.
+    pub refused: Family<LimitLabel, Counter>,
+}
+
+impl RateLimits {
+    pub fn new(rates: &RatesConfig) -> Self {
+        Self::with_capacity(rates, MAX_TRACKED_KEYS)
+    }
+
+    /// Limits that remember at most `capacity` keys each.
+    pub fn with_capacity(rates: &RatesConfig, capacity: usize) -> Self {
+        let refused = Family::<LimitLabel, Counter>::default();
+        // Every limit shows in /metrics from the start, at 0.
+        for limit in [
+            Limit::NotFoundPerIp,
+            Limit::RedirectPerIp,
+            Limit::CreatePerKey,
+            Limit::CreatePerIp,
+        ] {
+            drop(refused.get_or_create(&LimitLabel {
+                limit: limit.as_str(),
+            }));
+        }
+        Self {
+            not_found_per_ip: Limiter::new(Limit::NotFoundPerIp, rates.not_found_per_ip, capacity),
+            redirect_per_ip: Limiter::new(Limit::RedirectPerIp, rates.redirect_per_ip, capacity),
+            create_per_key: Limiter::new(Limit::CreatePerKey, rates.create_per_key, capacity),
+            create_per_ip: Limiter::new(Limit::CreatePerIp, rates.create_per_ip, capacity),
+            refused,
+        }
+    }
+
+    /// Is `redirect_per_ip` on? Lets the redirect path skip working out the client address.
+    pub fn limits_redirects(&self) -> bool {
+        self.redirect_per_ip.is_some()
+    }
+
+    /// One request from `ip` against an address limit (`not_found_per_ip`, `redirect_per_ip`,
+    /// or `create_per_ip` with `cells` items).
+    pub fn check_ip(&self, limit: Limit, ip: IpAddr, cells: u32) -> Result<(), RateLimited> {
+        let limiter = match limit {
+            Limit::NotFoundPerIp => &self.not_found_per_ip,
+            Limit::RedirectPerIp => &self.redirect_per_ip,
+            Limit::CreatePerIp => &self.create_per_ip,
+            Limit::CreatePerKey => return Ok(()),
+        };
+        self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&ip, cells)))
+    }
+
+    /// `cells` creates by the API key named `key` (`create_per_key`).
+    pub fn check_key(&self, key: &str, cells: u32) -> Result<(), RateLimited> {
+        self.counted(
+            self.create_per_key
+                .as_ref()
+                .map_or(Ok(()), |l| l.check(&key.to_string(), cells)),
+        )
+    }
+
+    fn counted(&self, result: Result<(), RateLimited>) -> Result<(), RateLimited> {
+        if let Err(e) = &result {
+            self.refused
+                .get_or_create(&LimitLabel {
+                    limit: e.limit.as_str(),
+                })
+                .inc();
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rates(not_found: Rate) -> RatesConfig {
+        RatesConfig {
+            redirect_per_ip: Rate::Off,
+            not_found_per_ip: not_found,
+            create_per_key: Rate::PerMinute(5),
+            create_per_ip: Rate::Off,
+        }
+    }
+
+    #[test]
+    fn burst_then_refused_per_address() {
+        let limits = RateLimits::new(&rates(Rate::PerSecond(10)));
+        let a: IpAddr = "192.0.2.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let b: IpAddr = "192.0.2.2".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        for _ in 0..10 {
+            assert!(limits.check_ip(Limit::NotFoundPerIp, a, 1).is_ok());
+        }
+        let refused = limits.check_ip(Limit::NotFoundPerIp, a, 1).unwrap_err();
+        assert_eq!(refused.limit, Limit::NotFoundPerIp);
+        assert_eq!(refused.retry_after_secs, 1);
+        assert!(limits.check_ip(Limit::NotFoundPerIp, b, 1).is_ok());
+        assert!(limits.check_ip(Limit::RedirectPerIp, a, 1).is_ok(), "off");
+    }
+
+    #[test]
+    fn batches_count_every_item() {
+        let limits = RateLimits::new(&rates(Rate::Off));
+        assert!(limits.check_key("ops", 3).is_ok());
+        assert!(limits.check_key("ops", 3).is_err(), "3 + 3 > 5");
+        assert!(limits.check_key("ops", 2).is_ok());
+        let too_big = limits.check_key("other", 6).unwrap_err();
+        assert_eq!(too_big.retry_after_secs, 60);
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let limits = RateLimits::with_capacity(&rates(Rate::PerHour(1)), 1000);
+        for i in 0..20_000u32 {
+            let _ = limits.check_ip(Limit::NotFoundPerIp, IpAddr::from(i.to_be_bytes()), 1);
+        }
+        let tracked = limits
+            .not_found_per_ip
+            .as_ref()
+            .map_or(0, |l| l.inner_len());
+        assert!(tracked <= 1000, "{tracked}");
+    }
+}

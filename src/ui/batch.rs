@@ -1,0 +1,135 @@
+//! Results of "many at once" shortenings, kept for an hour so that their CSV can be downloaded
+//! (`/ui/batch/{id}`) without creating anything again. The id is random and unguessable; the
+//! store is bounded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+
+use super::render::{message, Visitor};
+use super::session::random_token;
+use crate::clock::Clock;
+use crate::state::AppState;
+use crate::store::Millis;
+
+/// How long a result stays downloadable.
+const KEEP_MS: Millis = 3_600_000;
+/// Most results kept; past it the oldest goes.
+const MAX_KEPT: usize = 256;
+
+/// One line of a batch: what was asked and what came of it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BatchLine {
+    pub line: usize,
+    pub url: String,
+    pub code: Option<String>,
+    pub short_url: Option<String>,
+    /// `false` when the URL already had a link (dedup).
+    pub created: bool,
+    /// Catalogue key of the failure.
+    pub error: Option<String>,
+    /// The failure in English, for the CSV (read by programs and spreadsheets alike).
+    pub detail: Option<String>,
+}
+
+/// A kept result: when it was made, and its lines.
+type Kept = (Millis, Arc<Vec<BatchLine>>);
+
+pub struct RecentBatches {
+    map: Mutex<HashMap<String, Kept>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl RecentBatches {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            clock,
+        }
+    }
+
+    /// Keeps a result; returns its id.
+    pub fn keep(&self, lines: Vec<BatchLine>) -> String {
+        let now = self.clock.now();
+        let id = random_token();
+        let mut map = self.map.lock();
+        map.retain(|_, (at, _)| now.saturating_sub(*at) < KEEP_MS);
+        if map.len() >= MAX_KEPT {
+            if let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+            {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(id.clone(), (now, Arc::new(lines)));
+        id
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Vec<BatchLine>>> {
+        let now = self.clock.now();
+        let map = self.map.lock();
+        map.get(id)
+            .filter(|(at, _)| now.saturating_sub(*at) < KEEP_MS)
+            .map(|(_, lines)| lines.clone())
+    }
+}
+
+/// The CSV of a batch result.
+pub fn to_csv(lines: &[BatchLine]) -> Result<Vec<u8>, csv::Error> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(["line", "url", "short_url", "code", "created", "error"])?;
+    for l in lines {
+        writer.write_record([
+            l.line.to_string().as_str(),
+            &l.url,
+            l.short_url.as_deref().unwrap_or(""),
+            l.code.as_deref().unwrap_or(""),
+            if l.error.is_some() {
+                ""
+            } else if l.created {
+                "true"
+            } else {
+                "false"
+            },
+            l.detail.as_deref().unwrap_or(""),
+        ])?;
+    }
+    writer
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))
+}
+
+/// `GET /ui/batch/{id}`: the CSV of a recent batch.
+pub async fn download(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(id): Path<String>,
+) -> Response {
+    let id = id.trim_end_matches(".csv");
+    let Some(lines) = state.ui.batches.get(id) else {
+        return message(&state, &visitor, StatusCode::NOT_FOUND, "msg.batch_gone");
+    };
+    match to_csv(&lines) {
+        Ok(bytes) => {
+            let mut response = bytes.into_response();
+            let h = response.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/csv; charset=utf-8"),
+            );
+            h.insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment; filename=\"short-links.csv\""),
+            );
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(e) => crate::http::error::ApiError::internal(e).into_response(),
+    }
+}

@@ -1,0 +1,129 @@
+//! `/ui/dashboard`: today and the last 14 days (creates, visits) as charts and tables, links by
+//! status, and every pool's level, with a refill button for admins.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use minijinja::{context, Value};
+
+use super::chart::{stacked_bars, Bar};
+use super::forms::CheckedForm;
+use super::render::{message, page, see_other, Visitor};
+use crate::config::Role;
+use crate::http::api::blocking;
+use crate::links::LinkError;
+use crate::state::AppState;
+
+/// `GET /ui/dashboard`.
+pub async fn show(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(redirect) = visitor.require_session() {
+        return redirect.into_response();
+    }
+    let stats = state.stats.clone();
+    let pools = state.pools.clone();
+    let read = blocking(move || {
+        let system = stats.system().map_err(LinkError::Store)?;
+        let pools = pools.statuses().map_err(LinkError::Store)?;
+        Ok((system, pools))
+    })
+    .await;
+    let (system, pools) = match read {
+        Ok(r) => r,
+        Err(e) => return message(&state, &visitor, e.status, "msg.failed"),
+    };
+    let words = state.ui.catalogues.words(visitor.lang);
+    let word = |k: &str| words.get(k).cloned().unwrap_or_default();
+    let chart = |pick: fn(&crate::visits::stats::Day) -> u64, series: &str| {
+        let bars: Vec<Bar> = system
+            .days
+            .iter()
+            .map(|d| Bar {
+                label: d.date.get(5..).unwrap_or(&d.date).to_string(),
+                title: d.date.clone(),
+                values: vec![pick(d)],
+            })
+            .collect();
+        Value::from_safe_string(stacked_bars(&bars, &[series], series, 460.0))
+    };
+    let creates_chart = chart(|d| d.creates, &word("dash.creates"));
+    let visits_chart = chart(|d| d.visits, &word("dash.visits"));
+    let days: Vec<Value> = system
+        .days
+        .iter()
+        .rev()
+        .map(|d| context! { date => d.date.clone(), creates => d.creates, visits => d.visits })
+        .collect();
+    let pools: Vec<Value> = pools
+        .iter()
+        .map(|p| {
+            context! {
+                length => p.length,
+                strategy => format!("{:?}", p.strategy).to_lowercase(),
+                available => p.counts.available,
+                cooling => p.counts.cooling,
+                generated => p.counts.generated_total,
+                recycled => p.counts.recycled_total,
+                exhausted => p.exhausted,
+            }
+        })
+        .collect();
+    let notice = query
+        .get("notice")
+        .filter(|n| n.as_str() == "refilled")
+        .map(|_| "notice.refilled");
+    page(
+        &state,
+        &visitor,
+        StatusCode::OK,
+        "dashboard.html",
+        "dashboard",
+        context! {
+            today => context! { creates => system.today.creates, visits => system.today.visits },
+            counts => context! {
+                active => system.links.active,
+                expired => system.links.expired,
+                deleted => system.links.deleted,
+                archived => system.links.archived,
+            },
+            creates_chart => creates_chart,
+            visits_chart => visits_chart,
+            days => days,
+            pools => pools,
+            notice => notice,
+        },
+    )
+}
+
+/// `POST /ui/pools/{length}/refill` (admins): one batch of the tier now.
+pub async fn refill(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(length): Path<String>,
+    _form: CheckedForm,
+) -> Response {
+    if let Err(redirect) = visitor.require_session() {
+        return redirect.into_response();
+    }
+    if let Err(e) = visitor.caller().require(Role::Admin) {
+        return message(&state, &visitor, e.status, "msg.forbidden");
+    }
+    let Some(length) = length
+        .parse::<u8>()
+        .ok()
+        .filter(|l| state.pools.has_pool(*l))
+    else {
+        return message(&state, &visitor, StatusCode::NOT_FOUND, "msg.no_such_pool");
+    };
+    let batch = state.config.tier(length).map_or(1000, |t| t.batch);
+    let pools = state.pools.clone();
+    match blocking(move || pools.refill(length, batch).map_err(LinkError::Store)).await {
+        Ok(_) => see_other("/ui/dashboard?notice=refilled"),
+        Err(e) => message(&state, &visitor, e.status, "msg.failed"),
+    }
+}

@@ -1,0 +1,86 @@
+//! The pages of the redirect path: 404, 410, 429 (too many requests) and 403 (a blocked
+//! destination), rendered once per language at start-up (the redirect serves them for every
+//! unknown code, so they cost a copy of a few bytes); and the preview of `/{code}+`.
+
+use axum::body::Bytes;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use minijinja::context;
+
+use super::i18n::{accept_language, Catalogues, Lang};
+use super::render::{add_security_headers, Templates};
+
+/// The statuses that have a page, and the catalogue table (`error.<kind>_…`) of each.
+const KINDS: [(StatusCode, &str); 4] = [
+    (StatusCode::NOT_FOUND, "not_found"),
+    (StatusCode::GONE, "gone"),
+    (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+    (StatusCode::FORBIDDEN, "blocked"),
+];
+
+pub struct ErrorPages {
+    /// (language, status, page)
+    pages: Vec<(Lang, StatusCode, Bytes)>,
+}
+
+impl ErrorPages {
+    pub fn new(
+        templates: &Templates,
+        catalogues: &Catalogues,
+        css: &str,
+    ) -> Result<Self, minijinja::Error> {
+        let mut pages = Vec::new();
+        for lang in Lang::ALL {
+            for (status, kind) in KINDS {
+                let html = templates.render(
+                    "error.html",
+                    context! {
+                        lang => lang.tag(),
+                        t => catalogues.template(lang),
+                        status => status.as_u16(),
+                        kind => kind,
+                        css => css,
+                    },
+                )?;
+                pages.push((lang, status, Bytes::from(html)));
+            }
+        }
+        Ok(Self { pages })
+    }
+
+    /// The page of `status` (404 for any status without one) in the visitor's language.
+    pub fn response(&self, status: StatusCode, headers: &HeaderMap) -> Response {
+        let lang = language(headers);
+        let kind = if KINDS.iter().any(|(s, _)| *s == status) {
+            status
+        } else {
+            StatusCode::NOT_FOUND
+        };
+        let Some(body) = self
+            .pages
+            .iter()
+            .find(|(l, s, _)| *l == lang && *s == kind)
+            .map(|(_, _, page)| page.clone())
+        else {
+            return status.into_response();
+        };
+        let mut response = (status, body).into_response();
+        let h = response.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        add_security_headers(h);
+        response
+    }
+}
+
+/// The language of a page on the redirect path: the cookie only when one was sent (most
+/// visitors send none, and this path is hot).
+pub fn language(headers: &HeaderMap) -> Lang {
+    if headers.contains_key(header::COOKIE) {
+        super::i18n::negotiate(headers)
+    } else {
+        accept_language(headers).unwrap_or(Lang::En)
+    }
+}

@@ -1,0 +1,551 @@
+//! `/ui/links` (search, filter, page, copy, QR, delete) and `/ui/links/{code}` (the link, its
+//! visits over time, top lists, latest visits, QR, CSV, edit, delete). Viewers read; editors
+//! also change and delete, and the server checks the role on every post, whatever the page
+//! showed.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use minijinja::{context, Value};
+
+use super::chart::{stacked_bars, Bar};
+use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
+use super::home::display_time;
+use super::render::{message, page, see_other, urlencoding, Visitor};
+use crate::config::Role;
+use crate::http::api::blocking;
+use crate::http::error::ApiError;
+use crate::http::qr::{qr_response, QrParams};
+use crate::http::stats::csv_response;
+use crate::links::{LinkError, UpdateLink};
+use crate::state::AppState;
+use crate::store::{Link, LinkQuery, LinkStatus, Millis};
+use crate::visits::stats::{Granularity, LinkStats, DAY_MS, MAX_POINTS};
+
+/// Links per page of the list.
+const PAGE: usize = 50;
+/// Visits per page of a link's latest visits.
+const VISITS_PAGE: usize = 20;
+/// Notices a redirect may ask a page to show (`?notice=`), by catalogue key.
+const NOTICES: &[&str] = &["saved", "deleted", "refilled"];
+
+fn notice(query: &HashMap<String, String>) -> Option<String> {
+    query
+        .get("notice")
+        .filter(|n| NOTICES.contains(&n.as_str()))
+        .map(|n| format!("notice.{n}"))
+}
+
+/// The page for a failed check: 403 for role and space, 404 for unknown codes.
+fn refused(state: &AppState, visitor: &Visitor, e: &ApiError) -> Response {
+    let key = match e.status {
+        StatusCode::NOT_FOUND => "msg.no_such_link",
+        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "msg.forbidden",
+        _ => "msg.failed",
+    };
+    message(state, visitor, e.status, key)
+}
+
+/// A link as the pages show it.
+fn link_view(state: &AppState, link: &Link, visits: Option<u64>) -> Value {
+    context! {
+        code => link.code.clone(),
+        short_url => state.links.short_url(&link.code),
+        url => link.url.clone(),
+        space => link.space.clone(),
+        status => link.status.as_str(),
+        custom => link.custom,
+        title => link.title.clone(),
+        tags => link.tags.clone(),
+        created_at => display_time(link.created_at),
+        updated_at => display_time(link.updated_at),
+        expires_at => link.expires_at.map(display_time),
+        expires_date => link.expires_at.map(|ms| crate::links::rfc3339(ms).chars().take(10).collect::<String>()),
+        visits => visits,
+    }
+}
+
+/// `GET /ui/links?q&space&status&length&cursor`: newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let session = match visitor.require_session() {
+        Ok(s) => s.principal.clone(),
+        Err(redirect) => return redirect.into_response(),
+    };
+    let get = |name: &str| query.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let space = get("space").map(str::to_string);
+    if let Some(space) = &space {
+        if let Err(e) = visitor.caller().require_space(Role::Viewer, space) {
+            return refused(&state, &visitor, &e);
+        }
+    }
+    let status = get("status").and_then(|s| LinkStatus::ALL.into_iter().find(|x| x.as_str() == s));
+    let length = get("length").and_then(|l| l.parse::<u8>().ok());
+    let after = get("cursor").and_then(|c| c.parse::<u64>().ok());
+    let link_query = LinkQuery {
+        space: space.clone(),
+        status,
+        length,
+        after,
+        newest_first: true,
+        limit: PAGE,
+        ..LinkQuery::default()
+    }
+    .search(get("q"));
+    let links = state.links.clone();
+    let stats = state.stats.clone();
+    let principal = session.clone();
+    let listed = blocking(move || {
+        let page = links.list(&link_query)?;
+        let mut rows = Vec::with_capacity(page.items.len());
+        for link in page.items {
+            if !principal.allows_space(&link.space) {
+                continue;
+            }
+            let visits = stats.totals(link.id).map_err(LinkError::Store)?.visits;
+            rows.push((link, visits));
+        }
+        Ok((rows, page.next))
+    })
+    .await;
+    let (rows, next) = match listed {
+        Ok(r) => r,
+        Err(e) => return refused(&state, &visitor, &e),
+    };
+    let items: Vec<Value> = rows
+        .iter()
+        .map(|(l, v)| link_view(&state, l, Some(*v)))
+        .collect();
+    let mut keep: Vec<(String, String)> = Vec::new();
+    for name in ["q", "space", "status", "length"] {
+        if let Some(v) = get(name) {
+            keep.push((name.to_string(), v.to_string()));
+        }
+    }
+    let next_href = next.map(|n| {
+        let mut q: String = keep
+            .iter()
+            .map(|(k, v)| format!("{k}={}&", urlencoding(v)))
+            .collect();
+        q.push_str(&format!("cursor={n}"));
+        format!("/ui/links?{q}")
+    });
+    let lengths: Vec<u8> = state.config.tiers.keys().copied().collect();
+    page(
+        &state,
+        &visitor,
+        StatusCode::OK,
+        "links.html",
+        "links",
+        context! {
+            items => items,
+            filtered => !keep.is_empty(),
+            filter => ["q", "space", "status", "length"]
+                .iter()
+                .map(|k| (k.to_string(), keep.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default()))
+                .collect::<HashMap<_, _>>(),
+            statuses => LinkStatus::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+            lengths => lengths,
+            spaces => session.spaces.clone(),
+            next_href => next_href,
+            first_page => after.is_some(),
+            notice => notice(&query),
+        },
+    )
+}
+
+/// The time range of a statistics view.
+struct Range {
+    key: String,
+    from: Millis,
+    to: Millis,
+    granularity: Granularity,
+}
+
+/// `range` = 24h | 7d | 30d | 1y | custom (`from`, `to` as dates, both days included).
+fn range(query: &HashMap<String, String>, now: Millis) -> Result<Range, &'static str> {
+    let to = now + 1;
+    let (key, from, to) = match query.get("range").map(String::as_str).unwrap_or("7d") {
+        "24h" => ("24h", to.saturating_sub(DAY_MS), to),
+        "30d" => ("30d", to.saturating_sub(30 * DAY_MS), to),
+        "1y" => ("1y", to.saturating_sub(365 * DAY_MS), to),
+        "custom" => {
+            let date = |name: &str| {
+                query
+                    .get(name)
+                    .and_then(|d| {
+                        time::Date::parse(
+                            d.trim(),
+                            time::macros::format_description!("[year]-[month]-[day]"),
+                        )
+                        .ok()
+                    })
+                    .map(|d| {
+                        let secs = d.midnight().assume_utc().unix_timestamp();
+                        u64::try_from(secs).unwrap_or(0) * 1000
+                    })
+            };
+            let (Some(from), Some(last)) = (date("from"), date("to")) else {
+                return Err("err.invalid_date");
+            };
+            ("custom", from, last + DAY_MS)
+        }
+        _ => ("7d", to.saturating_sub(7 * DAY_MS), to),
+    };
+    if from >= to {
+        return Err("err.range_order");
+    }
+    let granularity = Granularity::for_range(from, to);
+    if granularity.points(from, to) > MAX_POINTS {
+        return Err("err.range_too_long");
+    }
+    Ok(Range {
+        key: key.to_string(),
+        from,
+        to,
+        granularity,
+    })
+}
+
+/// `GET /ui/links/{code}`.
+pub async fn detail(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(code): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    render_detail(&state, &visitor, &code, &query, StatusCode::OK, None, &[]).await
+}
+
+async fn render_detail(
+    state: &AppState,
+    visitor: &Visitor,
+    code: &str,
+    query: &HashMap<String, String>,
+    status: StatusCode,
+    form: Option<&Fields>,
+    errors: &[FormError],
+) -> Response {
+    if let Err(redirect) = visitor.require_session() {
+        return redirect.into_response();
+    }
+    let link = match state.links.get(code) {
+        Ok(link) => link,
+        Err(e) => return refused(state, visitor, &e.into()),
+    };
+    if let Err(e) = visitor.caller().require_space(Role::Viewer, &link.space) {
+        return refused(state, visitor, &e);
+    }
+    let now = state.links.now();
+    let (range, range_error) = match range(query, now) {
+        Ok(r) => (r, None),
+        Err(key) => (
+            Range {
+                key: "7d".into(),
+                from: now + 1 - 7 * DAY_MS,
+                to: now + 1,
+                granularity: Granularity::Day,
+            },
+            Some(key),
+        ),
+    };
+    let before = query.get("before").and_then(|b| b.parse::<u64>().ok());
+    let stats_service = state.stats.clone();
+    let (id, from, to, granularity) = (link.id, range.from, range.to, range.granularity);
+    let read = blocking(move || {
+        let stats = stats_service
+            .link(id, from, to, granularity)
+            .map_err(LinkError::Store)?;
+        let totals = stats_service.totals(id).map_err(LinkError::Store)?;
+        let recent = stats_service
+            .recent(id, before, VISITS_PAGE)
+            .map_err(LinkError::Store)?;
+        Ok((stats, totals, recent))
+    })
+    .await;
+    let (stats, totals, recent) = match read {
+        Ok(r) => r,
+        Err(e) => return refused(state, visitor, &e),
+    };
+    let words = state.ui.catalogues.words(visitor.lang);
+    let word = |k: &str| words.get(k).cloned().unwrap_or_default();
+    let (bars, rows) = series(&stats, range.granularity);
+    let chart = stacked_bars(
+        &bars,
+        &[&word("stats.humans"), &word("stats.bots")],
+        &word("stats.chart_label"),
+        720.0,
+    );
+    let visits: Vec<Value> = recent
+        .items
+        .iter()
+        .map(|v| {
+            context! {
+                at => display_time(v.at),
+                browser => format!("{} {}", v.browser, v.browser_version).trim().to_string(),
+                os => format!("{} {}", v.os, v.os_version).trim().to_string(),
+                device => v.device.clone(),
+                is_bot => v.is_bot,
+                place => [v.country.clone(), v.city.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "),
+                referer => v.referer.clone(),
+            }
+        })
+        .collect();
+    let range_query = |extra: &str| {
+        let mut q = format!("range={}", range.key);
+        if range.key == "custom" {
+            for name in ["from", "to"] {
+                if let Some(v) = query.get(name) {
+                    q.push_str(&format!("&{name}={}", urlencoding(v)));
+                }
+            }
+        }
+        format!("/ui/links/{}?{q}{extra}", urlencoding(&link.code))
+    };
+    let older_href = recent
+        .next
+        .map(|n| range_query(&format!("&before={n}#visits")));
+    let newest_href = before.map(|_| range_query("#visits"));
+    let tops = [
+        ("browser", &stats.top.browser),
+        ("os", &stats.top.os),
+        ("device", &stats.top.device),
+        ("country", &stats.top.country),
+        ("referer", &stats.top.referer),
+    ]
+    .into_iter()
+    .map(|(name, entries)| {
+        let sum: u64 = entries.iter().map(|e| e.visits).sum();
+        context! {
+            name => name,
+            entries => entries.iter().map(|e| context! {
+                value => e.value.clone(),
+                visits => e.visits,
+                share => (e.visits * 100).checked_div(sum).unwrap_or(0),
+            }).collect::<Vec<_>>(),
+        }
+    })
+    .collect::<Vec<_>>();
+    let mut form_values: Fields = match form {
+        Some(f) => f.clone(),
+        None => {
+            let mut f = Fields::new();
+            f.insert("url".into(), link.url.clone());
+            f.insert("title".into(), link.title.clone().unwrap_or_default());
+            f.insert("tags".into(), link.tags.join(", "));
+            f
+        }
+    };
+    for name in ["url", "title", "tags", "validity", "until"] {
+        form_values.entry(name.to_string()).or_default();
+    }
+    page(
+        state,
+        visitor,
+        status,
+        "link.html",
+        "links",
+        context! {
+            link => link_view(state, &link, Some(totals.visits)),
+            editable => visitor.can_edit() && link.status == LinkStatus::Active,
+            deletable => visitor.can_edit() && matches!(link.status, LinkStatus::Active | LinkStatus::Expired),
+            range => range.key.clone(),
+            custom_from => query.get("from").cloned().unwrap_or_default(),
+            custom_to => query.get("to").cloned().unwrap_or_default(),
+            range_error => range_error,
+            granularity => match range.granularity { Granularity::Hour => "hour", Granularity::Day => "day" },
+            total => stats.total,
+            bots => stats.bots,
+            humans => stats.total - stats.bots,
+            unique => stats.unique_visitors,
+            chart => Value::from_safe_string(chart),
+            rows => rows,
+            tops => tops,
+            visits => visits,
+            older_href => older_href,
+            newest_href => newest_href,
+            form => form_values,
+            errors => errors.iter().map(|e| (e.field.clone(), e.key.clone())).collect::<HashMap<_, _>>(),
+            validity_choices => VALIDITY_CHOICES.iter().filter(|(v, _)| !v.is_empty()).map(|(v, k)| context! { value => *v, key => *k }).collect::<Vec<_>>(),
+            notice => notice(query),
+        },
+    )
+}
+
+/// The chart's bars and the table's rows of a statistics series.
+fn series(stats: &LinkStats, granularity: Granularity) -> (Vec<Bar>, Vec<Value>) {
+    let mut bars = Vec::with_capacity(stats.series.len());
+    let mut rows = Vec::with_capacity(stats.series.len());
+    for point in &stats.series {
+        let (date, hour) = (
+            point.t.get(..10).unwrap_or_default(),
+            point.t.get(11..16).unwrap_or_default(),
+        );
+        let (label, title) = match granularity {
+            Granularity::Hour => (hour.to_string(), format!("{date} {hour} UTC")),
+            Granularity::Day => (date.get(5..).unwrap_or(date).to_string(), date.to_string()),
+        };
+        let humans = point.visits - point.bots;
+        rows.push(context! { label => title.clone(), humans => humans, bots => point.bots, total => point.visits });
+        bars.push(Bar {
+            label,
+            title,
+            values: vec![humans, point.bots],
+        });
+    }
+    (bars, rows)
+}
+
+/// Checks the visitor's right to change `code` (the form's token was checked by [`CheckedForm`]).
+fn check_change(state: &AppState, visitor: &Visitor, code: &str) -> Result<Link, Box<Response>> {
+    if let Err(redirect) = visitor.require_session() {
+        return Err(Box::new(redirect.into_response()));
+    }
+    let link = state
+        .links
+        .get(code)
+        .map_err(|e| Box::new(refused(state, visitor, &e.into())))?;
+    visitor
+        .caller()
+        .require_space(Role::Editor, &link.space)
+        .map_err(|e| Box::new(refused(state, visitor, &e)))?;
+    Ok(link)
+}
+
+/// `POST /ui/links/{code}/edit`: URL, validity, title, tags.
+pub async fn edit(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(code): Path<String>,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    if let Err(response) = check_change(&state, &visitor, &code) {
+        return *response;
+    }
+    let no_query = HashMap::new();
+    let validity = match forms::validity(&fields) {
+        Ok(v) => v,
+        Err(e) => {
+            return render_detail(
+                &state,
+                &visitor,
+                &code,
+                &no_query,
+                StatusCode::BAD_REQUEST,
+                Some(&fields),
+                &[e],
+            )
+            .await
+        }
+    };
+    let patch = UpdateLink {
+        url: field(&fields, "url").map(str::to_string),
+        expires_at: validity.to_update(state.links.now()),
+        title: Some(field(&fields, "title").map(str::to_string)),
+        tags: Some(forms::tags(&fields).unwrap_or_default()),
+    };
+    let links = state.links.clone();
+    let target = code.clone();
+    match blocking(move || links.update(&target, patch)).await {
+        Ok(_) => see_other(&format!("/ui/links/{}?notice=saved", urlencoding(&code))),
+        Err(e) => {
+            let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
+            let error = FormError::from_api(&e, known);
+            render_detail(
+                &state,
+                &visitor,
+                &code,
+                &no_query,
+                e.status,
+                Some(&fields),
+                &[error],
+            )
+            .await
+        }
+    }
+}
+
+/// `POST /ui/links/{code}/delete`.
+pub async fn delete(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(code): Path<String>,
+    _form: CheckedForm,
+) -> Response {
+    let link = match check_change(&state, &visitor, &code) {
+        Ok(link) => link,
+        Err(response) => return *response,
+    };
+    if link.status == LinkStatus::Deleted {
+        return message(
+            &state,
+            &visitor,
+            StatusCode::NOT_FOUND,
+            "msg.already_deleted",
+        );
+    }
+    let links = state.links.clone();
+    match blocking(move || links.delete(&code)).await {
+        Ok(_) => see_other("/ui/links?notice=deleted"),
+        Err(e) => refused(&state, &visitor, &e),
+    }
+}
+
+/// `GET /ui/links/{code}/qr?format=svg|png&size=N`: as the API's, behind the session.
+pub async fn qr(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(code): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let result = (|| {
+        let caller = visitor.caller();
+        caller.require(Role::Viewer)?;
+        let link = state.links.get(&code)?;
+        caller.require_space(Role::Viewer, &link.space)?;
+        let params = QrParams::parse(&query)?;
+        qr_response(&state.links.short_url(&link.code), params)
+    })();
+    let mut response = result.unwrap_or_else(IntoResponse::into_response);
+    if matches!(query.get("download").map(String::as_str), Some("1"))
+        && response.status().is_success()
+    {
+        let ext = if query.get("format").map(String::as_str) == Some("png") {
+            "png"
+        } else {
+            "svg"
+        };
+        if let Ok(v) =
+            axum::http::HeaderValue::from_str(&format!("attachment; filename=\"qr-{code}.{ext}\""))
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::CONTENT_DISPOSITION, v);
+        }
+    }
+    response
+}
+
+/// `GET /ui/links/{code}/visits.csv`: every visit, streamed.
+pub async fn visits_csv(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(code): Path<String>,
+) -> Response {
+    if let Err(redirect) = visitor.require_session() {
+        return redirect.into_response();
+    }
+    let link = match state.links.get(&code) {
+        Ok(link) => link,
+        Err(e) => return refused(&state, &visitor, &e.into()),
+    };
+    if let Err(e) = visitor.caller().require_space(Role::Viewer, &link.space) {
+        return refused(&state, &visitor, &e);
+    }
+    csv_response(state.stats.clone(), link.id, None, &link.code)
+}

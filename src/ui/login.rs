@@ -1,0 +1,112 @@
+//! Signing in with an API key (`/ui/login`, the form field is `key`), signing out
+//! (`/ui/logout`), and the language switcher (`/ui/lang`).
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+use minijinja::context;
+
+use super::forms::{field, CheckedForm};
+use super::i18n::{Lang, LANG_COOKIE};
+use super::render::{local_path, page, see_other, Visitor};
+use super::session::{cookie, set_cookie, SESSION_COOKIE};
+use crate::state::AppState;
+
+/// Where signing in leads when the form does not say.
+const AFTER_SIGN_IN: &str = "/ui/links";
+
+/// `GET /ui/login`.
+pub async fn show(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let next = local_path(query.get("next").map(String::as_str), AFTER_SIGN_IN);
+    render(&state, &visitor, StatusCode::OK, &next, None)
+}
+
+fn render(
+    state: &AppState,
+    visitor: &Visitor,
+    status: StatusCode,
+    next: &str,
+    error: Option<&str>,
+) -> Response {
+    page(
+        state,
+        visitor,
+        status,
+        "login.html",
+        "login",
+        context! { next => next, error => error },
+    )
+}
+
+/// `POST /ui/login`: a known key opens a session.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    let next = local_path(field(&fields, "next"), AFTER_SIGN_IN);
+    let Some(principal) = field(&fields, "key").and_then(|k| state.keys.lookup(k)) else {
+        return render(
+            &state,
+            &visitor,
+            StatusCode::UNAUTHORIZED,
+            &next,
+            Some("login.unknown_key"),
+        );
+    };
+    let token = state.ui.sessions.open(principal);
+    let cookie = set_cookie(
+        SESSION_COOKIE,
+        &token,
+        Some(state.ui.sessions.ttl_secs()),
+        state.ui.secure_cookies,
+    );
+    let mut response = see_other(&next);
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `GET` or `POST /ui/logout`: ends the session. The session cookie is `SameSite=Strict`, so
+/// another site cannot make a browser sign out.
+pub async fn sign_out(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(token) = cookie(&headers, SESSION_COOKIE) {
+        state.ui.sessions.close(token);
+    }
+    let mut response = see_other("/");
+    let expired = set_cookie(SESSION_COOKIE, "", Some(0), state.ui.secure_cookies);
+    if let Ok(v) = HeaderValue::from_str(&expired) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}
+
+/// `GET /ui/lang?set=zh-CN&back=/ui/links`: remembers a language for a year.
+pub async fn switch_language(
+    State(state): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let back = local_path(query.get("back").map(String::as_str), "/");
+    let mut response = see_other(&back);
+    // A language we do not speak changes nothing.
+    let Some(lang) = query.get("set").and_then(|t| Lang::from_tag(t)) else {
+        return response;
+    };
+    let value = set_cookie(
+        LANG_COOKIE,
+        lang.tag(),
+        Some(365 * 86_400),
+        state.ui.secure_cookies,
+    );
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        response.headers_mut().append(header::SET_COOKIE, v);
+    }
+    response
+}

@@ -1,0 +1,128 @@
+//! The web pages (SPEC §10): shorten at `/`, sign in and out, the links, one link's statistics,
+//! the dashboard, and the 404/410 pages — server-rendered from templates compiled into the
+//! binary, in English and Simplified Chinese, working without JavaScript.
+//!
+//! - `render` — the template environment, the [`Visitor`] extractor (language, session, form
+//!   token), security headers
+//! - `i18n` — the catalogues and language choice
+//! - `session` — sessions, cookies, form tokens
+//! - `assets` — embedded stylesheet, script and icon
+//! - `chart` — SVG bar charts
+//! - `home`, `login`, `links`, `dashboard` — the pages' handlers: thin, they call the same
+//!   domain services as the API, never the store
+//! - `errors` — the 404/410 pages the redirect path serves
+
+pub mod assets;
+pub mod batch;
+pub mod chart;
+pub mod dashboard;
+pub mod errors;
+pub mod forms;
+pub mod home;
+pub mod i18n;
+pub mod links;
+pub mod login;
+pub mod render;
+pub mod session;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::state::AppState;
+
+pub use render::Visitor;
+
+/// Everything the pages need that lives as long as the server.
+pub struct Ui {
+    pub templates: render::Templates,
+    pub catalogues: i18n::Catalogues,
+    pub assets: assets::Assets,
+    pub sessions: session::Sessions,
+    /// Results of recent "many at once" shortenings, for their CSV download.
+    pub batches: batch::RecentBatches,
+    pub errors: errors::ErrorPages,
+    /// Cookies get `Secure` when the public base URL is https.
+    pub secure_cookies: bool,
+}
+
+/// Anything that stops the pages from being built (a template or catalogue that does not parse).
+#[derive(Debug, thiserror::Error)]
+pub enum UiError {
+    #[error("template: {0}")]
+    Template(#[from] minijinja::Error),
+    #[error(transparent)]
+    Catalogue(#[from] i18n::CatalogueError),
+}
+
+impl Ui {
+    pub fn new(config: &Config, base_url: &str, clock: Arc<dyn Clock>) -> Result<Self, UiError> {
+        let catalogues = i18n::Catalogues::load()?;
+        let templates = render::Templates::new()?;
+        let assets = assets::Assets::new();
+        let errors =
+            errors::ErrorPages::new(&templates, &catalogues, &assets.versioned("app.css"))?;
+        let ttl = config.ui.session_ttl.millis().unwrap_or(u64::MAX);
+        Ok(Self {
+            templates,
+            catalogues,
+            assets,
+            sessions: session::Sessions::new(ttl, clock.clone()),
+            batches: batch::RecentBatches::new(clock),
+            errors,
+            secure_cookies: base_url.starts_with("https://"),
+        })
+    }
+}
+
+impl Ui {
+    /// The preview of `/{code}+`: where the link goes (escaped) and a button to go on.
+    pub fn preview(&self, url: &str, headers: &axum::http::HeaderMap) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let lang = errors::language(headers);
+        let ctx = minijinja::context! {
+            lang => lang.tag(),
+            t => self.catalogues.template(lang),
+            url => url,
+            css => self.assets.versioned("app.css"),
+        };
+        match self.templates.render("preview.html", ctx) {
+            Ok(html) => {
+                let mut response = html.into_response();
+                let h = response.headers_mut();
+                h.insert(
+                    axum::http::header::CONTENT_TYPE,
+                    axum::http::HeaderValue::from_static("text/html; charset=utf-8"),
+                );
+                render::add_security_headers(h);
+                response
+            }
+            Err(e) => crate::http::error::ApiError::internal(e).into_response(),
+        }
+    }
+}
+
+/// The pages' routes, merged into the main router.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(home::show).post(home::shorten))
+        .route("/ui/batch/{id}", get(batch::download))
+        .route("/ui/login", get(login::show).post(login::sign_in))
+        .route("/ui/logout", get(login::sign_out).post(login::sign_out))
+        .route("/ui/lang", get(login::switch_language))
+        .route("/ui/links", get(links::list))
+        .route("/ui/links/{code}", get(links::detail))
+        .route("/ui/links/{code}/edit", post(links::edit))
+        .route("/ui/links/{code}/delete", post(links::delete))
+        .route("/ui/links/{code}/qr", get(links::qr))
+        .route("/ui/links/{code}/visits.csv", get(links::visits_csv))
+        .route("/ui/dashboard", get(dashboard::show))
+        .route("/ui/pools/{length}/refill", post(dashboard::refill))
+        .route("/static/{name}", get(assets::serve))
+        .layer(axum::middleware::from_fn(render::security_headers))
+        // Pages and assets are text: gzip makes a first visit about a third of the bytes.
+        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
+}

@@ -1,0 +1,182 @@
+//! Page sessions: signing in with an API key gives a random session token, kept in memory and
+//! sent back in an `HttpOnly; SameSite=Strict` cookie (`Secure` when `server.base_url` is
+//! https). A session ends after `ui.session_ttl` without a request, on sign-out, or when the
+//! server restarts (sessions are not persisted: a restart signs everyone out, which is the
+//! safe side for a credential).
+//!
+//! Forms are protected twice against cross-site requests: the strict cookie is never sent by
+//! another site, and every form that changes something carries a token that must match the
+//! session's (or, before signing in, the `vsl_csrf` cookie's: double submit).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap};
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use crate::clock::Clock;
+use crate::keys::Principal;
+use crate::store::Millis;
+
+pub const SESSION_COOKIE: &str = "vsl_session";
+pub const CSRF_COOKIE: &str = "vsl_csrf";
+/// Most sessions kept at once; past it the least recently used one is dropped.
+const MAX_SESSIONS: usize = 10_000;
+
+/// A signed-in browser.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub principal: Arc<Principal>,
+    /// The token every changing form of this session carries.
+    pub csrf: String,
+    last_seen: Millis,
+}
+
+/// Every live session, by the SHA-256 of its token (a heap dump does not hold usable tokens).
+pub struct Sessions {
+    map: Mutex<HashMap<[u8; 32], Session>>,
+    ttl: Millis,
+    clock: Arc<dyn Clock>,
+}
+
+impl Sessions {
+    pub fn new(ttl: Millis, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            ttl,
+            clock,
+        }
+    }
+
+    /// Opens a session; returns its token (for the cookie).
+    pub fn open(&self, principal: Arc<Principal>) -> String {
+        let token = random_token();
+        let now = self.clock.now();
+        let mut map = self.map.lock();
+        if map.len() >= MAX_SESSIONS {
+            let ttl = self.ttl;
+            map.retain(|_, s| now.saturating_sub(s.last_seen) < ttl);
+            if map.len() >= MAX_SESSIONS {
+                if let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_seen).map(|(k, _)| *k) {
+                    map.remove(&oldest);
+                }
+            }
+        }
+        map.insert(
+            digest(&token),
+            Session {
+                principal,
+                csrf: random_token(),
+                last_seen: now,
+            },
+        );
+        token
+    }
+
+    /// The live session of a token, its inactivity clock restarted.
+    pub fn touch(&self, token: &str) -> Option<Session> {
+        let now = self.clock.now();
+        let key = digest(token);
+        let mut map = self.map.lock();
+        let session = map.get_mut(&key)?;
+        if now.saturating_sub(session.last_seen) >= self.ttl {
+            map.remove(&key);
+            return None;
+        }
+        session.last_seen = now;
+        Some(session.clone())
+    }
+
+    pub fn close(&self, token: &str) {
+        self.map.lock().remove(&digest(token));
+    }
+
+    /// How long a session lives without requests, in seconds (the cookie's `Max-Age`).
+    pub fn ttl_secs(&self) -> u64 {
+        self.ttl / 1000
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// 32 random bytes, hex.
+pub fn random_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    hex::encode(bytes)
+}
+
+/// A cookie's value from the request.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim())
+}
+
+/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, path `/`, `Secure` on https.
+pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -> String {
+    let mut cookie = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
+    if let Some(age) = max_age {
+        cookie.push_str(&format!("; Max-Age={age}"));
+    }
+    if secure {
+        cookie.push_str("; Secure");
+    }
+    cookie
+}
+
+/// Compares two tokens in time that does not depend on where they differ.
+pub fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && !a.is_empty()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::Role;
+
+    fn principal() -> Arc<Principal> {
+        Arc::new(Principal {
+            name: "n".into(),
+            role: Role::Viewer,
+            spaces: None,
+        })
+    }
+
+    #[test]
+    fn sessions_expire_after_inactivity() {
+        let clock = Arc::new(ManualClock::new(1_000));
+        let sessions = Sessions::new(10_000, clock.clone());
+        let token = sessions.open(principal());
+        clock.advance(9_000);
+        assert!(sessions.touch(&token).is_some());
+        clock.advance(9_000);
+        assert!(
+            sessions.touch(&token).is_some(),
+            "activity restarts the clock"
+        );
+        clock.advance(10_000);
+        assert!(sessions.touch(&token).is_none());
+        assert!(sessions.touch("forged").is_none());
+    }
+
+    #[test]
+    fn tokens_compare() {
+        assert!(same_token("abc", "abc"));
+        assert!(!same_token("abc", "abd"));
+        assert!(!same_token("", ""));
+    }
+}

@@ -1,0 +1,351 @@
+//! End to end in a real headless Chromium driven over WebDriver (chromedriver + fantoccini):
+//! a person signs in with a key, shortens a URL through the form, opens the short link, sees
+//! the visit on the link's statistics page, edits its title, deletes it and sees 410. Then
+//! every page is screenshotted at desktop and phone widths, light and dark, into
+//! `target/tmp/screenshots/` (look at them).
+//!
+//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian `chromium`,
+//! `chromium-driver`; `.ci/run` installs them), or `CHROME` and `CHROMEDRIVER`. Without them the
+//! test says so and passes, unless `VSL_REQUIRE_BROWSER=1` (set by CI), where it fails.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestApp, ADMIN};
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+
+fn browser_paths() -> Option<(PathBuf, PathBuf)> {
+    let driver = std::env::var_os("CHROMEDRIVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromedriver".into());
+    let chrome = std::env::var_os("CHROME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    (driver.exists() && chrome.exists()).then_some((driver, chrome))
+}
+
+/// chromedriver on a free port, stopped on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start(path: &Path) -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new(path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A stand-in for the site a short link leads to.
+fn target_site() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = "<!doctype html><title>Landing</title><h1>The landing page</h1>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}/landing?campaign=browser")
+}
+
+/// Chrome DevTools through chromedriver: the colour scheme the page sees.
+#[derive(Debug)]
+struct ColorScheme(&'static str);
+
+impl WebDriverCompatibleCommand for ColorScheme {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = serde_json::json!({
+            "cmd": "Emulation.setEmulatedMedia",
+            "params": { "features": [{ "name": "prefers-color-scheme", "value": self.0 }] }
+        });
+        (axum::http::Method::POST, Some(body.to_string()))
+    }
+}
+
+async fn connect(driver: &Driver, chrome: &Path, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chrome,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--no-first-run", "--disable-dev-shm-usage", "--disable-component-update",
+                "--disable-sync", "--disable-quic", "--hide-scrollbars",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a browser session")
+}
+
+/// Waits until the browser is at a URL whose path and query start with `prefix`.
+async fn wait_for_path(c: &Client, prefix: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let url = c.current_url().await.expect("url");
+        let here = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_string(),
+        };
+        if here.starts_with(prefix) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still at {here}, waited for {prefix}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Saves a screenshot of the whole page as it is now; returns its mean luminance (0–255).
+async fn shot(c: &Client, dir: &Path, name: &str) -> f64 {
+    // Grow the window to the page's height so the screenshot holds all of it.
+    let sizes = c
+        .execute(
+            "return [document.documentElement.scrollHeight, window.innerHeight, \
+             window.outerHeight, window.outerWidth];",
+            vec![],
+        )
+        .await
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default();
+    let n = |i: usize| sizes.get(i).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let (page, inner, outer, width) = (n(0), n(1), n(2), n(3));
+    if page > inner {
+        let height = (page + outer - inner).clamp(600.0, 6000.0);
+        c.set_window_size(width as u32, height as u32)
+            .await
+            .expect("resize");
+    }
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), &png).expect("write screenshot");
+    luminance(&png)
+}
+
+fn luminance(png_bytes: &[u8]) -> f64 {
+    let decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    let mut reader = decoder.read_info().expect("png");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("frame");
+    let step = info.color_type.samples();
+    let pixels = &buf[..info.buffer_size()];
+    let (mut sum, mut n) = (0f64, 0f64);
+    for px in pixels.chunks(step).step_by(97) {
+        if px.len() >= 3 {
+            sum += 0.299 * px[0] as f64 + 0.587 * px[1] as f64 + 0.114 * px[2] as f64;
+            n += 1.0;
+        }
+    }
+    sum / n.max(1.0)
+}
+
+async fn text_of(c: &Client, css: &str) -> String {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .expect("text")
+}
+
+#[test]
+fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
+    let Some((driver_path, chrome)) = browser_paths() else {
+        if std::env::var("VSL_REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("chromium and chromedriver are required (VSL_REQUIRE_BROWSER=1) but not found");
+        }
+        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+        return;
+    };
+    let target = target_site();
+    let app = TestApp::start();
+    let driver = Driver::start(&driver_path);
+    let profile = tempfile::tempdir().expect("profile dir");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let base = format!("http://{}", app.addr);
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (code, live) = runtime.block_on(async {
+        let c = connect(&driver, &chrome, profile.path()).await;
+        c.set_window_size(1280, 900).await.expect("size");
+
+        // Sign in with a key.
+        c.goto(&format!("{base}/")).await.expect("home");
+        assert!(text_of(&c, "main").await.contains("Sign in to shorten"));
+        c.goto(&format!("{base}/ui/login?next=%2F")).await.expect("login");
+        c.find(Locator::Id("key")).await.expect("key field").send_keys(ADMIN).await.expect("type");
+        c.find(Locator::Css("main form button.primary")).await.expect("button").click().await.expect("sign in");
+        // Signed in, back on `/` (every path starts with `/`: wait for the form itself).
+        let url = c.wait().for_element(Locator::Id("url")).await.expect("url field");
+        url.send_keys(&target).await.expect("type url");
+        c.find(Locator::Css("form.shorten button.primary")).await.expect("shorten").click().await.expect("click");
+        let short = c.wait().for_element(Locator::Id("short")).await.expect("the result");
+        let short_url = short.prop("value").await.expect("value").expect("a short URL");
+        let code = short_url.rsplit('/').next().expect("code").to_string();
+        assert!(!code.is_empty());
+        let copy = c.find(Locator::Css("button.copy")).await.expect("copy button");
+        assert!(copy.is_displayed().await.expect("displayed"), "the script runs under the CSP");
+        c.find(Locator::Css("details.more summary")).await.expect("more").click().await.expect("open");
+        shot(&c, &shots, "desktop-light-home-result").await;
+
+        // Open the short link: the browser lands on the target.
+        c.goto(&format!("{base}/{code}")).await.expect("short link");
+        wait_for_path(&c, "/landing").await;
+        assert_eq!(text_of(&c, "h1").await, "The landing page");
+
+        // The visit shows on the link's page.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            c.goto(&format!("{base}/ui/links/{code}?range=24h")).await.expect("link page");
+            let rows = c.find_all(Locator::Css("#visits tbody tr")).await.expect("rows");
+            if !rows.is_empty() {
+                let row = rows[0].text().await.expect("row");
+                assert!(row.contains("Chrom"), "the visit's browser: {row}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "the visit never showed");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(text_of(&c, ".tiles.small").await.contains('1'));
+
+        // Edit its title.
+        let title = c.find(Locator::Id("e-title")).await.expect("title field");
+        title.clear().await.expect("clear");
+        title.send_keys("Edited in a browser").await.expect("type title");
+        c.find(Locator::Css("#edit button.primary")).await.expect("save").click().await.expect("save");
+        wait_for_path(&c, &format!("/ui/links/{code}?notice=saved")).await;
+        assert!(text_of(&c, ".link-head").await.contains("Edited in a browser"));
+
+        // Delete it, confirming.
+        c.find(Locator::Css(".danger-zone summary")).await.expect("delete").click().await.expect("open");
+        c.find(Locator::Css(".danger-zone button.danger")).await.expect("confirm").click().await.expect("confirm");
+        wait_for_path(&c, "/ui/links?notice=deleted").await;
+
+        // The short link is gone: 410 page.
+        c.goto(&format!("{base}/{code}")).await.expect("gone");
+        assert_eq!(text_of(&c, "h1").await, "Link no longer available");
+
+        // Material for the screenshots: many at once, and a link with visits.
+        c.goto(&format!("{base}/?mode=many")).await.expect("many");
+        let urls = format!("{target}&n=1\nhttps://example.com/docs/getting-started\nnot a url\nhttps://example.org/news/2026/11/a-rather-long-article-title-that-goes-on");
+        c.find(Locator::Id("urls")).await.expect("urls").send_keys(&urls).await.expect("type");
+        c.find(Locator::Css("form.shorten button.primary")).await.expect("shorten all").click().await.expect("click");
+        c.wait().for_element(Locator::Css("tr.failed")).await.expect("results");
+        let many_result = shot(&c, &shots, "desktop-light-home-many-result").await;
+        assert!(many_result > 150.0);
+        // The first line leads to the stand-in site: visit it, for a page with visits.
+        let first = c.find(Locator::Css("tbody tr td a")).await.expect("a result");
+        let live = first.text().await.expect("short URL");
+        let live = live.rsplit('/').next().expect("code").to_string();
+        c.goto(&format!("{base}/{live}")).await.expect("visit");
+        wait_for_path(&c, "/landing").await;
+        c.close().await.expect("close");
+        (code, live)
+    });
+
+    // Both languages and schemes, two widths: every page.
+    let pages = [
+        ("login", "/ui/login".to_string()),
+        ("home", "/".to_string()),
+        ("links", "/ui/links".to_string()),
+        ("link", format!("/ui/links/{live}?range=24h")),
+        ("dashboard", "/ui/dashboard".to_string()),
+        ("404", "/nosuch".to_string()),
+        ("410", format!("/{code}")),
+        ("preview", format!("/{live}+")),
+    ];
+    runtime.block_on(async {
+        let c = connect(&driver, &chrome, profile.path()).await;
+        for (scheme, width) in [
+            ("light", 1280),
+            ("dark", 1280),
+            ("light", 390),
+            ("dark", 390),
+        ] {
+            c.issue_cmd(ColorScheme(scheme))
+                .await
+                .expect("colour scheme");
+            c.set_window_size(width, 900).await.expect("size");
+            let device = if width > 600 { "desktop" } else { "phone" };
+            for (name, path) in &pages {
+                c.set_window_size(width, 900).await.expect("size");
+                c.goto(&format!("{base}{path}")).await.expect("page");
+                let lum = shot(&c, &shots, &format!("{device}-{scheme}-{name}")).await;
+                if scheme == "dark" {
+                    assert!(lum < 110.0, "{device} {name} is dark ({lum})");
+                } else {
+                    assert!(lum > 150.0, "{device} {name} is light ({lum})");
+                }
+            }
+        }
+        c.goto(&format!("{base}/ui/lang?set=zh-CN&back=%2F"))
+            .await
+            .expect("zh");
+        c.issue_cmd(ColorScheme("light")).await.expect("light");
+        c.set_window_size(1280, 900).await.expect("size");
+        assert!(text_of(&c, "h1").await.contains("长网址"));
+        shot(&c, &shots, "desktop-light-home-zh").await;
+        c.goto(&format!("{base}/ui/dashboard"))
+            .await
+            .expect("dashboard");
+        shot(&c, &shots, "desktop-light-dashboard-zh").await;
+        c.close().await.expect("close");
+    });
+    eprintln!("screenshots in {}", shots.display());
+    assert_eq!(app.get(&format!("/{code}")).status(), 410);
+}

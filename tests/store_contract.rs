@@ -1,0 +1,379 @@
+//! The store contract: what every [`Store`] backend must do, as one suite of cases run against
+//! each backend (today sled; a second backend adds one `backend!` call). The cases speak
+//! only the trait, so a backend that passes them behaves the same to the domain services.
+
+use std::sync::Arc;
+
+use vshortlink::store::{
+    CodeChoice, Created, LinkPatch, LinkQuery, LinkStatus, NewLink, NewVisit, PoolBatch, SledStore,
+    Store, StoreError, StoreOptions, Visit,
+};
+
+const T0: u64 = 1_800_000_000_000;
+const DAY: u64 = 86_400_000;
+
+/// A fresh store of one backend, in its own temp dir (kept alive beside it).
+type Make = fn(&tempfile::TempDir) -> Arc<dyn Store>;
+
+fn sled(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    Arc::new(SledStore::open(&StoreOptions::new(dir.path())).expect("open sled"))
+}
+
+fn new_link(code: CodeChoice, url: &str) -> NewLink {
+    NewLink {
+        dedup: matches!(code, CodeChoice::Pool(_)),
+        code,
+        url: url.to_string(),
+        space: "default".into(),
+        expires_at: None,
+        title: None,
+        tags: Vec::new(),
+        now: T0,
+    }
+}
+
+fn fill(store: &dyn Store, length: u8, codes: &[&str], score: u64) {
+    store
+        .pool_add(&PoolBatch {
+            length,
+            codes: codes.iter().map(|c| c.to_string()).collect(),
+            score,
+            now: T0,
+            state: None,
+            shuffle: false,
+        })
+        .expect("pool_add");
+}
+
+fn created(result: Result<Created, StoreError>) -> vshortlink::store::Link {
+    match result.expect("create") {
+        Created::New(link) => link,
+        Created::Existing(link) => panic!("a dedup hit where a new link was expected: {link:?}"),
+    }
+}
+
+/// Creates take the lowest due code of the pool (ZPOPMIN), each code once; an empty pool says
+/// so.
+fn pool_takes_lowest_code_once(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 6, &["100002", "100000", "100001"], T0);
+    assert_eq!(store.pool_counts(6, T0).unwrap().available, 3);
+    let a = created(store.create_link(&new_link(CodeChoice::Pool(6), "https://a.example/")));
+    assert_eq!(a.code, "100000");
+    assert!(!store.in_pool("100000").unwrap());
+    let b = created(store.create_link(&new_link(CodeChoice::Pool(6), "https://b.example/")));
+    let c = created(store.create_link(&new_link(CodeChoice::Pool(6), "https://c.example/")));
+    assert_eq!((b.code.as_str(), c.code.as_str()), ("100001", "100002"));
+    assert!(a.id < b.id && b.id < c.id, "ids grow");
+    match store.create_link(&new_link(CodeChoice::Pool(6), "https://d.example/")) {
+        Err(StoreError::PoolEmpty(6)) => {}
+        other => panic!("an empty pool: {other:?}"),
+    }
+    assert_eq!(store.pool_counts(6, T0).unwrap().available, 0);
+}
+
+/// Codes scored in the future (cooling) are not handed out before their time.
+fn cooling_codes_wait(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 5, &["10000"], T0 + DAY);
+    let counts = store.pool_counts(5, T0).unwrap();
+    assert_eq!((counts.available, counts.cooling), (0, 1));
+    assert!(matches!(
+        store.create_link(&new_link(CodeChoice::Pool(5), "https://a.example/")),
+        Err(StoreError::PoolEmpty(5))
+    ));
+}
+
+/// The same URL in the same space and length returns the existing link and takes no code;
+/// custom links are never dedup targets.
+fn dedup_returns_the_existing_generated_link(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 6, &["100000", "100001", "100002"], T0);
+    let first = created(store.create_link(&new_link(CodeChoice::Pool(6), "https://x.example/")));
+    match store
+        .create_link(&new_link(CodeChoice::Pool(6), "https://x.example/"))
+        .unwrap()
+    {
+        Created::Existing(link) => assert_eq!(link.id, first.id),
+        other => panic!("expected the existing link: {other:?}"),
+    }
+    assert_eq!(
+        store.pool_counts(6, T0).unwrap().available,
+        2,
+        "no code taken"
+    );
+    let mut other_space = new_link(CodeChoice::Pool(6), "https://x.example/");
+    other_space.space = "sports".into();
+    let in_sports = created(store.create_link(&other_space));
+    assert_ne!(in_sports.id, first.id);
+    let custom = created(store.create_link(&new_link(
+        CodeChoice::Custom("mine".into()),
+        "https://y.example/",
+    )));
+    assert!(custom.custom);
+    let generated =
+        created(store.create_link(&new_link(CodeChoice::Pool(6), "https://y.example/")));
+    assert_ne!(
+        generated.id, custom.id,
+        "a custom link is not a dedup target"
+    );
+}
+
+/// A custom code in use is refused; one sitting in a pool is taken out of it.
+fn custom_codes(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 6, &["abcdef"], T0);
+    created(store.create_link(&new_link(
+        CodeChoice::Custom("abcdef".into()),
+        "https://a.example/",
+    )));
+    assert!(!store.in_pool("abcdef").unwrap());
+    assert_eq!(store.pool_counts(6, T0).unwrap().available, 0);
+    match store.create_link(&new_link(
+        CodeChoice::Custom("abcdef".into()),
+        "https://b.example/",
+    )) {
+        Err(StoreError::CodeTaken(code)) => assert_eq!(code, "abcdef"),
+        other => panic!("a taken code: {other:?}"),
+    }
+    assert_eq!(store.link_counts().unwrap().active, 1);
+}
+
+/// Update and delete: the active mapping follows; the record stays, deleted.
+fn update_and_delete(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let link = created(store.create_link(&new_link(
+        CodeChoice::Custom("code1".into()),
+        "https://a.example/",
+    )));
+    assert_eq!(
+        store.resolve("code1").unwrap().unwrap().url,
+        "https://a.example/"
+    );
+    let patch = LinkPatch {
+        url: Some("https://b.example/".into()),
+        title: Some(Some("t".into())),
+        tags: Some(vec!["x".into()]),
+        expires_at: Some(Some(T0 + DAY)),
+    };
+    let updated = store.update_link("code1", &patch, T0 + 1).unwrap();
+    assert_eq!(
+        (updated.url.as_str(), updated.updated_at),
+        ("https://b.example/", T0 + 1)
+    );
+    let entry = store.resolve("code1").unwrap().unwrap();
+    assert_eq!(
+        (entry.url.as_str(), entry.expires_at),
+        ("https://b.example/", Some(T0 + DAY))
+    );
+    let deleted = store.delete_link("code1", T0 + 2).unwrap();
+    assert_eq!(deleted.status, LinkStatus::Deleted);
+    assert!(store.resolve("code1").unwrap().is_none());
+    assert_eq!(
+        store.link_by_id(link.id).unwrap().unwrap().status,
+        LinkStatus::Deleted
+    );
+    assert!(matches!(
+        store.update_link("code1", &LinkPatch::default(), T0 + 3),
+        Err(StoreError::WrongStatus(LinkStatus::Deleted))
+    ));
+    assert!(matches!(
+        store.update_link("nosuch", &LinkPatch::default(), T0 + 3),
+        Err(StoreError::NotFound)
+    ));
+    let counts = store.link_counts().unwrap();
+    assert_eq!((counts.active, counts.deleted), (0, 1));
+}
+
+/// Expiry and recycling: an expired link leaves the mapping; recycled, its code returns to
+/// its pool cooling, and the record is archived.
+fn expire_then_recycle(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 6, &["100000"], T0);
+    let mut req = new_link(CodeChoice::Pool(6), "https://a.example/");
+    req.expires_at = Some(T0 + DAY);
+    let link = created(store.create_link(&req));
+    assert!(
+        store.expire_link(link.id, T0).unwrap().is_none(),
+        "not yet due"
+    );
+    let due = store.due_for_expiry(T0 + DAY, 10).unwrap();
+    assert_eq!(due.iter().map(|l| l.id).collect::<Vec<_>>(), vec![link.id]);
+    let expired = store.expire_link(link.id, T0 + DAY).unwrap().unwrap();
+    assert_eq!(expired.status, LinkStatus::Expired);
+    assert!(store.resolve("100000").unwrap().is_none());
+    let ended = store.due_for_recycling(T0 + 2 * DAY, 10).unwrap();
+    assert_eq!(
+        ended.iter().map(|l| l.id).collect::<Vec<_>>(),
+        vec![link.id]
+    );
+    let recycled = store.recycle_link(link.id, T0 + 30 * DAY).unwrap().unwrap();
+    assert_eq!(recycled.status, LinkStatus::Archived);
+    assert!(store.in_pool("100000").unwrap());
+    let counts = store.pool_counts(6, T0 + 2 * DAY).unwrap();
+    assert_eq!((counts.available, counts.cooling), (0, 1));
+    assert!(
+        store.recycle_link(link.id, T0).unwrap().is_none(),
+        "once only"
+    );
+    assert_eq!(store.link_counts().unwrap().archived, 1);
+}
+
+/// Listing: id order or newest first, with a cursor; the query's rule picks the links.
+fn list_with_cursor_and_search(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    for (i, title) in ["Alpha", "beta", "alphabet", "gamma"].iter().enumerate() {
+        let mut req = new_link(
+            CodeChoice::Custom(format!("c{i}")),
+            &format!("https://{i}.example/"),
+        );
+        req.title = Some(title.to_string());
+        created(store.create_link(&req));
+    }
+    let page = |q: LinkQuery| store.list_links(&q).unwrap();
+    let all = page(LinkQuery {
+        limit: 2,
+        ..LinkQuery::default()
+    });
+    assert_eq!(
+        all.items
+            .iter()
+            .map(|l| l.code.as_str())
+            .collect::<Vec<_>>(),
+        ["c0", "c1"]
+    );
+    let rest = page(LinkQuery {
+        limit: 10,
+        after: all.next,
+        ..LinkQuery::default()
+    });
+    assert_eq!(
+        rest.items
+            .iter()
+            .map(|l| l.code.as_str())
+            .collect::<Vec<_>>(),
+        ["c2", "c3"]
+    );
+    let newest = page(LinkQuery {
+        limit: 3,
+        newest_first: true,
+        ..LinkQuery::default()
+    });
+    assert_eq!(
+        newest
+            .items
+            .iter()
+            .map(|l| l.code.as_str())
+            .collect::<Vec<_>>(),
+        ["c3", "c2", "c1"]
+    );
+    let found = page(
+        LinkQuery {
+            limit: 10,
+            ..LinkQuery::default()
+        }
+        .search(Some("ALPHA")),
+    );
+    assert_eq!(
+        found
+            .items
+            .iter()
+            .map(|l| l.code.as_str())
+            .collect::<Vec<_>>(),
+        ["c0", "c2"]
+    );
+    let by_length = page(LinkQuery {
+        limit: 10,
+        length: Some(3),
+        ..LinkQuery::default()
+    });
+    assert!(by_length.items.is_empty());
+}
+
+/// Visits: totals count every visit, listings run both ways, days count them.
+fn visits_are_counted_and_listed(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let mut batch: Vec<NewVisit> = (0..5u64)
+        .map(|i| NewVisit {
+            visit: Visit {
+                link_id: 7,
+                code: "code7".into(),
+                at: T0 + i,
+                client_id: format!("{i:040x}"),
+                is_bot: i == 4,
+                ..Visit::default()
+            },
+            client_hash: i,
+            referer_host: String::new(),
+        })
+        .collect();
+    store.record_visits(&mut batch).unwrap();
+    let totals = store.visit_totals(7).unwrap();
+    assert_eq!((totals.visits, totals.bots), (5, 1));
+    let oldest = store.visits_page(7, None, 3).unwrap();
+    let times: Vec<u64> = oldest.items.iter().map(|v| v.at - T0).collect();
+    assert_eq!(times, [0, 1, 2]);
+    let next = store.visits_page(7, oldest.next, 10).unwrap();
+    assert_eq!(next.items.len(), 2);
+    let newest = store.recent_visits(7, None, 3).unwrap();
+    let times: Vec<u64> = newest.items.iter().map(|v| v.at - T0).collect();
+    assert_eq!(times, [4, 3, 2]);
+    let older = store.recent_visits(7, newest.next, 10).unwrap();
+    assert_eq!(
+        older.items.iter().map(|v| v.at - T0).collect::<Vec<_>>(),
+        [1, 0]
+    );
+    let day = T0 / DAY;
+    let days = store.day_counts(day, day).unwrap();
+    assert_eq!(days.iter().map(|d| d.visits).sum::<u64>(), 5);
+    assert_eq!(
+        store.visit_totals(8).unwrap().visits,
+        0,
+        "another link's visits stay apart"
+    );
+}
+
+/// `meta_init` keeps the first value written.
+fn meta_keeps_the_first_value(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    assert_eq!(store.meta_get("k").unwrap(), None);
+    assert_eq!(store.meta_init("k", b"one").unwrap(), b"one");
+    assert_eq!(store.meta_init("k", b"two").unwrap(), b"one");
+    assert_eq!(store.meta_get("k").unwrap().as_deref(), Some(&b"one"[..]));
+}
+
+/// One `#[test]` per case for a backend: `backend!(name; cases…)` makes `mod name`.
+macro_rules! backend {
+    ($backend:ident; $($case:ident),+ $(,)?) => {
+        mod $backend {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(super::$backend);
+                }
+            )+
+        }
+    };
+}
+
+backend!(
+    sled;
+    pool_takes_lowest_code_once,
+    cooling_codes_wait,
+    dedup_returns_the_existing_generated_link,
+    custom_codes,
+    update_and_delete,
+    expire_then_recycle,
+    list_with_cursor_and_search,
+    visits_are_counted_and_listed,
+    meta_keeps_the_first_value,
+);

@@ -1,0 +1,689 @@
+//! The web pages against the real binary, as a browser without script sees them: sign-in and
+//! sessions, role and space enforcement on forged posts, form tokens, escaping of hostile
+//! input, both languages, the QR endpoint, security headers and static assets.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::pages::{csrf_of, location, PageClient};
+use common::{TestApp, ADMIN, EDITOR, SPORTS, VIEWER};
+use serde_json::json;
+
+fn anonymous_app() -> TestApp {
+    TestApp::start_with("", &[("VSL_AUTH__ANONYMOUS_CREATE", "true")])
+}
+
+fn count_links(app: &TestApp) -> usize {
+    app.link_total()
+}
+
+#[test]
+fn home_asks_to_sign_in_when_anonymous_creates_are_off() {
+    let app = TestApp::start();
+    let page = PageClient::new(&app);
+    let html = page.html("/", 200);
+    assert!(html.contains("Sign in to shorten"), "{html}");
+    assert!(
+        !html.contains("name=\"url\""),
+        "no form without a way to create"
+    );
+    let response = page.post_form("/", &[("mode", "one"), ("url", "https://example.com/a")]);
+    assert_eq!(response.status(), 401);
+    assert_eq!(count_links(&app), 0, "a refused create writes nothing");
+}
+
+#[test]
+fn anonymous_visitor_shortens_from_the_home_page() {
+    let app = anonymous_app();
+    let page = PageClient::new(&app);
+    let html = page.html("/", 200);
+    assert!(html.contains("name=\"url\"") && !html.contains("name=\"key\""));
+    let response = page.post_form("/", &[("mode", "one"), ("url", "https://example.com/a")]);
+    assert_eq!(response.status(), 201);
+    let html = response.text().unwrap();
+    assert!(html.contains("Your short link is ready"));
+    assert!(html.contains("<svg"), "the QR code is on the page");
+    assert!(
+        html.contains("http:&#x2f;&#x2f;sl.test&#x2f;"),
+        "the short URL is shown"
+    );
+    assert_eq!(count_links(&app), 1);
+    // The same URL again: the existing link, no new one.
+    let again = page.post_form("/", &[("mode", "one"), ("url", "https://example.com/a")]);
+    assert_eq!(again.status(), 200);
+    assert!(again.text().unwrap().contains("already has a short link"));
+    assert_eq!(count_links(&app), 1);
+    // Anonymous visitors create in the default space only.
+    let other = page.post_form(
+        "/",
+        &[
+            ("mode", "one"),
+            ("url", "https://example.com/b"),
+            ("space", "sports"),
+        ],
+    );
+    assert_eq!(other.status(), 401);
+    assert_eq!(count_links(&app), 1);
+}
+
+#[test]
+fn form_errors_are_shown_beside_their_field_and_nothing_is_written() {
+    let app = TestApp::start();
+    let page = PageClient::signed_in(&app, EDITOR);
+    /// Form fields, the status, the id of the error beside the field, words of the error.
+    type Case<'a> = (&'a [(&'a str, &'a str)], u16, &'a str, &'a str);
+    let cases: &[Case] = &[
+        (
+            &[("url", "javascript:alert(1)")],
+            400,
+            "url-error",
+            "cannot be shortened",
+        ),
+        (&[("url", "")], 400, "url-error", "Enter the long URL"),
+        (
+            &[("url", "https://example.com/x"), ("code", "bad code!")],
+            400,
+            "code-error",
+            "custom code is 1 to 16",
+        ),
+        (
+            &[("url", "https://example.com/x"), ("length", "2")],
+            400,
+            "length-error",
+            "not available",
+        ),
+        (
+            &[
+                ("url", "https://example.com/x"),
+                ("validity", "date"),
+                ("until", "2001-01-01"),
+            ],
+            400,
+            "until-error",
+            "must be a date in the future",
+        ),
+        (
+            &[("url", "https://example.com/x"), ("validity", "sometimes")],
+            400,
+            "validity-error",
+            "Choose a validity",
+        ),
+    ];
+    for (fields, status, id, text) in cases {
+        let mut all = vec![("mode", "one")];
+        all.extend_from_slice(fields);
+        let response = page.post_form("/", &all);
+        assert_eq!(response.status(), *status, "{fields:?}");
+        let html = response.text().unwrap();
+        assert!(html.contains(&format!("id=\"{id}\"")), "{fields:?}: {html}");
+        assert!(html.contains(text), "{fields:?}");
+    }
+    let taken = json!({ "url": "https://example.com/t", "code": "taken1" });
+    assert_eq!(app.post_json("/api/v1/links", EDITOR, &taken).status(), 201);
+    let response = page.post_form(
+        "/",
+        &[
+            ("mode", "one"),
+            ("url", "https://example.com/u"),
+            ("code", "taken1"),
+        ],
+    );
+    assert_eq!(response.status(), 409);
+    assert!(response.text().unwrap().contains("already taken"));
+    assert_eq!(count_links(&app), 1, "no failed form wrote a link");
+}
+
+#[test]
+fn sign_in_cookie_is_strict_and_http_only_and_sign_out_ends_the_session() {
+    let app = TestApp::start();
+    let page = PageClient::new(&app);
+    let wrong = page.post_form("/ui/login", &[("key", "not-a-key"), ("next", "/ui/links")]);
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.text().unwrap().contains("This key is not known"));
+
+    let response = page.post_form("/ui/login", &[("key", ADMIN), ("next", "//evil.example/x")]);
+    assert_eq!(response.status(), 303);
+    assert_eq!(
+        location(&response),
+        "/ui/links",
+        "no redirect to another host"
+    );
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("vsl_session="))
+        .expect("a session cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain http base URL: no Secure");
+    assert_eq!(page.get("/ui/links").status(), 200);
+
+    let out = page.post_form("/ui/logout", &[]);
+    assert_eq!(out.status(), 303);
+    let after = page.get("/ui/links");
+    assert_eq!(after.status(), 303, "signed out");
+    assert_eq!(location(&after), "/ui/login?next=%2Fui%2Flinks");
+}
+
+#[test]
+fn secure_cookie_on_an_https_base_url() {
+    let app = TestApp::start_with("", &[("VSL_SERVER__BASE_URL", "https://sl.example")]);
+    let page = PageClient::new(&app);
+    let response = page.post_form("/ui/login", &[("key", ADMIN)]);
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("vsl_session="))
+        .expect("a session cookie");
+    assert!(cookie.contains("; Secure"), "{cookie}");
+}
+
+#[test]
+fn pages_need_a_session() {
+    let app = TestApp::start();
+    let page = PageClient::new(&app);
+    for path in [
+        "/ui/links",
+        "/ui/dashboard",
+        "/ui/links/abc123",
+        "/ui/links/abc123/visits.csv",
+    ] {
+        let response = page.get(path);
+        assert_eq!(response.status(), 303, "{path}");
+        assert!(location(&response).starts_with("/ui/login?next="), "{path}");
+    }
+    assert_eq!(page.get("/ui/links/abc123/qr").status(), 401);
+}
+
+#[test]
+fn forms_without_the_right_token_or_from_another_origin_are_refused() {
+    let app = TestApp::start();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let no_token = page.post_raw("/", &[("mode", "one"), ("url", "https://example.com/a")]);
+    assert_eq!(no_token.status(), 403);
+    assert!(no_token
+        .text()
+        .unwrap()
+        .contains("form expired or came from another site"));
+    let wrong = page.post_raw(
+        "/",
+        &[
+            ("csrf", &"0".repeat(64)),
+            ("mode", "one"),
+            ("url", "https://example.com/a"),
+        ],
+    );
+    assert_eq!(wrong.status(), 403);
+    let token = page.csrf("/");
+    let cross = page
+        .client
+        .post(app.url("/"))
+        .header("Origin", "https://evil.example")
+        .form(&[
+            ("csrf", token.as_str()),
+            ("mode", "one"),
+            ("url", "https://example.com/a"),
+        ])
+        .send()
+        .unwrap();
+    assert_eq!(cross.status(), 403, "the Origin names another site");
+    assert_eq!(count_links(&app), 0);
+    let same = page
+        .client
+        .post(app.url("/"))
+        .header("Origin", format!("http://{}", app.addr))
+        .form(&[
+            ("csrf", token.as_str()),
+            ("mode", "one"),
+            ("url", "https://example.com/a"),
+        ])
+        .send()
+        .unwrap();
+    assert_eq!(same.status(), 201, "same origin with the token");
+}
+
+#[test]
+fn viewers_see_no_changing_controls_and_forged_posts_are_refused() {
+    let app = TestApp::start();
+    let link = app.create(json!({ "url": "https://example.com/v", "title": "kept" }));
+    let code = link["code"].as_str().unwrap();
+    let viewer = PageClient::signed_in(&app, VIEWER);
+    let list = viewer.html("/ui/links", 200);
+    assert!(list.contains(code));
+    assert!(!list.contains("/delete\""), "no delete form for a viewer");
+    let detail = viewer.html(&format!("/ui/links/{code}"), 200);
+    assert!(!detail.contains("id=\"edit\""), "no edit form for a viewer");
+    assert!(!detail.contains("Delete this link"));
+
+    let edit = viewer.post_form(&format!("/ui/links/{code}/edit"), &[("title", "hacked")]);
+    assert_eq!(edit.status(), 403);
+    let delete = viewer.post_form(&format!("/ui/links/{code}/delete"), &[]);
+    assert_eq!(delete.status(), 403);
+    let create = viewer.post_form("/", &[("mode", "one"), ("url", "https://example.com/w")]);
+    assert_eq!(create.status(), 403);
+    let refill = viewer.post_form("/ui/pools/6/refill", &[]);
+    assert_eq!(refill.status(), 403);
+
+    let after: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), VIEWER);
+    assert_eq!(after["title"], "kept");
+    assert_eq!(after["status"], "active");
+    assert_eq!(count_links(&app), 1);
+}
+
+#[test]
+fn a_space_limited_key_sees_and_touches_only_its_space() {
+    let app = TestApp::start();
+    let sports = app.create(json!({ "url": "https://example.com/s", "space": "sports" }));
+    let other = app.create(json!({ "url": "https://example.com/o" }));
+    let (sports, other) = (
+        sports["code"].as_str().unwrap().to_string(),
+        other["code"].as_str().unwrap().to_string(),
+    );
+    let page = PageClient::signed_in(&app, SPORTS);
+    let list = page.html("/ui/links", 200);
+    assert!(list.contains(&sports) && !list.contains(&other));
+    assert_eq!(page.get(&format!("/ui/links/{other}")).status(), 403);
+    let delete = page.post_form(&format!("/ui/links/{other}/delete"), &[]);
+    assert_eq!(delete.status(), 403);
+    let home = page.html("/", 200);
+    assert!(
+        home.contains("<select id=\"space\" name=\"space\"><option>sports</option></select>"),
+        "spaces are a menu"
+    );
+}
+
+#[test]
+fn hostile_titles_and_urls_render_as_text_everywhere() {
+    let app = TestApp::start();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let hostile = "<script>alert(1)</script>";
+    let response = page.post_form(
+        "/",
+        &[
+            ("mode", "one"),
+            ("url", "https://example.com/\"><script>alert(2)</script>"),
+            ("title", hostile),
+            ("tags", "<b>bold</b>"),
+        ],
+    );
+    assert_eq!(response.status(), 201);
+    let result = response.text().unwrap();
+    let marker = "id=\"short\" class=\"short\" value=\"http:&#x2f;&#x2f;sl.test&#x2f;";
+    let start = result.find(marker).expect("the short URL") + marker.len();
+    let hostile_code = result[start..].split('"').next().unwrap().to_string();
+    let list = page.html("/ui/links", 200);
+    let detail = page.html(&format!("/ui/links/{hostile_code}"), 200);
+    for html in [&result, &list, &detail] {
+        assert!(!html.contains("<script>alert"), "raw script in a page");
+        assert!(!html.contains("<b>bold</b>"));
+    }
+    assert!(
+        list.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"),
+        "the title is text"
+    );
+    assert!(
+        detail.contains("&lt;b&gt;bold&lt;&#x2f;b&gt;"),
+        "the tag is text"
+    );
+}
+
+#[test]
+fn editors_edit_and_delete_through_the_pages() {
+    let app = TestApp::start();
+    let link = app.create(json!({ "url": "https://example.com/e", "title": "old" }));
+    let code = link["code"].as_str().unwrap().to_string();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let detail = page.html(&format!("/ui/links/{code}"), 200);
+    assert!(detail.contains("id=\"edit\"") && detail.contains("Delete this link"));
+
+    let saved = page.post_form(
+        &format!("/ui/links/{code}/edit"),
+        &[
+            ("url", "https://example.com/e2"),
+            ("title", "new title"),
+            ("tags", "x, y"),
+            ("validity", "permanent"),
+        ],
+    );
+    assert_eq!(saved.status(), 303);
+    assert_eq!(location(&saved), format!("/ui/links/{code}?notice=saved"));
+    let shown = page.html(&location(&saved), 200);
+    assert!(shown.contains("Saved.") && shown.contains("new title"));
+    let api: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    assert_eq!(api["title"], "new title");
+    assert_eq!(api["url"], "https://example.com/e2");
+    assert_eq!(api["tags"], json!(["x", "y"]));
+    assert_eq!(api["expires_at"], serde_json::Value::Null);
+
+    let bad = page.post_form(&format!("/ui/links/{code}/edit"), &[("url", "ftp://x")]);
+    assert_eq!(bad.status(), 400);
+    assert!(bad.text().unwrap().contains("id=\"url-error\""));
+
+    let deleted = page.post_form(&format!("/ui/links/{code}/delete"), &[]);
+    assert_eq!(deleted.status(), 303);
+    assert_eq!(location(&deleted), "/ui/links?notice=deleted");
+    assert_eq!(app.get(&format!("/{code}")).status(), 410);
+    let again = page.post_form(&format!("/ui/links/{code}/delete"), &[]);
+    assert_eq!(again.status(), 404);
+}
+
+#[test]
+fn many_at_once_reports_each_line_and_offers_a_csv() {
+    let app = TestApp::start();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let urls = "https://example.com/1\nnot a url\n\nhttps://example.com/3\nhttps://example.com/1\n";
+    let response = page.post_form("/", &[("mode", "many"), ("urls", urls), ("tags", "bulk")]);
+    assert_eq!(response.status(), 200);
+    let html = response.text().unwrap();
+    assert!(
+        html.contains("2 created, 1 already existed, 1 failed."),
+        "{html}"
+    );
+    assert!(html.contains("class=\"failed\""));
+    let csv_path = html
+        .split("href=\"")
+        .find_map(|s| {
+            s.strip_prefix("&#x2f;ui&#x2f;batch&#x2f;")
+                .or(s.strip_prefix("/ui/batch/"))
+        })
+        .and_then(|s| s.split('"').next())
+        .map(|id| format!("/ui/batch/{id}"))
+        .expect("a CSV link");
+    let csv = page.get(&csv_path);
+    assert_eq!(csv.status(), 200);
+    assert!(csv.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    let text = csv.text().unwrap();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(&rows[1][0], "2", "line numbers count the pasted lines");
+    assert!(!rows[1][5].is_empty(), "the failure is named");
+    // Lines 1 and 5 are the same URL: one of them made the link, the other found it.
+    let mut flags = [rows[0][4].to_string(), rows[3][4].to_string()];
+    flags.sort();
+    assert_eq!(flags, ["false", "true"], "line 5 repeats line 1");
+    assert_eq!(count_links(&app), 2);
+
+    let too_many: String = (0..1001)
+        .map(|i| format!("https://example.com/{i}\n"))
+        .collect();
+    let refused = page.post_form("/", &[("mode", "many"), ("urls", &too_many)]);
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().unwrap().contains("at most 1,000 URLs"));
+    assert_eq!(count_links(&app), 2);
+    assert_eq!(page.get("/ui/batch/0123456789abcdef").status(), 404);
+}
+
+#[test]
+fn links_are_searched_filtered_and_paged_newest_first() {
+    let app = TestApp::start();
+    for (i, title) in ["alpha one", "beta", "Alpha two", "gamma"]
+        .iter()
+        .enumerate()
+    {
+        app.create(
+            json!({ "url": format!("https://example.com/{i}"), "title": title, "tags": ["t"] }),
+        );
+    }
+    app.create(json!({ "url": "https://alpha.example/x", "code": "custom7" }));
+    let page = PageClient::signed_in(&app, ADMIN);
+    let html = page.html("/ui/links?q=ALPHA", 200);
+    assert_eq!(
+        html.matches("class=\"code\"").count(),
+        3,
+        "title and URL matches"
+    );
+    let two = html.find("Alpha two").unwrap();
+    let one = html.find("alpha one").unwrap();
+    assert!(two < one, "newest first");
+    let api: serde_json::Value = app.api_get("/api/v1/links?q=alpha", ADMIN);
+    assert_eq!(api["items"].as_array().unwrap().len(), 3);
+    let by_length = page.html("/ui/links?length=7", 200);
+    assert_eq!(by_length.matches("class=\"code\"").count(), 1);
+    let none = page.html("/ui/links?q=nothing-matches", 200);
+    assert!(none.contains("No link matches"));
+    let first = page.html("/ui/links?status=active", 200);
+    assert_eq!(first.matches("class=\"code\"").count(), 5);
+}
+
+#[test]
+fn pages_speak_english_and_chinese() {
+    let app = TestApp::start();
+    let page = PageClient::new(&app);
+    let zh = page
+        .client
+        .get(app.url("/ui/login"))
+        .header("Accept-Language", "zh-CN,zh;q=0.9,en;q=0.8")
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(zh.contains("<html lang=\"zh-CN\">") && zh.contains("API 密钥"));
+    let en = page.html("/ui/login", 200);
+    assert!(en.contains("<html lang=\"en\">") && en.contains("API key"));
+    let switched = page.get("/ui/lang?set=zh-CN&back=%2Fui%2Flogin");
+    assert_eq!(switched.status(), 303);
+    assert_eq!(location(&switched), "/ui/login");
+    let remembered = page.html("/ui/login", 200);
+    assert!(
+        remembered.contains("<html lang=\"zh-CN\">"),
+        "the cookie wins"
+    );
+    let evil = page.get("/ui/lang?set=en&back=https://evil.example/");
+    assert_eq!(location(&evil), "/");
+
+    let signed = PageClient::signed_in(&app, ADMIN);
+    signed.get("/ui/lang?set=zh-CN&back=%2F");
+    for path in ["/", "/ui/links", "/ui/dashboard"] {
+        let html = signed.html(path, 200);
+        assert!(html.contains("<html lang=\"zh-CN\">"), "{path}");
+        assert!(html.contains("短链接"), "{path}");
+    }
+    let gone = app
+        .client
+        .get(app.url("/nosuch1"))
+        .header("Accept-Language", "zh")
+        .send()
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let text = gone.text().unwrap();
+    assert!(text.contains("lang=\"zh-CN\"") && text.contains("链接不存在"));
+}
+
+#[test]
+fn qr_codes_of_short_urls() {
+    let app = TestApp::start();
+    let code = app.create(json!({ "url": "https://example.com/q" }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let get = |query: &str, key: Option<&str>| {
+        app.req(
+            reqwest::Method::GET,
+            &format!("/api/v1/links/{code}/qr{query}"),
+            key,
+        )
+        .send()
+        .unwrap()
+    };
+    let svg = get("", Some(VIEWER));
+    assert_eq!(svg.status(), 200);
+    assert_eq!(svg.headers()["content-type"], "image/svg+xml");
+    assert!(svg.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .contains("max-age"));
+    assert!(svg.text().unwrap().starts_with("<svg"));
+    let png = get("?format=png&size=128", Some(VIEWER));
+    assert_eq!(png.status(), 200);
+    assert_eq!(png.headers()["content-type"], "image/png");
+    let bytes = png.bytes().unwrap();
+    let decoder = png::Decoder::new(std::io::Cursor::new(bytes.to_vec()));
+    let reader = decoder.read_info().unwrap();
+    assert_eq!((reader.info().width, reader.info().height), (128, 128));
+    let default = get("?format=png", Some(VIEWER));
+    let reader = png::Decoder::new(std::io::Cursor::new(default.bytes().unwrap().to_vec()))
+        .read_info()
+        .unwrap();
+    assert_eq!(reader.info().width, 256);
+    for (query, field) in [
+        ("?format=gif", "format"),
+        ("?format=png&size=10", "size"),
+        ("?size=abc", "size"),
+    ] {
+        let p = common::problem(get(query, Some(VIEWER)), 400);
+        assert_eq!(p["field"], field, "{query}");
+    }
+    assert_eq!(get("", None).status(), 401);
+    assert_eq!(
+        app.req(
+            reqwest::Method::GET,
+            "/api/v1/links/zzzzzz/qr",
+            Some(VIEWER)
+        )
+        .send()
+        .unwrap()
+        .status(),
+        404
+    );
+}
+
+#[test]
+fn pages_carry_security_headers_and_assets_are_cached() {
+    let app = TestApp::start();
+    let page = PageClient::new(&app);
+    for path in ["/", "/ui/login", "/nosuch1"] {
+        let response = page.get(path);
+        let h = response.headers();
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{path}"
+        );
+        assert!(!csp.contains("unsafe-inline"));
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert!(h.contains_key("referrer-policy"), "{path}");
+    }
+    let html = page.html("/", 200);
+    assert!(
+        !html.contains("<script>") && !html.contains("style="),
+        "nothing inline"
+    );
+    assert!(
+        !html.contains("http://") || html.contains("http:&#x2f;&#x2f;sl.test"),
+        "no other host"
+    );
+    let css_path = html
+        .split("href=\"")
+        .find(|s| s.starts_with("&#x2f;static&#x2f;app.css"))
+        .and_then(|s| s.split('"').next())
+        .unwrap()
+        .replace("&#x2f;", "/");
+    let css = page.get(&css_path);
+    assert_eq!(css.status(), 200);
+    assert!(css.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .contains("immutable"));
+    let etag = css.headers()["etag"].to_str().unwrap().to_string();
+    let again = page
+        .client
+        .get(app.url(&css_path))
+        .header("If-None-Match", &etag)
+        .send()
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert_eq!(page.get("/static/config.toml").status(), 404);
+    assert_eq!(page.get("/static/..%2Fconfig.toml").status(), 404);
+}
+
+#[test]
+fn a_link_page_shows_its_visits() {
+    let app = TestApp::start();
+    let code = app.create(json!({ "url": "https://example.com/s" }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ua = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36";
+    for _ in 0..3 {
+        let r = app
+            .client
+            .get(app.url(&format!("/{code}")))
+            .header("User-Agent", ua)
+            .header("Referer", "https://news.example/item")
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), 302);
+    }
+    let page = PageClient::signed_in(&app, VIEWER);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let html = loop {
+        let html = page.html(&format!("/ui/links/{code}?range=24h"), 200);
+        if html.contains("<dd>3</dd>") || Instant::now() > deadline {
+            break html;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(html.contains("<dd>3</dd>"), "three visits counted");
+    assert!(
+        html.contains("news.example"),
+        "the referer in the top list and the table"
+    );
+    assert!(html.contains("Chrome"));
+    assert!(html.contains("<svg class=\"chart\""), "the chart");
+    assert!(html.contains("Show as a table"), "the chart's numbers");
+    for range in ["7d", "30d", "1y"] {
+        page.html(&format!("/ui/links/{code}?range={range}"), 200);
+    }
+    let custom = page.html(
+        &format!("/ui/links/{code}?range=custom&from=2026-01-01&to=2025-01-01"),
+        200,
+    );
+    assert!(custom.contains("must be before its end"));
+    let csv = page.get(&format!("/ui/links/{code}/visits.csv"));
+    assert_eq!(csv.status(), 200);
+    assert_eq!(csv.text().unwrap().lines().count(), 4);
+    assert_eq!(page.get("/ui/links/nosuch9").status(), 404);
+}
+
+#[test]
+fn dashboard_shows_counts_and_pools_and_admins_refill() {
+    let app = TestApp::start();
+    app.create(json!({ "url": "https://example.com/d" }));
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/dashboard", 200);
+    assert!(html.contains("Code pools") && html.contains("Refill"));
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 2);
+    let before: serde_json::Value = app.api_get("/api/v1/pools", ADMIN);
+    let refill = admin.post_form("/ui/pools/5/refill", &[]);
+    assert_eq!(refill.status(), 303);
+    assert!(admin
+        .html(&location(&refill), 200)
+        .contains("The pool was refilled."));
+    let after: serde_json::Value = app.api_get("/api/v1/pools", ADMIN);
+    let generated = |v: &serde_json::Value| {
+        v["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["length"] == 5)
+            .unwrap()["generated_total"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(generated(&after) > generated(&before));
+    let editor = PageClient::signed_in(&app, EDITOR);
+    let html = editor.html("/ui/dashboard", 200);
+    assert!(!html.contains("Refill"), "only admins refill");
+    assert_eq!(editor.post_form("/ui/pools/5/refill", &[]).status(), 403);
+    assert_eq!(csrf_of(&html).len(), 64);
+}
