@@ -22,6 +22,7 @@ use time::macros::format_description;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
 use crate::clock::{Clock, SystemClock};
+use crate::codes::is_code_syntax;
 use crate::config::Config;
 use crate::links::{check_custom_code, rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
 use crate::pools::Pools;
@@ -172,7 +173,8 @@ impl VisitRecord {
             .unwrap_or_default();
         Ok(NewVisit {
             visit: Visit {
-                id: 0,
+                // Kept only by `import_visits` (a store without visits); else numbered anew.
+                id: self.id,
                 link_id,
                 code: self.code.clone(),
                 at,
@@ -396,6 +398,8 @@ struct Importer<'a> {
     visits: Vec<NewVisit>,
     /// Link records waiting to be written together, with their line numbers.
     pending: Vec<(u64, Link)>,
+    /// Whether visits keep their ids, decided at the first visit batch.
+    keep_visit_ids: Option<bool>,
     report: &'a mut dyn Write,
 }
 
@@ -403,6 +407,33 @@ impl Importer<'_> {
     fn refuse(&mut self, line: u64, why: impl std::fmt::Display) {
         self.summary.refused += 1;
         let _ = writeln!(self.report, "line {line}: refused: {why}");
+    }
+
+    /// Refuses a line at once, after writing the links before it, so that reports come in
+    /// line order.
+    fn refuse_now(&mut self, line: u64, why: impl std::fmt::Display) -> Result<(), BoxError> {
+        self.flush_links()?;
+        self.refuse(line, why);
+        Ok(())
+    }
+
+    /// A record from a file: its code and URL pass the same checks as the API's (a file is
+    /// input like any other; a `javascript:` URL must not get in this way).
+    fn checked_link(&mut self, line: u64, mut link: Link) -> Result<(), BoxError> {
+        if !is_code_syntax(&link.code) {
+            return self.refuse_now(
+                line,
+                format!(
+                    "malformed: `{}` is not 1 to 16 characters of 0-9, a-z, A-Z, `_` and `-`",
+                    link.code
+                ),
+            );
+        }
+        match self.links.check_url(&link.url) {
+            Ok(url) => link.url = url,
+            Err(e) => return self.refuse_now(line, e),
+        }
+        self.link(line, link)
     }
 
     fn link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
@@ -494,24 +525,40 @@ impl Importer<'_> {
                         }
                     }
                 }
-                Err(why) => self.refuse(line, why),
+                Err(why) => self.refuse_now(line, why)?,
             }
         } else if self.known_ids.contains(&record.link_id) {
             self.summary.unchanged += 1;
         } else {
-            self.refuse(
+            self.refuse_now(
                 line,
                 format!("the visit's link {} is not in this file", record.link_id),
-            );
+            )?;
         }
         Ok(())
     }
 
     fn flush_visits(&mut self) -> Result<(), BoxError> {
-        if !self.visits.is_empty() {
-            self.store.record_visits(&mut self.visits)?;
-            self.visits.clear();
+        if self.visits.is_empty() {
+            return Ok(());
         }
+        // Into a store that never had a visit, visits keep their ids (the export's ids are
+        // unique and in order per link), so an export → import round trip is exact; anywhere
+        // else they are numbered anew.
+        let keep = match self.keep_visit_ids {
+            Some(keep) => keep,
+            None => {
+                let keep = self.store.last_visit_id()? == 0;
+                self.keep_visit_ids = Some(keep);
+                keep
+            }
+        };
+        if keep {
+            self.store.import_visits(&mut self.visits)?;
+        } else {
+            self.store.record_visits(&mut self.visits)?;
+        }
+        self.visits.clear();
         Ok(())
     }
 
@@ -520,10 +567,7 @@ impl Importer<'_> {
     fn row(&mut self, line: u64, row: Row) -> Result<(), BoxError> {
         let url = match self.links.check_url(&row.url) {
             Ok(url) => url,
-            Err(e) => {
-                self.refuse(line, e);
-                return Ok(());
-            }
+            Err(e) => return self.refuse_now(line, e),
         };
         let Some(code) = row.code else {
             if self.dry_run {
@@ -540,13 +584,12 @@ impl Importer<'_> {
                 Ok((_, true)) => self.summary.created += 1,
                 Ok((_, false)) => self.summary.unchanged += 1,
                 Err(LinkError::Store(e)) => return Err(e.into()),
-                Err(e) => self.refuse(line, e),
+                Err(e) => self.refuse_now(line, e)?,
             }
             return Ok(());
         };
         if let Err(e) = check_custom_code(&code) {
-            self.refuse(line, e);
-            return Ok(());
+            return self.refuse_now(line, e);
         }
         let now = self.links.now();
         let created_at = row.created_at.unwrap_or(now);
@@ -589,6 +632,7 @@ pub fn import(
         known_ids: Default::default(),
         visits: Vec::new(),
         pending: Vec::new(),
+        keep_visit_ids: None,
         report,
     };
     let mut progress = Progress::new("importing", None);
@@ -609,11 +653,11 @@ pub fn import(
                 progress.tick(1);
                 match serde_json::from_str::<Record>(&line) {
                     Ok(Record::Link(record)) => match record.to_link() {
-                        Ok(link) => importer.link(number, link)?,
-                        Err(why) => importer.refuse(number, format!("malformed: {why}")),
+                        Ok(link) => importer.checked_link(number, link)?,
+                        Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
                     },
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,
-                    Err(e) => importer.refuse(number, format!("malformed: {e}")),
+                    Err(e) => importer.refuse_now(number, format!("malformed: {e}"))?,
                 }
             }
         }
@@ -629,7 +673,7 @@ pub fn import(
                     Err(e) => {
                         let number = e.position().map_or(0, |p| p.line());
                         importer.summary.read += 1;
-                        importer.refuse(number, format!("malformed: {e}"));
+                        importer.refuse_now(number, format!("malformed: {e}"))?;
                         continue;
                     }
                 };
@@ -652,7 +696,7 @@ pub fn import(
                 progress.tick(1);
                 match cols.row(options.format, &record) {
                     Ok(row) => importer.row(number, row)?,
-                    Err(why) => importer.refuse(number, format!("malformed: {why}")),
+                    Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
                 }
             }
         }

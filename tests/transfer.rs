@@ -46,22 +46,6 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Visit lines without their store-assigned ids.
-fn without_visit_ids(export: &str) -> Vec<String> {
-    export
-        .lines()
-        .map(|line| {
-            let mut v: Value = serde_json::from_str(line).expect("json line");
-            if v["type"] == "visit" {
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("id");
-                }
-            }
-            v.to_string()
-        })
-        .collect()
-}
-
 #[test]
 fn export_import_round_trip_is_exact_and_idempotent() {
     let mut app = TestApp::start();
@@ -180,14 +164,7 @@ fn export_import_round_trip_is_exact_and_idempotent() {
     let out = vsl(&config, &["export", "--visits"]);
     assert!(out.status.success());
     let again = text(&out.stdout);
-    let links = |s: &str| -> Vec<String> {
-        s.lines()
-            .filter(|l| l.contains("\"type\":\"link\""))
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(links(&again), links(&exported), "links byte for byte");
-    assert_eq!(without_visit_ids(&again), without_visit_ids(&exported));
+    assert_eq!(again, exported, "links and visits byte for byte");
 
     // The imported store keeps every invariant.
     let out = vsl(&config, &["check"]);
@@ -203,6 +180,36 @@ fn export_import_round_trip_is_exact_and_idempotent() {
     );
     let out = vsl(&config, &["export", "--visits"]);
     assert_eq!(text(&out.stdout), again);
+
+    // Into a store that has visits, an imported visit is numbered anew (id 1 is taken).
+    let visit_line = again
+        .lines()
+        .find(|l| l.contains("\"type\":\"visit\""))
+        .expect("a visit line");
+    let mut visit: Value = serde_json::from_str(visit_line).expect("json");
+    visit["id"] = json!(1);
+    visit["link_id"] = json!(500);
+    visit["code"] = json!("newone");
+    let link = json!({"type": "link", "id": 500, "code": "newone", "url": "https://example.com/new",
+        "space": "default", "status": "active", "custom": true,
+        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        "expires_at": null, "deleted_at": null, "title": null, "tags": []});
+    let extra = fresh.path().join("extra.jsonl");
+    std::fs::write(&extra, format!("{link}\n{visit}\n")).expect("write");
+    let out = vsl(&config, &["import", extra.to_str().expect("path")]);
+    assert!(
+        text(&out.stderr).contains("created 2 (1 visits)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = vsl(&config, &["export", "--visits"]);
+    let renumbered: Value = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+        .find(|v| v["type"] == "visit" && v["code"] == "newone")
+        .expect("the new visit");
+    assert_eq!(renumbered["id"], 5, "after the four kept ids");
+    assert_eq!(renumbered["link_id"], 500);
 
     // The imported store serves: codes redirect, pools and filter agree.
     let mut served = TestApp::start();
@@ -392,6 +399,10 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
             r#"{"type":"link","id":8,"code":"ok2","url":"https://example.com/2","space":"default","status":"active","custom":true,"created_at":"yesterday","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
             "\n",
             r#"{"type":"link","id":9,"code":"ok1","url":"https://example.com/elsewhere","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n",
+            r#"{"type":"link","id":10,"code":"evil","url":"javascript:alert(1)","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
+            "\n",
+            r#"{"type":"link","id":11,"code":"much-too-long-code-1","url":"https://example.com/3","space":"default","status":"active","custom":true,"created_at":"2025-01-01T00:00:00Z","updated_at":"2025-01-01T00:00:00Z","expires_at":null,"title":null,"tags":[]}"#,
             "\n"
         ),
     )
@@ -406,9 +417,20 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
         "{err}"
     );
     assert!(
-        err.contains("read 4, created 1 (0 visits), unchanged 0, refused 3"),
+        err.contains("line 5: refused: the scheme `javascript`"),
         "{err}"
     );
+    assert!(err.contains("line 6: refused: malformed"), "{err}");
+    assert!(
+        err.contains("read 6, created 1 (0 visits), unchanged 0, refused 5"),
+        "{err}"
+    );
+    // Reports come in line order.
+    let lines: Vec<u64> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("line ")?.split(':').next()?.parse().ok())
+        .collect();
+    assert_eq!(lines, vec![2, 3, 4, 5, 6], "{err}");
     // From stdin too.
     let mut child = Command::new(env!("CARGO_BIN_EXE_vshortlink"))
         .arg("--config")
@@ -426,5 +448,54 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
             .expect("write stdin");
     }
     let out = child.wait_with_output().expect("wait");
-    assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 1, refused 3"));
+    assert!(text(&out.stderr).contains("created 0 (0 visits), unchanged 1, refused 5"));
+}
+
+#[test]
+fn an_imported_code_leaves_its_pool() {
+    use vshortlink::store::{SledStore, Store, StoreOptions};
+    let mut app = TestApp::start();
+    // Serving (and so handling SIGTERM) before it is stopped.
+    assert_eq!(app.get("/healthz").status().as_u16(), 200);
+    assert!(app.terminate().success());
+    let data = app.data_path();
+    let (pooled, before) = {
+        let store = SledStore::open(&StoreOptions::new(&data)).expect("open");
+        let head = store.pool_peek(6, 1).expect("peek");
+        let (_, code) = head
+            .first()
+            .cloned()
+            .expect("the pool of length 6 is primed");
+        let before = store.pool_counts(6, u64::MAX / 2).expect("counts");
+        store.close().expect("close");
+        (code, before)
+    };
+    let file = app.dir.path().join("one.csv");
+    std::fs::write(
+        &file,
+        format!("code,url\n{pooled},https://example.com/pooled\n"),
+    )
+    .expect("write");
+    let out = vsl(
+        &app.config_path(),
+        &["import", "--format", "csv", file.to_str().expect("path")],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    {
+        let store = SledStore::open(&StoreOptions::new(&data)).expect("open");
+        let after = store.pool_counts(6, u64::MAX / 2).expect("counts");
+        assert_eq!(
+            after.available + 1,
+            before.available,
+            "taken out of its pool"
+        );
+        assert!(!store.in_pool(&pooled).expect("in_pool"));
+        assert!(store.may_exist(&pooled), "in the code filter");
+        store.close().expect("close");
+    }
+    let out = vsl(&app.config_path(), &["check"]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    app.restart();
+    let r = app.get(&format!("/{pooled}"));
+    assert_eq!(r.status().as_u16(), 302);
 }

@@ -437,10 +437,19 @@ fn shorturl(
         ..CreateLink::default()
     };
     let unique = state.config.yourls.unique_urls;
-    let outcome = if unique || keyword.is_some() {
-        state.links.create(req)
-    } else {
-        state.links.create_without_dedup(req).map(|l| (l, true))
+    // YOURLS checks the URL before the keyword: with a keyword, look the URL up first.
+    let existing = match (unique, keyword) {
+        (true, Some(_)) => state
+            .links
+            .existing_generated(&url, DEFAULT_SPACE)
+            .map(|found| found.map(|l| (l, false))),
+        _ => Ok(None),
+    };
+    let outcome = match existing {
+        Ok(Some(found)) => Ok(found),
+        Err(e) => Err(e),
+        Ok(None) if unique || keyword.is_some() => state.links.create(req),
+        Ok(None) => state.links.create_without_dedup(req).map(|l| (l, true)),
     };
     let (link, created) = match outcome {
         Ok(done) => done,

@@ -158,6 +158,22 @@ impl Links {
         })
     }
 
+    /// An active generated link of `url` in `space`, of any generated length, if there is
+    /// one (what YOURLS's "URL already exists" check can see; custom links are not indexed
+    /// by URL).
+    pub fn existing_generated(&self, url: &str, space: &str) -> Result<Option<Link>> {
+        let url = self.check_url(url)?;
+        let now = self.clock.now();
+        for length in self.pools.lengths() {
+            if let Some(link) = self.store.dedup_target(space, length, &url)? {
+                if !link.is_expired_at(now) {
+                    return Ok(Some(link));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Creates a new link even when an active generated link already has this URL.
     pub fn create_without_dedup(&self, req: CreateLink) -> Result<Link> {
         let now = self.clock.now();

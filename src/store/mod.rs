@@ -513,6 +513,9 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::sync`].
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>>;
 
+    /// The active generated link the dedup index holds for this space, length and URL.
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>>;
+
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;
 
@@ -540,6 +543,14 @@ pub trait Store: Send + Sync + 'static {
     /// dimension, distinct visitors, per link totals, system per day) in one transaction,
     /// assigning each visit its id, and returns when it is durable.
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
+
+    /// Writes imported visits keeping their ids, like `record_visits` otherwise. Only for a
+    /// store that has no visit yet (see [`Store::last_visit_id`]): the ids come from one other
+    /// store, so they are unique, and each link's visits must come in increasing id order.
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
+
+    /// The highest visit id ever given (0: the store never had a visit).
+    fn last_visit_id(&self) -> StoreResult<u64>;
 
     /// A link's visits with id greater than `after`, oldest first, at most `limit`.
     /// A link's visits newest first, those with an id below `before`.

@@ -1020,6 +1020,18 @@ impl Store for SledStore {
         Ok(Some(link))
     }
 
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        let Some(id) = self
+            .dedup
+            .get(keys::dedup_key(space, length, url))
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        Ok(link.filter(|l| l.status == LinkStatus::Active))
+    }
+
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
         self.import_links_impl(links)
     }
@@ -1244,6 +1256,14 @@ impl Store for SledStore {
 
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
         self.record_visits_impl(visits)
+    }
+
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.import_visits_impl(visits)
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.counter(counter::VISIT_ID)
     }
 
     fn recent_visits(

@@ -119,6 +119,17 @@ pub(super) fn decode_chunk(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
 
 impl SledStore {
     pub(super) fn record_visits_impl(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.write_visits(visits, false)
+    }
+
+    /// Writes visits whose ids are already set (an import into a store without visits): each
+    /// link's visits must come in increasing id order, and the id counter moves past them.
+    pub(super) fn import_visits_impl(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.write_visits(visits, true)
+    }
+
+    /// `preset`: keep the visits' ids instead of assigning new ones.
+    fn write_visits(&self, visits: &mut [NewVisit], preset: bool) -> StoreResult<()> {
         // Each link's visits, in arrival order; links in order of first appearance.
         let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
         let mut slot: HashMap<u64, usize> = HashMap::new();
@@ -136,7 +147,10 @@ impl SledStore {
             groups[g].1.push(i);
         }
         for part in groups.chunks(LINKS_PER_TX) {
-            let first = self.record_part(visits, part)?;
+            let first = self.record_part(visits, part, preset)?;
+            if preset {
+                continue;
+            }
             let ids = part.iter().flat_map(|(_, members)| members.iter());
             for (k, i) in ids.enumerate() {
                 visits[*i].visit.id = first + k as u64;
@@ -154,24 +168,43 @@ impl SledStore {
     /// nothing races; the ids are reserved first, so a crash never gives an id twice. What a
     /// crash can do is leave one unflushed batch half counted: no visit is acknowledged to
     /// anyone, and the flush that ends every batch bounds it to the batch in flight.
-    fn record_part(&self, visits: &[NewVisit], part: &[(u64, Vec<usize>)]) -> StoreResult<u64> {
+    /// With `preset`, each visit keeps its id (see `import_visits_impl`).
+    fn record_part(
+        &self,
+        visits: &[NewVisit],
+        part: &[(u64, Vec<usize>)],
+        preset: bool,
+    ) -> StoreResult<u64> {
         let count: u64 = part.iter().map(|(_, m)| m.len() as u64).sum();
         let last = self.counter(counter::VISIT_ID)?;
+        let reserved = if preset {
+            part.iter()
+                .flat_map(|(_, m)| m.iter())
+                .map(|i| visits[*i].visit.id)
+                .fold(last, u64::max)
+        } else {
+            last + count
+        };
         self.counters
-            .insert(counter::VISIT_ID, &(last + count).to_be_bytes()[..])
+            .insert(counter::VISIT_ID, &reserved.to_be_bytes()[..])
             .map_err(backend)?;
         let mut next = last + 1;
         let mut per_day: HashMap<u64, u64> = HashMap::new();
         for (link_id, members) in part {
-            let first_id = next;
+            let first_id = match members.first() {
+                Some(i) if preset => visits[*i].visit.id,
+                _ => next,
+            };
             let mut chunk = Vec::with_capacity(members.len());
             let mut records: Vec<(u64, DayRecord, Vec<u64>)> = Vec::new();
             let (mut newest, mut bots) = (0, 0);
             for i in members {
                 let new = &visits[*i];
                 let mut visit = new.visit.clone();
-                visit.id = next;
-                next += 1;
+                if !preset {
+                    visit.id = next;
+                    next += 1;
+                }
                 newest = newest.max(visit.at);
                 bots += u64::from(visit.is_bot);
                 let day = visit.at / DAY_MS;
