@@ -536,6 +536,35 @@ fn corrupt_records_fail_loudly_and_alone() {
         app.logged(&format!("code `{second}`")),
         "the log names the damaged entry"
     );
+
+    // `vshortlink check` on the stopped store names each damaged record and goes on.
+    app.terminate();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .arg("--config")
+        .arg(app.config_path())
+        .arg("check")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run vshortlink check");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("damaged record: tree `links`, key 0000000000000001"),
+        "{report}"
+    );
+    assert!(report.contains("damaged record: tree `active`"), "{report}");
+    assert!(
+        report.contains(&format!("`{second}`")),
+        "the code index fault: {report}"
+    );
+    assert!(
+        report.contains("records in"),
+        "the other checks ran: {report}"
+    );
 }
 
 /// Found by the `config` fuzz target: figment panicked on this environment value. Start-up

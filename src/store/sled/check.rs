@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use super::keys::{self, counter, read_u64};
-use super::{decode_link, SledStore};
+use super::{check_record, decode_link, SledStore};
 use crate::store::{ActiveEntry, LinkStatus, StoreError, StoreResult};
 
 /// At most this many faults of one kind are listed (the count is always given).
@@ -78,12 +78,52 @@ impl SledStore {
         let mut by_status: HashMap<LinkStatus, u64> = HashMap::new();
         let mut max_id = 0u64;
         let mut owned = 0u64;
+        // Every record that does not decode is named (tree and key) and left out of the
+        // checks below, which then go on with the rest.
+        let mut damaged_links = std::collections::HashSet::new();
+        {
+            let mut damaged = Faults::new(&mut report, "damaged record");
+            let mut read = 0u64;
+            let mut trees: Vec<(String, &sled::Tree)> = vec![
+                ("links".into(), &self.links),
+                ("active".into(), &self.active),
+                ("expiry".into(), &self.expiry),
+                ("ended".into(), &self.ended),
+                ("pool_members".into(), &self.members),
+                ("counters".into(), &self.counters),
+                ("visits".into(), &self.visits),
+                ("days".into(), &self.visit_days),
+            ];
+            for (i, pool) in self.pools.iter().enumerate() {
+                trees.push((format!("pool/{}", i + 1), pool));
+            }
+            for (name, tree) in &trees {
+                for item in tree.iter() {
+                    let (key, value) = item.map_err(backend)?;
+                    read += 1;
+                    if let Err(e) = check_record(name, &key, &value) {
+                        if name == "links" {
+                            damaged_links.insert(key.to_vec());
+                        }
+                        damaged.add(format!(
+                            "tree `{name}`, key {}: {e}",
+                            hex::encode(&key[..key.len().min(32)])
+                        ));
+                    }
+                }
+            }
+            damaged.done();
+            report.ok(format!("{read} records in {} trees decode", trees.len()));
+        }
         {
             let mut mapping = Faults::new(&mut report, "active mapping");
             let mut index = Vec::new();
             let mut dedup = Vec::new();
             for item in self.links.iter() {
                 let (key, bytes) = item.map_err(backend)?;
+                if damaged_links.contains(key.as_ref()) {
+                    continue;
+                }
                 let link = decode_link(&bytes)?;
                 let id = read_u64(&key).unwrap_or(0);
                 max_id = max_id.max(id);
@@ -127,8 +167,7 @@ impl SledStore {
                             .transpose()
                             .map_err(backend)?
                             .flatten()
-                            .map(|b| decode_link(&b))
-                            .transpose()?;
+                            .and_then(|b| decode_link(&b).ok());
                         let fine = target.is_some_and(|t| {
                             t.status == LinkStatus::Active
                                 && t.url == link.url
@@ -159,8 +198,7 @@ impl SledStore {
                     .transpose()
                     .map_err(backend)?
                     .flatten()
-                    .map(|b| decode_link(&b))
-                    .transpose()?;
+                    .and_then(|b| decode_link(&b).ok());
                 let fine = matches!((&entry, &owner), (Some(e), Some(l)) if l.status == LinkStatus::Active && l.id == e.id);
                 if !fine {
                     stray += 1;
