@@ -6,7 +6,7 @@
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian `chromium`,
 //! `chromium-driver`; `.ci/run` installs them), or `CHROME` and `CHROMEDRIVER`. Without them the
-//! test says so and passes, unless `VSL_REQUIRE_BROWSER=1` (set by CI), where it fails.
+//! test says so and passes, unless `REQUIRE_BROWSER=1` (set by CI), where it fails.
 
 mod common;
 
@@ -205,8 +205,8 @@ async fn text_of(c: &Client, css: &str) -> String {
 #[test]
 fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
     let Some((driver_path, chrome)) = browser_paths() else {
-        if std::env::var("VSL_REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("chromium and chromedriver are required (VSL_REQUIRE_BROWSER=1) but not found");
+        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
         }
         eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
         return;
