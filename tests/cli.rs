@@ -6,44 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::cli::{offline, text, vsl};
 use common::{TestApp, ADMIN};
 use serde_json::Value;
-
-fn vsl(config: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_vshortlink"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("VSL_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run vshortlink")
-}
-
-fn offline(dir: &Path) -> PathBuf {
-    let config = dir.join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nbase_url = \"http://sl.test\"\n[storage]\npath = \"{}\"\n",
-            dir.join("data").display()
-        ),
-    )
-    .expect("config");
-    config
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn json_out(out: &Output) -> Value {
     assert!(

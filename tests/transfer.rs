@@ -5,46 +5,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::cli::{offline, text, vsl};
 use common::{TestApp, ADMIN};
 use serde_json::{json, Value};
-
-fn vsl(config: &Path, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_vshortlink"));
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("VSL_") {
-            command.env_remove(key);
-        }
-    }
-    command
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run vshortlink")
-}
-
-/// A config for a data directory of its own (no server).
-fn offline(dir: &Path) -> PathBuf {
-    let config = dir.join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[server]\nbase_url = \"http://sl.test\"\n[storage]\npath = \"{}\"\n",
-            dir.join("data").display()
-        ),
-    )
-    .expect("config");
-    config
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[test]
 fn export_import_round_trip_is_exact_and_idempotent() {
