@@ -138,6 +138,20 @@ pub(crate) fn authorize_create(
     caller.require_space(Role::Editor, space).map(|_| ())
 }
 
+/// The link of `code`, when the caller's role and spaces allow `role` on it: 401/403 for a
+/// missing or weak key before the lookup, 404 for an unknown code, 403 for another space.
+pub(crate) fn authorized_link(
+    state: &AppState,
+    caller: &Caller,
+    code: &str,
+    role: Role,
+) -> Result<Link, ApiError> {
+    caller.require(role)?;
+    let link = state.links.get(code)?;
+    caller.require_space(role, &link.space)?;
+    Ok(link)
+}
+
 /// Rejects a request without any usable key before its body is read, so that a missing key
 /// is 401 whatever the body holds.
 fn authenticate_writer(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
@@ -363,9 +377,7 @@ pub async fn get_link(
     caller: Caller,
     CodePath(code): CodePath,
 ) -> Result<Json<LinkView>, ApiError> {
-    caller.require(Role::Viewer)?;
-    let link = state.links.get(&code)?;
-    caller.require_space(Role::Viewer, &link.space)?;
+    let link = authorized_link(&state, &caller, &code, Role::Viewer)?;
     let mut view = LinkView::new(&state, &link);
     let service = state.stats.clone();
     let totals = tokio::task::spawn_blocking(move || service.totals(link.id))
@@ -384,9 +396,7 @@ pub async fn update_link(
     CodePath(code): CodePath,
     request: Request,
 ) -> Result<Json<LinkView>, ApiError> {
-    caller.require(Role::Editor)?;
-    let link = state.links.get(&code)?;
-    caller.require_space(Role::Editor, &link.space)?;
+    authorized_link(&state, &caller, &code, Role::Editor)?;
     let JsonBody(patch) = JsonBody::<UpdateLink>::from_request(request, &()).await?;
     let links = state.links.clone();
     let updated = blocking(move || links.update(&code, patch)).await?;
@@ -400,9 +410,7 @@ pub async fn delete_link(
     caller: Caller,
     CodePath(code): CodePath,
 ) -> Result<StatusCode, ApiError> {
-    caller.require(Role::Editor)?;
-    let link = state.links.get(&code)?;
-    caller.require_space(Role::Editor, &link.space)?;
+    let link = authorized_link(&state, &caller, &code, Role::Editor)?;
     if link.status == LinkStatus::Deleted {
         return Err(ApiError::not_found(format!(
             "the link `{code}` is already deleted"

@@ -96,9 +96,7 @@ pub async fn link_qr(
     CodePath(code): CodePath,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Viewer)?;
-    let link = state.links.get(&code)?;
-    caller.require_space(Role::Viewer, &link.space)?;
+    let link = super::api::authorized_link(&state, &caller, &code, Role::Viewer)?;
     let params = QrParams::parse(&params)?;
     qr_response(&state.links.short_url(&link.code), params)
 }

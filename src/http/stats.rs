@@ -67,9 +67,7 @@ pub async fn link_stats(
     CodePath(code): CodePath,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<stats::LinkStats>, ApiError> {
-    caller.require(Role::Viewer)?;
-    let link = state.links.get(&code)?;
-    caller.require_space(Role::Viewer, &link.space)?;
+    let link = super::api::authorized_link(&state, &caller, &code, Role::Viewer)?;
     let to = parse_time(&params, "to")?.unwrap_or_else(|| state.links.now() + 1);
     let from = parse_time(&params, "from")?.unwrap_or(link.created_at);
     if from >= to {
@@ -164,9 +162,7 @@ pub async fn link_visits(
     CodePath(code): CodePath,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Viewer)?;
-    let link = state.links.get(&code)?;
-    caller.require_space(Role::Viewer, &link.space)?;
+    let link = super::api::authorized_link(&state, &caller, &code, Role::Viewer)?;
     let (after, limit) = page_params(&params)?;
     match params.get("format").map(String::as_str) {
         None | Some("") | Some("json") => {}

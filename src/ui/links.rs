@@ -15,7 +15,7 @@ use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES
 use super::home::display_time;
 use super::render::{message, page, see_other, urlencoding, Visitor};
 use crate::config::Role;
-use crate::http::api::blocking;
+use crate::http::api::{authorized_link, blocking};
 use crate::http::error::ApiError;
 use crate::http::qr::{qr_response, QrParams};
 use crate::http::stats::csv_response;
@@ -504,10 +504,7 @@ pub async fn qr(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let result = (|| {
-        let caller = visitor.caller();
-        caller.require(Role::Viewer)?;
-        let link = state.links.get(&code)?;
-        caller.require_space(Role::Viewer, &link.space)?;
+        let link = authorized_link(&state, &visitor.caller(), &code, Role::Viewer)?;
         let params = QrParams::parse(&query)?;
         qr_response(&state.links.short_url(&link.code), params)
     })();

@@ -9,7 +9,8 @@ use sled::Transactional;
 
 use super::keys::{self, counter, read_u64};
 use super::{
-    bump, bump_status, encode, length_of, tx_decode_link, tx_error, Abort, SledStore, DAY_MS,
+    bump, bump_status, encode, length_of, take_out_of_pool, tx_decode_link, tx_error, Abort,
+    SledStore, DAY_MS,
 };
 use crate::store::{ActiveEntry, Imported, Link, LinkStatus, StoreError, StoreResult};
 
@@ -84,18 +85,9 @@ impl SledStore {
                             continue;
                         }
                         let mut unpooled = None;
-                        match members.remove(code.as_bytes())? {
-                            Some(member) => {
-                                // The member entry names the pool key (with its tiebreak).
-                                let Some((score, key)) = keys::pool_key_of_member(code, &member)
-                                else {
-                                    return abort(Abort::Corrupt(
-                                        "pool_members",
-                                        format!("`{code}` has a malformed entry"),
-                                    ));
-                                };
+                        match take_out_of_pool(members, pool, code)? {
+                            Some(score) => {
                                 unpooled = Some(score);
-                                pool.remove(key)?;
                                 unpooled_count += 1;
                             }
                             None => issued += 1,

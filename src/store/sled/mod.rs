@@ -270,6 +270,27 @@ fn stored_id(tree: &'static str, bytes: &[u8]) -> StoreResult<u64> {
     }
 }
 
+/// Takes a chosen code (custom or imported) out of its pool, inside a transaction: the member
+/// entry names the pool key, tiebreak included. Returns the score it had, or `None` when the code
+/// was not pooled. The caller adjusts the pool's size counter.
+fn take_out_of_pool(
+    members: &TransactionalTree,
+    pool: &TransactionalTree,
+    code: &str,
+) -> TxResult<Option<Millis>> {
+    let Some(member) = members.remove(code.as_bytes())? else {
+        return Ok(None);
+    };
+    let Some((score, key)) = keys::pool_key_of_member(code, &member) else {
+        return abort(Abort::Corrupt(
+            "pool_members",
+            format!("malformed entry of `{code}`"),
+        ));
+    };
+    pool.remove(key)?;
+    Ok(Some(score))
+}
+
 fn tx_decode_link(bytes: &[u8]) -> TxResult<Link> {
     rmp_serde::from_slice(bytes).or_else(|e| abort(Abort::Corrupt("links", e.to_string())))
 }
@@ -599,17 +620,9 @@ impl SledStore {
                         if codes.get(code.as_bytes())?.is_some() {
                             return abort(Abort::CodeTaken);
                         }
-                        match members.remove(code.as_bytes())? {
-                            Some(member) => {
-                                let Some((score, key)) = keys::pool_key_of_member(code, &member)
-                                else {
-                                    return abort(Abort::Corrupt(
-                                        "pool_members",
-                                        format!("malformed entry of `{code}`"),
-                                    ));
-                                };
+                        match take_out_of_pool(members, pool, code)? {
+                            Some(score) => {
                                 unpooled = Some(score);
-                                pool.remove(key)?;
                                 bump(counters, &counter::pool_size(length), -1)?;
                             }
                             // A code never issued before: it counts as issued now.
