@@ -339,11 +339,26 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         c.issue_cmd(ColorScheme("light")).await.expect("light");
         c.set_window_size(1280, 900).await.expect("size");
         assert!(text_of(&c, "h1").await.contains("长网址"));
-        shot(&c, &shots, "desktop-light-home-zh").await;
-        c.goto(&format!("{base}/ui/dashboard"))
-            .await
-            .expect("dashboard");
-        shot(&c, &shots, "desktop-light-dashboard-zh").await;
+        // Every page again in Chinese, desktop light and phone dark.
+        for (scheme, width) in [("light", 1280), ("dark", 390)] {
+            c.issue_cmd(ColorScheme(scheme))
+                .await
+                .expect("colour scheme");
+            let device = if width > 600 { "desktop" } else { "phone" };
+            for (name, path) in &pages {
+                c.set_window_size(width, 900).await.expect("size");
+                c.goto(&format!("{base}{path}")).await.expect("page");
+                let lang = c
+                    .find(Locator::Css("html"))
+                    .await
+                    .expect("html")
+                    .attr("lang")
+                    .await
+                    .expect("lang");
+                assert_eq!(lang.as_deref(), Some("zh-CN"), "{name}");
+                shot(&c, &shots, &format!("{device}-{scheme}-{name}-zh")).await;
+            }
+        }
         c.close().await.expect("close");
     });
     eprintln!("screenshots in {}", shots.display());

@@ -279,7 +279,7 @@ async fn render_detail(
         &bars,
         &[&word("stats.humans"), &word("stats.bots")],
         &word("stats.chart_label"),
-        720.0,
+        1040.0,
     );
     let visits: Vec<Value> = recent
         .items
