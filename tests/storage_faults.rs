@@ -103,11 +103,17 @@ fn disk_full_is_507_healthz_503_and_the_server_recovers_once_space_is_back() {
     let redirect = app.get(&format!("/{hot}"));
     assert_eq!(redirect.status(), 302);
     assert_eq!(redirect.headers()["location"], hot_url.as_str());
-    // … and a stored link never redirected before is read from sled.
+    // … and a stored link never redirected before is read from sled when sled can: a read
+    // may need to consolidate a page, which is a write, and sled 0.34 refuses every write
+    // once its log has failed (CI saw this). Then the answer is a clear 507, never a wrong
+    // target or a 404.
     let (cold, cold_url) = &acked[1];
     let redirect = app.get(&format!("/{cold}"));
-    assert_eq!(redirect.status(), 302);
-    assert_eq!(redirect.headers()["location"], cold_url.as_str());
+    match redirect.status().as_u16() {
+        302 => assert_eq!(redirect.headers()["location"], cold_url.as_str()),
+        507 => assert_eq!(problem(redirect, 507)["code"], "storage_full"),
+        other => panic!("a cold link on a full disk answered {other}"),
+    }
     assert_eq!(
         app.log
             .lock()
