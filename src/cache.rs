@@ -73,6 +73,11 @@ impl RedirectCache {
         self.entries.remove(code);
     }
 
+    /// Forgets every code (changes made elsewhere may have been missed).
+    pub fn clear(&self) {
+        self.entries.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -17,13 +17,27 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, Links};
 use crate::pools::Pools;
-use crate::store::{CheckReport, Link, Store};
-use crate::transfer::open_store;
+use crate::store::{CheckReport, Link, SledStore, Store, StoreError};
 use crate::BoxError;
 
 /// `vshortlink check`: prints each check and each fault; `Ok(false)` when there are faults.
 pub fn check(config: &Config, out: &mut dyn Write) -> Result<bool, BoxError> {
-    let store = open_store(config)?;
+    if config.storage.backend != crate::config::Backend::Sled {
+        return Err("`vshortlink check` inspects the embedded sled store; with \
+                    storage.backend = \"postgres\" the database enforces the same invariants \
+                    itself (unique codes, foreign rows in one transaction)"
+            .into());
+    }
+    let store = match SledStore::open(&crate::store_options(config)) {
+        Ok(store) => store,
+        Err(StoreError::Locked(path)) => {
+            return Err(format!(
+                "the data directory {path} is in use by a running vshortlink server; stop it first"
+            )
+            .into())
+        }
+        Err(e) => return Err(e.into()),
+    };
     let open = store.open_report().clone();
     let report: CheckReport = store.check()?;
     for line in &report.checked {
@@ -86,7 +100,7 @@ fn link_json(links: &Links, link: &Link, created: Option<bool>) -> Value {
 }
 
 fn service(config: &Config) -> Result<(Arc<dyn Store>, Links), BoxError> {
-    let store: Arc<dyn Store> = open_store(config)?;
+    let store: Arc<dyn Store> = crate::open_store(config)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pools = Arc::new(Pools::new(store.clone(), clock.clone(), config)?);
     let links = Links::new(store.clone(), pools, clock, Arc::new(config.clone()))?;

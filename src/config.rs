@@ -74,9 +74,32 @@ pub struct ServerConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
+    /// Which store keeps the data: the embedded sled directory, or a PostgreSQL database
+    /// shared by several instances.
+    pub backend: Backend,
     pub path: PathBuf,
     pub cache_capacity_mb: u64,
     pub durability: Durability,
+    pub postgres: PostgresConfig,
+}
+
+/// `storage.backend`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    #[default]
+    Sled,
+    Postgres,
+}
+
+/// `[storage.postgres]`, read when `storage.backend = "postgres"`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresConfig {
+    /// `postgres://user:password@host:port/database` (key=value strings work too).
+    pub url: String,
+    /// Connections each instance keeps open at most.
+    pub pool_size: usize,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -444,6 +467,26 @@ impl Config {
         }
         if self.server.max_connections == 0 {
             return fail("server.max_connections", "must be at least 1".into());
+        }
+        if self.storage.backend == Backend::Postgres {
+            if self.storage.postgres.url.trim().is_empty() {
+                return fail(
+                    "storage.postgres.url",
+                    "must be set when storage.backend is \"postgres\" (postgres://user:password@host:port/database)".into(),
+                );
+            }
+            if let Err(e) = self.storage.postgres.url.parse::<tokio_postgres::Config>() {
+                return fail(
+                    "storage.postgres.url",
+                    format!("is not a PostgreSQL connection URL: {e}"),
+                );
+            }
+            if self.storage.postgres.pool_size == 0 || self.storage.postgres.pool_size > 1000 {
+                return fail(
+                    "storage.postgres.pool_size",
+                    "must be between 1 and 1000".into(),
+                );
+            }
         }
         if self.cache.ttl.0.is_none() {
             return fail("cache.ttl", "must be a duration, not permanent".into());

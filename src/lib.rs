@@ -58,6 +58,7 @@ use std::time::Duration;
 
 use crate::blocklist::BlockedHosts;
 use crate::clock::{Clock, SystemClock};
+use crate::config::Backend;
 use crate::config::Config;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::jobs::Jobs;
@@ -67,7 +68,7 @@ use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::state::AppState;
-use crate::store::{SledStore, Store, StoreOptions};
+use crate::store::{PgOptions, PgStore, SledStore, Store, StoreError, StoreOptions};
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
 
@@ -84,6 +85,57 @@ pub fn store_options(config: &Config) -> StoreOptions {
         filter_fp_rate: config.codes.filter_fp_rate,
         // A second process on the same directory fails at once with a clear message.
         lock_wait: Duration::ZERO,
+    }
+}
+
+/// How to reach the PostgreSQL store of a configuration.
+pub fn pg_options(config: &Config) -> PgOptions {
+    PgOptions {
+        url: config.storage.postgres.url.clone(),
+        pool_size: config.storage.postgres.pool_size,
+    }
+}
+
+/// Opens the configured store (blocking: call it off the async threads). For sled, what the
+/// open found (a replayed log, a rebuilt filter, corrected counters) is logged; a directory
+/// another process holds is said plainly.
+pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BoxError> {
+    match config.storage.backend {
+        Backend::Sled => {
+            let sled = match SledStore::open(&store_options(config)) {
+                Ok(sled) => sled,
+                Err(StoreError::Locked(path)) => {
+                    return Err(format!(
+                        "the data directory {path} is in use by a running vshortlink server; \
+                         stop it first (export, import and check work on a stopped store)"
+                    )
+                    .into())
+                }
+                Err(e) => return Err(e.into()),
+            };
+            log_open_report(sled.open_report());
+            Ok(Arc::new(sled))
+        }
+        Backend::Postgres => {
+            let pg = PgStore::open(&pg_options(config))?;
+            tracing::info!(database = %pg.describe(), "using the PostgreSQL store");
+            Ok(Arc::new(pg))
+        }
+    }
+}
+
+fn log_open_report(report: &store::OpenReport) {
+    if report.recovered {
+        tracing::info!("the store was not closed cleanly; sled recovered its log");
+    }
+    if let Some(reason) = &report.filter_rebuilt {
+        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
+    }
+    for correction in &report.counters_corrected {
+        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
+    }
+    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
+        tracing::info!("recovery check: the code filter and pool counters match the trees");
     }
 }
 
@@ -130,6 +182,11 @@ pub async fn build(
         Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
             .with_blocklist(blocked.clone()),
     );
+    {
+        // Instances sharing one database evict what the others changed.
+        let links = links.clone();
+        store.watch(Box::new(move |change| links.forget(&change)));
+    }
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;
     let limits = Arc::new(RateLimits::new(&config.limits.rates));
@@ -180,22 +237,10 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         );
     }
     let config = Arc::new(config);
-    let options = store_options(&config);
-    let sled = tokio::task::spawn_blocking(move || SledStore::open(&options)).await??;
-    let report = sled.open_report().clone();
-    if report.recovered {
-        tracing::info!("the store was not closed cleanly; sled recovered its log");
-    }
-    if let Some(reason) = &report.filter_rebuilt {
-        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
-    }
-    for correction in &report.counters_corrected {
-        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
-    }
-    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
-        tracing::info!("recovery check: the code filter and pool counters match the trees");
-    }
-    let store: Arc<dyn Store> = Arc::new(sled);
+    let store = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || open_store(&config)).await??
+    };
     let App {
         router,
         state,

@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::pools::Pools;
 use crate::store::{
     CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
-    StoreError,
+    StoreChange, StoreError,
 };
 
 /// Longest `space` name.
@@ -437,6 +437,17 @@ impl Links {
     pub fn invalidate(&self, code: &str) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.cache.invalidate(code);
+    }
+
+    /// Applies a change another instance made to the shared store.
+    pub fn forget(&self, change: &StoreChange) {
+        match change {
+            StoreChange::Code(code) => self.invalidate(code),
+            StoreChange::All => {
+                self.epoch.fetch_add(1, Ordering::AcqRel);
+                self.cache.clear();
+            }
+        }
     }
 
     fn map_write_error(&self, code: &str, e: StoreError) -> LinkError {

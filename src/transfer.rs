@@ -26,9 +26,7 @@ use crate::codes::is_code_syntax;
 use crate::config::Config;
 use crate::links::{check_custom_code, rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
 use crate::pools::Pools;
-use crate::store::{
-    Imported, Link, LinkQuery, LinkStatus, Millis, NewVisit, SledStore, Store, StoreError, Visit,
-};
+use crate::store::{Imported, Link, LinkQuery, LinkStatus, Millis, NewVisit, Store, Visit};
 use crate::BoxError;
 
 /// Links per page while exporting.
@@ -214,21 +212,6 @@ fn parse_yourls_time(text: &str) -> Result<Millis, String> {
             .map(|s| s * 1000)
             .map_err(|_| format!("`{text}` is before 1970")),
         Err(_) => parse_rfc3339(text),
-    }
-}
-
-/// Opens the store of a configuration for a command-line tool. A running server holds the
-/// directory's lock: say so plainly.
-pub fn open_store(config: &Config) -> Result<Arc<SledStore>, BoxError> {
-    let options = crate::store_options(config);
-    match SledStore::open(&options) {
-        Ok(store) => Ok(Arc::new(store)),
-        Err(StoreError::Locked(path)) => Err(format!(
-            "the data directory {path} is in use by a running vshortlink server; stop it first \
-             (export and import work on a stopped store)"
-        )
-        .into()),
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -921,7 +904,7 @@ pub fn run_export(
     visits: bool,
     output: Option<&std::path::Path>,
 ) -> Result<ExportSummary, BoxError> {
-    let store = open_store(config)?;
+    let store = crate::open_store(config)?;
     let summary = match output {
         Some(path) => {
             let file = std::fs::File::create(path)
@@ -951,10 +934,9 @@ pub fn run_import(
         )),
         None => Box::new(std::io::BufReader::new(std::io::stdin().lock())),
     };
-    let store = open_store(&config)?;
-    let dyn_store: Arc<dyn Store> = store.clone();
+    let store = crate::open_store(&config)?;
     let summary = import(
-        dyn_store,
+        store.clone(),
         Arc::new(config),
         &mut reader,
         options,

@@ -1,12 +1,16 @@
 //! The store contract: what every [`Store`] backend must do, as one suite of cases run against
-//! each backend (today sled; a second backend adds one `backend!` call). The cases speak
-//! only the trait, so a backend that passes them behaves the same to the domain services.
+//! each backend (sled, and PostgreSQL on a real server the suite starts itself; a backend adds
+//! one `backend!` call). The cases speak only the trait, so a backend that passes them behaves
+//! the same to the domain services.
+
+#[path = "common/postgres.rs"]
+mod pg;
 
 use std::sync::Arc;
 
 use vshortlink::store::{
-    CodeChoice, Created, LinkPatch, LinkQuery, LinkStatus, NewLink, NewVisit, PoolBatch, SledStore,
-    Store, StoreError, StoreOptions, Visit,
+    CodeChoice, Created, LinkPatch, LinkQuery, LinkStatus, NewLink, NewVisit, PgOptions, PgStore,
+    PoolBatch, SledStore, Store, StoreError, StoreOptions, Visit,
 };
 
 const T0: u64 = 1_800_000_000_000;
@@ -15,8 +19,18 @@ const DAY: u64 = 86_400_000;
 /// A fresh store of one backend, in its own temp dir (kept alive beside it).
 type Make = fn(&tempfile::TempDir) -> Arc<dyn Store>;
 
-fn sled(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    Arc::new(SledStore::open(&StoreOptions::new(dir.path())).expect("open sled"))
+fn sled(dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+    Some(Arc::new(
+        SledStore::open(&StoreOptions::new(dir.path())).expect("open sled"),
+    ))
+}
+
+/// A store on a fresh database of the test server; `None` where PostgreSQL is not installed.
+fn postgres(_dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
+    let url = pg::fresh_database()?;
+    Some(Arc::new(
+        PgStore::open(&PgOptions { url, pool_size: 4 }).expect("open postgres"),
+    ))
 }
 
 fn new_link(code: CodeChoice, url: &str) -> NewLink {
@@ -358,7 +372,10 @@ macro_rules! backend {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(super::$backend);
+                    // Skipped (with a message) where the backend's server is not installed.
+                    if super::$backend(&tempfile::tempdir().unwrap()).is_some() {
+                        super::$case(|dir| super::$backend(dir).expect("the backend"));
+                    }
                 }
             )+
         }
@@ -367,6 +384,19 @@ macro_rules! backend {
 
 backend!(
     sled;
+    pool_takes_lowest_code_once,
+    cooling_codes_wait,
+    dedup_returns_the_existing_generated_link,
+    custom_codes,
+    update_and_delete,
+    expire_then_recycle,
+    list_with_cursor_and_search,
+    visits_are_counted_and_listed,
+    meta_keeps_the_first_value,
+);
+
+backend!(
+    postgres;
     pool_takes_lowest_code_once,
     cooling_codes_wait,
     dedup_returns_the_existing_generated_link,

@@ -72,6 +72,9 @@ impl Lifecycle {
     /// Runs expiry, then recycling, then pruning. Blocking: call it off the async threads.
     pub fn run(&self) -> StoreResult<MaintenanceReport> {
         let _one_at_a_time = self.running.lock();
+        // And one instance at a time, when several share the store: the second waits, then
+        // finds little left to do.
+        let _one_instance = self.store.job_lock("lifecycle")?;
         let started = Instant::now();
         let now = self.clock.now();
         let mut report = MaintenanceReport::default();

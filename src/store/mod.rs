@@ -10,10 +10,12 @@
 //! Every write method returns only after its change is durable in the configured
 //! [`Durability`] mode; concurrent writers share one flush (group commit).
 
+pub mod postgres;
 pub mod sled;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::postgres::{PgOptions, PgStore};
 pub use self::sled::{CheckReport, FlushStats, OpenReport, SledStore, StoreOptions};
 
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
@@ -98,6 +100,17 @@ impl LinkStatus {
         LinkStatus::Archived,
     ];
 
+    /// Whether a link in this status may be deleted: an active or expired one (an expired
+    /// link then waits for recycling from its deletion).
+    pub fn deletable(self) -> bool {
+        matches!(self, LinkStatus::Active | LinkStatus::Expired)
+    }
+
+    /// Whether a link in this status waits for recycling: it ended and still owns its code.
+    pub fn recyclable(self) -> bool {
+        matches!(self, LinkStatus::Expired | LinkStatus::Deleted)
+    }
+
     /// The lowercase name used in the API and in counters.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -145,6 +158,13 @@ impl Link {
     /// True when `now` is at or past the link's expiry.
     pub fn is_expired_at(&self, now: Millis) -> bool {
         self.expires_at.is_some_and(|at| now >= at)
+    }
+
+    /// Whether a create of the same space, length and URL may return this link instead of
+    /// taking a code (SPEC §5, §16): an active generated link not yet past its expiry. The
+    /// rule every backend applies.
+    pub fn is_dedup_target(&self, now: Millis) -> bool {
+        self.status == LinkStatus::Active && !self.custom && !self.is_expired_at(now)
     }
 
     /// When the link ended, for the recycling clock (SPEC §16): its expiry if it expired, its
@@ -228,6 +248,28 @@ pub struct LinkPatch {
     pub expires_at: Option<Option<Millis>>,
     pub title: Option<Option<String>>,
     pub tags: Option<Vec<String>>,
+}
+
+impl LinkPatch {
+    /// The link as the patch leaves it, stamped `now`. Only an active link is patched; the
+    /// caller checks that.
+    pub fn apply(&self, link: &Link, now: Millis) -> Link {
+        let mut out = link.clone();
+        if let Some(url) = &self.url {
+            out.url = url.clone();
+        }
+        if let Some(expires_at) = self.expires_at {
+            out.expires_at = expires_at;
+        }
+        if let Some(title) = &self.title {
+            out.title = title.clone();
+        }
+        if let Some(tags) = &self.tags {
+            out.tags = tags.clone();
+        }
+        out.updated_at = now;
+        out
+    }
 }
 
 /// Codes offered to a pool by a generation strategy, with the strategy state that results
@@ -450,6 +492,36 @@ pub struct DayCount {
     pub visits: u64,
 }
 
+/// A change another process made to the shared store, for the caches of this one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreChange {
+    /// The link that owns this code changed (patched, deleted, expired, recycled, imported):
+    /// forget what is cached for it.
+    Code(String),
+    /// Changes may have been missed (the notification channel was lost and is back): forget
+    /// everything cached.
+    All,
+}
+
+/// Called with every [`StoreChange`]; see [`Store::watch`].
+pub type ChangeHandler = Box<dyn Fn(StoreChange) + Send + Sync>;
+
+/// Held while a job that must run on one instance at a time runs; dropping it lets the next
+/// one in.
+pub struct JobLock(#[allow(dead_code)] Option<Box<dyn Send>>);
+
+impl JobLock {
+    /// A lock that holds nothing: a store used by one process serialises its jobs in memory.
+    pub fn local() -> Self {
+        JobLock(None)
+    }
+
+    /// A lock that is released when `held` is dropped.
+    pub fn holding(held: Box<dyn Send>) -> Self {
+        JobLock(Some(held))
+    }
+}
+
 /// Storage for links, code pools and their metadata.
 ///
 /// Implementations must make every write atomic across the records it touches and durable
@@ -608,6 +680,16 @@ pub trait Store: Send + Sync + 'static {
     fn write_fault(&self) -> Option<StorageFault> {
         None
     }
+
+    /// Waits until no other process sharing this store runs the job `name`, and holds it off
+    /// until the returned lock is dropped (the lifecycle job runs on one instance at a time).
+    fn job_lock(&self, _name: &str) -> StoreResult<JobLock> {
+        Ok(JobLock::local())
+    }
+
+    /// Subscribes the caches of this process to changes made by other processes sharing the
+    /// store. A store that only this process writes has none to report.
+    fn watch(&self, _on_change: ChangeHandler) {}
 
     /// Checkpoints, flushes and stops accepting writes (shutdown).
     fn close(&self) -> StoreResult<()>;

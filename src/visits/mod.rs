@@ -8,6 +8,7 @@ pub mod hll;
 pub mod recorder;
 pub mod service;
 pub mod stats;
+pub mod tally;
 pub mod ua;
 
 pub use recorder::{RawVisit, Recorder, VisitMetrics};

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod mmdb;
 pub mod pages;
+pub mod postgres;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

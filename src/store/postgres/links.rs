@@ -1,0 +1,611 @@
+//! Links in PostgreSQL: creates (pool take or custom code, with dedup), reads, patches,
+//! deletes, the lifecycle transitions, listings and imports.
+//!
+//! Which transitions are allowed and what a patch does are the domain's rules
+//! ([`LinkStatus::deletable`], [`LinkStatus::recyclable`], [`LinkPatch::apply`],
+//! [`Link::is_dedup_target`]); this file only persists them, each change in one transaction
+//! that also notifies the other instances.
+
+use deadpool_postgres::GenericClient;
+
+use super::{
+    bump, counter, db_error, link_of, notify, rust_ms, sql_ms, status_code, status_counter, Shared,
+    DAY_MS, LINK_COLUMNS,
+};
+use crate::store::{
+    ActiveEntry, CodeChoice, Created, Imported, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
+    LinkStatus, Millis, NewLink, StoreError, StoreResult,
+};
+
+/// Takes the lowest due code of a pool; a code another transaction is taking is skipped, not
+/// waited for.
+const TAKE: &str = "DELETE FROM pool WHERE code = (
+        SELECT code FROM pool WHERE length = $1 AND score <= $2
+        ORDER BY score, tiebreak, code LIMIT 1 FOR UPDATE SKIP LOCKED)
+    RETURNING code";
+
+/// Inserts a link row unless its id or its code is taken (either makes it return no row).
+const INSERT: &str = "INSERT INTO links
+        (id, code, url, space, custom, created_at, expires_at, status, title, tags, updated_at,
+         deleted_at, recycle_from)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+    ON CONFLICT DO NOTHING RETURNING id";
+
+/// Why an insert returned no row.
+enum Refused {
+    /// Another live link owns the code.
+    CodeOwned,
+    /// The id was taken (an import placed a record inside this instance's segment).
+    IdTaken,
+}
+
+async fn insert_link(client: &impl GenericClient, link: &Link) -> StoreResult<Option<Refused>> {
+    let tags: &[String] = &link.tags;
+    let inserted = client
+        .query_opt(
+            INSERT,
+            &[
+                &sql_ms(link.id),
+                &link.code,
+                &link.url,
+                &link.space,
+                &link.custom,
+                &sql_ms(link.created_at),
+                &link.expires_at.map(sql_ms),
+                &status_code(link.status),
+                &link.title,
+                &tags,
+                &sql_ms(link.updated_at),
+                &link.deleted_at.map(sql_ms),
+                &(link.status.recyclable())
+                    .then(|| link.ended_at())
+                    .flatten()
+                    .map(sql_ms),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+    if inserted.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(if owner(client, &link.code).await?.is_some() {
+        Refused::CodeOwned
+    } else {
+        Refused::IdTaken
+    }))
+}
+
+/// The live (not archived) link that owns a code.
+async fn owner(client: &impl GenericClient, code: &str) -> StoreResult<Option<Link>> {
+    client
+        .query_opt(
+            &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND status <> 3"),
+            &[&code],
+        )
+        .await
+        .map_err(db_error)?
+        .map(|row| link_of(&row))
+        .transpose()
+}
+
+/// The owner of a code, locked until the transaction ends.
+async fn owner_for_update(client: &impl GenericClient, code: &str) -> StoreResult<Link> {
+    client
+        .query_opt(
+            &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND status <> 3 FOR UPDATE"),
+            &[&code],
+        )
+        .await
+        .map_err(db_error)?
+        .map(|row| link_of(&row))
+        .transpose()?
+        .ok_or(StoreError::NotFound)
+}
+
+fn code_length(code: &str) -> i32 {
+    i32::try_from(code.len()).unwrap_or(i32::MAX)
+}
+
+/// Escapes `%`, `_` and `\` for a LIKE pattern.
+fn like_pattern(q: &str) -> String {
+    let mut out = String::with_capacity(q.len() + 2);
+    out.push('%');
+    for c in q.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+impl Shared {
+    pub(super) async fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
+        loop {
+            // Before the transaction's connection: a spent segment needs a connection of its
+            // own, and a create holding one while waiting for another could starve the pool.
+            let id = self.next_link_id().await?;
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            if let (CodeChoice::Pool(length), true) = (&new.code, new.dedup) {
+                // Two instances creating the same URL at once must agree on one link.
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                    &[&format!("dedup:{}:{length}:{}", new.space, new.url)],
+                )
+                .await
+                .map_err(db_error)?;
+                if let Some(link) =
+                    dedup_in(&tx, &new.space, *length, &new.url, Some(new.now)).await?
+                {
+                    tx.commit().await.map_err(db_error)?;
+                    return Ok(Created::Existing(link));
+                }
+            }
+            let (code, custom) = match &new.code {
+                CodeChoice::Pool(length) => {
+                    let taken = tx
+                        .query_opt(TAKE, &[&i16::from(*length), &sql_ms(new.now)])
+                        .await
+                        .map_err(db_error)?;
+                    match taken {
+                        Some(row) => (row.get::<_, String>(0), false),
+                        None => return Err(StoreError::PoolEmpty(*length)),
+                    }
+                }
+                CodeChoice::Custom(code) => {
+                    // Out of its pool first: a pool take of the same code holds that row, so
+                    // the two wait on one lock instead of deadlocking on two.
+                    tx.execute("DELETE FROM pool WHERE code = $1", &[code])
+                        .await
+                        .map_err(db_error)?;
+                    (code.clone(), true)
+                }
+            };
+            let link = Link {
+                id,
+                code: code.clone(),
+                url: new.url.clone(),
+                space: new.space.clone(),
+                custom,
+                created_at: new.now,
+                expires_at: new.expires_at,
+                status: LinkStatus::Active,
+                title: new.title.clone(),
+                tags: new.tags.clone(),
+                updated_at: new.now,
+                deleted_at: None,
+            };
+            match insert_link(&tx, &link).await? {
+                None => {}
+                Some(Refused::CodeOwned) if custom => return Err(StoreError::CodeTaken(code)),
+                Some(Refused::CodeOwned) => {
+                    // A pooled code that a link owns (a custom create raced a refill): the
+                    // take removed it from the pool; keep that and take another.
+                    tracing::error!(code = %code, "a pooled code is owned by a link; dropped it from the pool");
+                    tx.commit().await.map_err(db_error)?;
+                    continue;
+                }
+                Some(Refused::IdTaken) => continue,
+            }
+            bump(
+                &tx,
+                &[
+                    (status_counter(LinkStatus::Active), 1),
+                    (format!("creates:{}", new.now / DAY_MS), 1),
+                ],
+            )
+            .await?;
+            tx.commit().await.map_err(db_error)?;
+            return Ok(Created::New(link));
+        }
+    }
+
+    pub(super) async fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT id, url, expires_at FROM links WHERE code = $1 AND status = 0",
+                &[&code],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(row.map(|row| ActiveEntry {
+            id: rust_ms(row.get(0)),
+            url: row.get(1),
+            expires_at: row.get::<_, Option<i64>>(2).map(rust_ms),
+        }))
+    }
+
+    pub(super) async fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
+        let client = self.client().await?;
+        owner(&client, code).await
+    }
+
+    pub(super) async fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
+                &[&sql_ms(id)],
+            )
+            .await
+            .map_err(db_error)?
+            .map(|row| link_of(&row))
+            .transpose()
+    }
+
+    pub(super) async fn update_link(
+        &self,
+        code: &str,
+        patch: &LinkPatch,
+        now: Millis,
+    ) -> StoreResult<Link> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let old = owner_for_update(&tx, code).await?;
+        if old.status != LinkStatus::Active {
+            return Err(StoreError::WrongStatus(old.status));
+        }
+        let link = patch.apply(&old, now);
+        let tags: &[String] = &link.tags;
+        tx.execute(
+            "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6
+             WHERE id = $1",
+            &[
+                &sql_ms(link.id),
+                &link.url,
+                &link.expires_at.map(sql_ms),
+                &link.title,
+                &tags,
+                &sql_ms(now),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        notify(&tx, code).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(link)
+    }
+
+    pub(super) async fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let old = owner_for_update(&tx, code).await?;
+        if !old.status.deletable() {
+            return Err(StoreError::WrongStatus(old.status));
+        }
+        let mut link = old.clone();
+        link.status = LinkStatus::Deleted;
+        link.deleted_at = Some(now);
+        link.updated_at = now;
+        // It waits for recycling from its deletion (an expired one, no longer from expiry).
+        tx.execute(
+            "UPDATE links SET status = $2, deleted_at = $3, updated_at = $3, recycle_from = $3
+             WHERE id = $1",
+            &[
+                &sql_ms(link.id),
+                &status_code(LinkStatus::Deleted),
+                &sql_ms(now),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        bump(
+            &tx,
+            &[
+                (status_counter(old.status), -1),
+                (status_counter(LinkStatus::Deleted), 1),
+            ],
+        )
+        .await?;
+        notify(&tx, code).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(link)
+    }
+
+    pub(super) async fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        // Only an active link past its expiry; run twice (two instances), it expires once.
+        let row = tx
+            .query_opt(
+                &format!(
+                    "UPDATE links SET status = 1, updated_at = $2, recycle_from = expires_at
+                     WHERE id = $1 AND status = 0 AND expires_at <= $2
+                     RETURNING {LINK_COLUMNS}"
+                ),
+                &[&sql_ms(id), &sql_ms(now)],
+            )
+            .await
+            .map_err(db_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let link = link_of(&row)?;
+        bump(
+            &tx,
+            &[
+                (status_counter(LinkStatus::Active), -1),
+                (status_counter(LinkStatus::Expired), 1),
+            ],
+        )
+        .await?;
+        notify(&tx, &link.code).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(Some(link))
+    }
+
+    pub(super) async fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let row = tx
+            .query_opt(
+                &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1 FOR UPDATE"),
+                &[&sql_ms(id)],
+            )
+            .await
+            .map_err(db_error)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let old = link_of(&row)?;
+        if !old.status.recyclable() {
+            return Ok(None);
+        }
+        tx.execute(
+            "UPDATE links SET status = 3, recycle_from = NULL WHERE id = $1",
+            &[&sql_ms(id)],
+        )
+        .await
+        .map_err(db_error)?;
+        // A live link owns its code (the unique index says so), so the code is free now.
+        let length = i16::try_from(old.code.len()).unwrap_or(i16::MAX);
+        let pooled = tx
+            .execute(
+                "INSERT INTO pool (code, length, score, tiebreak) VALUES ($1, $2, $3, 0)
+                 ON CONFLICT (code) DO NOTHING",
+                &[&old.code, &length, &sql_ms(score)],
+            )
+            .await
+            .map_err(db_error)?;
+        bump(
+            &tx,
+            &[
+                (status_counter(old.status), -1),
+                (status_counter(LinkStatus::Archived), 1),
+                (
+                    format!("pool:{length}:recycled"),
+                    i64::try_from(pooled).unwrap_or(0),
+                ),
+            ],
+        )
+        .await?;
+        notify(&tx, &old.code).await?;
+        tx.commit().await.map_err(db_error)?;
+        let mut link = old;
+        link.status = LinkStatus::Archived;
+        Ok(Some(link))
+    }
+
+    pub(super) async fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        let client = self.client().await?;
+        let limit = i64::try_from(query.limit.max(1)).unwrap_or(i64::MAX);
+        let (cmp, order) = if query.newest_first {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let after =
+            query
+                .after
+                .map(sql_ms)
+                .unwrap_or(if query.newest_first { i64::MAX } else { 0 });
+        let status = query.status.map(status_code);
+        let length = query.length.map(i32::from);
+        let q = query.q.as_deref().map(like_pattern);
+        let sql = format!(
+            "SELECT {LINK_COLUMNS} FROM links
+             WHERE id {cmp} $1
+               AND ($2::text IS NULL OR space = $2)
+               AND ($3::smallint IS NULL OR status = $3)
+               AND ($4::int IS NULL OR length(code) = $4)
+               AND ($5::text IS NULL OR code ILIKE $5 OR url ILIKE $5 OR title ILIKE $5
+                    OR EXISTS (SELECT 1 FROM unnest(tags) AS t WHERE t ILIKE $5))
+             ORDER BY id {order} LIMIT $6"
+        );
+        let rows = client
+            .query(&sql, &[&after, &query.space, &status, &length, &q, &limit])
+            .await
+            .map_err(db_error)?;
+        let items = rows
+            .iter()
+            .map(link_of)
+            .collect::<StoreResult<Vec<Link>>>()?;
+        let next = (items.len() as i64 == limit)
+            .then(|| items.last().map(|l| l.id))
+            .flatten();
+        Ok(LinkPage { items, next })
+    }
+
+    pub(super) async fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.links_where(
+            "status = 0 AND expires_at <= $1 ORDER BY expires_at, id",
+            now,
+            limit,
+        )
+        .await
+    }
+
+    pub(super) async fn due_for_recycling(
+        &self,
+        ended_before: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Link>> {
+        self.links_where(
+            "recycle_from < $1 ORDER BY recycle_from, id",
+            ended_before,
+            limit,
+        )
+        .await
+    }
+
+    async fn links_where(&self, filter: &str, at: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        let client = self.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        client
+            .query(
+                &format!("SELECT {LINK_COLUMNS} FROM links WHERE {filter} LIMIT $2"),
+                &[&sql_ms(at), &limit],
+            )
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(link_of)
+            .collect()
+    }
+
+    pub(super) async fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE links SET recycle_from = NULL WHERE id = $1 AND recycle_from IS NOT NULL",
+                &[&sql_ms(id)],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(n == 1)
+    }
+
+    pub(super) async fn dedup_target(
+        &self,
+        space: &str,
+        length: u8,
+        url: &str,
+    ) -> StoreResult<Option<Link>> {
+        let client = self.client().await?;
+        dedup_in(&client, space, length, url, None).await
+    }
+
+    pub(super) async fn link_counts(&self) -> StoreResult<LinkCounts> {
+        let client = self.client().await?;
+        let client = &client;
+        Ok(LinkCounts {
+            active: counter(client, &status_counter(LinkStatus::Active)).await?,
+            expired: counter(client, &status_counter(LinkStatus::Expired)).await?,
+            deleted: counter(client, &status_counter(LinkStatus::Deleted)).await?,
+            archived: counter(client, &status_counter(LinkStatus::Archived)).await?,
+        })
+    }
+
+    /// Writes whole records (import) in one transaction; see [`crate::store::Store::import_links`].
+    pub(super) async fn import_links(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let mut results = Vec::with_capacity(batch.len());
+        let mut deltas: std::collections::BTreeMap<String, i64> = Default::default();
+        let mut highest = 0u64;
+        for link in batch {
+            if link.status == LinkStatus::Archived {
+                // An archived record owns no code: it is matched by id.
+                if link.id > 0 {
+                    if let Some(row) = tx
+                        .query_opt(
+                            &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
+                            &[&sql_ms(link.id)],
+                        )
+                        .await
+                        .map_err(db_error)?
+                    {
+                        let existing = link_of(&row)?;
+                        results.push(if existing == *link {
+                            Imported::Unchanged(existing)
+                        } else {
+                            Imported::Conflict(existing)
+                        });
+                        continue;
+                    }
+                }
+            } else if let Some(existing) = owner(&tx, &link.code).await? {
+                results.push(if existing.url == link.url {
+                    Imported::Unchanged(existing)
+                } else {
+                    Imported::Conflict(existing)
+                });
+                continue;
+            } else {
+                tx.execute("DELETE FROM pool WHERE code = $1", &[&link.code])
+                    .await
+                    .map_err(db_error)?;
+            }
+            let mut record = link.clone();
+            if record.id == 0 {
+                record.id = self.next_link_id().await?;
+            }
+            loop {
+                match insert_link(&tx, &record).await? {
+                    None => break,
+                    Some(Refused::IdTaken) => record.id = self.next_link_id().await?,
+                    Some(Refused::CodeOwned) => {
+                        return Err(StoreError::CodeTaken(record.code.clone()))
+                    }
+                }
+            }
+            highest = highest.max(record.id);
+            *deltas.entry(status_counter(record.status)).or_default() += 1;
+            *deltas
+                .entry(format!("creates:{}", record.created_at / DAY_MS))
+                .or_default() += 1;
+            if record.status != LinkStatus::Archived {
+                notify(&tx, &record.code).await?;
+            }
+            results.push(Imported::Created(record));
+        }
+        // New segments start past every imported id.
+        tx.execute(
+            "UPDATE id_blocks SET next = greatest(next, $1) WHERE name = 'link'",
+            &[&sql_ms(highest.saturating_add(1))],
+        )
+        .await
+        .map_err(db_error)?;
+        let deltas: Vec<(String, i64)> = deltas.into_iter().collect();
+        bump(&tx, &deltas).await?;
+        tx.commit().await.map_err(db_error)?;
+        Ok(results)
+    }
+}
+
+/// The dedup target of a space, length and URL: the oldest link that is one by the domain's
+/// rule at `now` (or, without `now`, any active generated one).
+async fn dedup_in(
+    client: &impl GenericClient,
+    space: &str,
+    length: u8,
+    url: &str,
+    now: Option<Millis>,
+) -> StoreResult<Option<Link>> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {LINK_COLUMNS} FROM links
+                 WHERE space = $1 AND md5(url) = md5($2) AND url = $2 AND length(code) = $3
+                   AND status = 0 AND NOT custom
+                 ORDER BY id LIMIT 8"
+            ),
+            &[&space, &url, &i32::from(length)],
+        )
+        .await
+        .map_err(db_error)?;
+    for row in rows {
+        let link = link_of(&row)?;
+        let eligible = match now {
+            Some(now) => link.is_dedup_target(now),
+            None => link.status == LinkStatus::Active,
+        };
+        if eligible && code_length(&link.code) == i32::from(length) {
+            return Ok(Some(link));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,634 @@
+//! The PostgreSQL [`Store`]: several vshortlink instances share one database (SPEC §15,
+//! design 004). Only `store/postgres/` knows about PostgreSQL.
+//!
+//! The seam is blocking ([`Store`] methods return values, as sled's do), so this store owns a
+//! small tokio runtime of its own for the driver (`tokio-postgres` over a `deadpool-postgres`
+//! pool) and blocks on it: inside the server's multi-threaded runtime through
+//! `block_in_place`, which hands the worker's other tasks to another thread while the query
+//! runs, and on a plain thread (command-line tools, tests) directly. One round trip never
+//! stalls the other requests of a worker.
+//!
+//! What keeps several instances right:
+//! - a code has one owner by a unique index, so a pool take (`FOR UPDATE SKIP LOCKED`) and a
+//!   custom create can never issue one code twice;
+//! - link ids come from segments reserved with one `UPDATE` per block;
+//! - every change to a link notifies `vsl_links` with its code, and each instance's [`watch`]
+//!   listener evicts its cache entry (see `watch.rs`); the code filter is not consulted, so a
+//!   code another instance just issued is found in the database at once;
+//! - the lifecycle job holds a session advisory lock ([`Store::job_lock`]);
+//! - migrations run under an advisory lock, one instance at a time.
+//!
+//! [`watch`]: Store::watch
+
+mod links;
+mod pools;
+mod visits;
+mod watch;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use parking_lot::Mutex;
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+use tokio_postgres::{NoTls, Row};
+
+use crate::store::{
+    ActiveEntry, ChangeHandler, Created, DayCount, FlushStats, Imported, JobLock, Link, LinkCounts,
+    LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
+    PoolCounts, Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+};
+
+/// The schema, one file per version, applied in order at start-up.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+/// Advisory lock names (hashed to the lock's 64-bit key by the database).
+const LOCK_MIGRATE: &str = "vshortlink:migrate";
+/// Link ids reserved per round trip.
+const ID_BLOCK: i64 = 256;
+/// Counter rows per name (writers pick one at random).
+const COUNTER_SHARDS: i16 = 8;
+/// The notification channel of link changes.
+const CHANNEL: &str = "vsl_links";
+const DAY_MS: u64 = 86_400_000;
+
+/// How to reach the database.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/database`.
+    pub url: String,
+    /// Connections kept at most.
+    pub pool_size: usize,
+}
+
+/// The PostgreSQL-backed store.
+pub struct PgStore {
+    shared: Arc<Shared>,
+    /// The driver's runtime; `None` only while dropping.
+    runtime: Option<Runtime>,
+}
+
+/// What the store's async code works with.
+struct Shared {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    /// This instance's reserved link ids: `next..end`.
+    ids: Mutex<(i64, i64)>,
+}
+
+/// Maps a driver error: lost connections and refused ones are the storage being unavailable
+/// (503), anything else a backend failure.
+fn db_error(e: tokio_postgres::Error) -> StoreError {
+    let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+    if e.is_closed() || io {
+        StoreError::Unavailable(format!("postgres: {e}"))
+    } else {
+        StoreError::Backend(format!("postgres: {e}"))
+    }
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    StoreError::Unavailable(format!("postgres pool: {e}"))
+}
+
+/// Milliseconds as the database keeps them.
+fn sql_ms(ms: Millis) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn rust_ms(ms: i64) -> Millis {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+fn status_code(status: LinkStatus) -> i16 {
+    match status {
+        LinkStatus::Active => 0,
+        LinkStatus::Expired => 1,
+        LinkStatus::Deleted => 2,
+        LinkStatus::Archived => 3,
+    }
+}
+
+fn status_of(code: i16) -> StoreResult<LinkStatus> {
+    Ok(match code {
+        0 => LinkStatus::Active,
+        1 => LinkStatus::Expired,
+        2 => LinkStatus::Deleted,
+        3 => LinkStatus::Archived,
+        other => {
+            return Err(StoreError::Corrupt {
+                tree: "links",
+                detail: format!("status {other}"),
+            })
+        }
+    })
+}
+
+/// The columns every link query selects, in [`link_of`]'s order.
+const LINK_COLUMNS: &str =
+    "id, code, url, space, custom, created_at, expires_at, status, title, tags, updated_at, deleted_at";
+
+fn link_of(row: &Row) -> StoreResult<Link> {
+    Ok(Link {
+        id: rust_ms(row.get(0)),
+        code: row.get(1),
+        url: row.get(2),
+        space: row.get(3),
+        custom: row.get(4),
+        created_at: rust_ms(row.get(5)),
+        expires_at: row.get::<_, Option<i64>>(6).map(rust_ms),
+        status: status_of(row.get(7))?,
+        title: row.get(8),
+        tags: row.get(9),
+        updated_at: rust_ms(row.get(10)),
+        deleted_at: row.get::<_, Option<i64>>(11).map(rust_ms),
+    })
+}
+
+/// Adds to counters, in the caller's transaction (names must differ within one call).
+async fn bump(client: &impl GenericClient, deltas: &[(String, i64)]) -> StoreResult<()> {
+    let deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, n)| *n != 0).collect();
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = deltas.iter().map(|(name, _)| name.as_str()).collect();
+    let ns: Vec<i64> = deltas.iter().map(|(_, n)| *n).collect();
+    let shard = rand::random_range(0..COUNTER_SHARDS);
+    client
+        .execute(
+            "INSERT INTO counters (name, shard, n) SELECT name, $2, n FROM unnest($1::text[], $3::bigint[]) AS u(name, n)
+             ON CONFLICT (name, shard) DO UPDATE SET n = counters.n + excluded.n",
+            &[&names, &shard, &ns],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// The sum of a counter over its shards.
+async fn counter(client: &impl GenericClient, name: &str) -> StoreResult<u64> {
+    let row = client
+        .query_one(
+            "SELECT coalesce(sum(n), 0)::bigint FROM counters WHERE name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rust_ms(row.get(0)))
+}
+
+fn status_counter(status: LinkStatus) -> String {
+    format!("links:{}", status.as_str())
+}
+
+/// Tells every instance (this one too) that the link owning `code` changed; delivered when
+/// the caller's transaction commits.
+async fn notify(client: &impl GenericClient, code: &str) -> StoreResult<()> {
+    client
+        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &code])
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+impl PgStore {
+    /// Connects, and creates or upgrades the schema (one instance at a time). Errors name the
+    /// configuration key, because a wrong URL is the usual cause.
+    pub fn open(options: &PgOptions) -> StoreResult<Self> {
+        let config: tokio_postgres::Config = options.url.parse().map_err(|e| {
+            StoreError::Backend(format!(
+                "`storage.postgres.url` is not a PostgreSQL URL: {e}"
+            ))
+        })?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("vsl-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Backend(format!("postgres runtime: {e}")))?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))?;
+        let store = PgStore {
+            shared: Arc::new(Shared {
+                pool,
+                config,
+                ids: Mutex::new((0, 0)),
+            }),
+            runtime: Some(runtime),
+        };
+        let target = describe(&store.shared.config);
+        store.block(store.shared.migrate()).map_err(|e| match e {
+            StoreError::Unavailable(detail) | StoreError::Backend(detail) => {
+                StoreError::Unavailable(format!(
+                    "`storage.postgres.url`: cannot use PostgreSQL at {target}: {detail}"
+                ))
+            }
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    /// Where the store connects, without the password (for logs).
+    pub fn describe(&self) -> String {
+        describe(&self.shared.config)
+    }
+
+    /// Runs `fut` on the driver's runtime and waits for it (see the module documentation).
+    fn block<F>(&self, fut: F) -> F::Output
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let Some(runtime) = &self.runtime else {
+            unreachable!("the runtime is only taken while dropping");
+        };
+        match Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| runtime.block_on(fut))
+            }
+            // A current-thread runtime cannot lend its thread: wait on a helper thread.
+            Ok(_) => std::thread::scope(|scope| {
+                scope
+                    .spawn(|| runtime.block_on(fut))
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            }),
+            Err(_) => runtime.block_on(fut),
+        }
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            // Dropping a runtime may block, which an async context forbids.
+            runtime.shutdown_background();
+        }
+    }
+}
+
+fn describe(config: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}:{port}/{}",
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+impl Shared {
+    async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// Applies the migrations this database lacks, under an advisory lock so that instances
+    /// starting together apply each once.
+    async fn migrate(&self) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        client
+            .execute(
+                "SELECT pg_advisory_lock(hashtextextended($1, 0))",
+                &[&LOCK_MIGRATE],
+            )
+            .await
+            .map_err(db_error)?;
+        let outcome = async {
+            client
+                .batch_execute(
+                    "CREATE TABLE IF NOT EXISTS schema_versions (
+                         version INT PRIMARY KEY,
+                         applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                )
+                .await
+                .map_err(db_error)?;
+            let current: i32 = client
+                .query_one("SELECT coalesce(max(version), 0) FROM schema_versions", &[])
+                .await
+                .map_err(db_error)?
+                .get(0);
+            for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+                let tx = client.transaction().await.map_err(db_error)?;
+                tx.batch_execute(sql).await.map_err(db_error)?;
+                tx.execute(
+                    "INSERT INTO schema_versions (version) VALUES ($1)",
+                    &[version],
+                )
+                .await
+                .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
+                tracing::info!(version, "postgres schema migrated");
+            }
+            Ok(())
+        }
+        .await;
+        let unlocked = client
+            .execute(
+                "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                &[&LOCK_MIGRATE],
+            )
+            .await
+            .map_err(db_error);
+        outcome.and(unlocked.map(|_| ()))
+    }
+
+    /// The next link id of this instance's segment, reserving a new block when it is spent.
+    /// Reserved on a connection of its own, outside the caller's transaction, so that a
+    /// rolled-back create never hands out a block twice.
+    async fn next_link_id(&self) -> StoreResult<u64> {
+        {
+            let mut ids = self.ids.lock();
+            if ids.0 < ids.1 {
+                let id = ids.0;
+                ids.0 += 1;
+                return Ok(rust_ms(id));
+            }
+        }
+        let client = self.client().await?;
+        let end: i64 = client
+            .query_one(
+                "UPDATE id_blocks SET next = next + $1 WHERE name = 'link' RETURNING next",
+                &[&ID_BLOCK],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        let start = end - ID_BLOCK;
+        let mut ids = self.ids.lock();
+        *ids = (start + 1, end);
+        Ok(rust_ms(start))
+    }
+}
+
+/// Holds a session advisory lock: dropping it closes the connection, which releases it.
+struct HeldLock(Option<deadpool_postgres::Object>);
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        if let Some(object) = self.0.take() {
+            // Out of the pool and closed, rather than returned holding the lock.
+            drop(deadpool_postgres::Object::take(object));
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
+        self.block(self.shared.create_link(new))
+    }
+
+    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+        self.block(self.shared.resolve(code))
+    }
+
+    /// The code filter is not consulted: another instance may have issued the code a moment
+    /// ago, and only the database knows. Unknown codes cost one indexed lookup (and count
+    /// against `limits.rates.not_found_per_ip`).
+    fn may_exist(&self, _code: &str) -> bool {
+        true
+    }
+
+    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
+        self.block(self.shared.link_by_code(code))
+    }
+
+    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
+        self.block(self.shared.link_by_id(id))
+    }
+
+    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
+        self.block(self.shared.update_link(code, patch, now))
+    }
+
+    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        self.block(self.shared.delete_link(code, now))
+    }
+
+    fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
+        self.block(self.shared.expire_link(id, now))
+    }
+
+    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        self.block(self.shared.recycle_link(id, score))
+    }
+
+    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        self.block(self.shared.list_links(query))
+    }
+
+    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(self.shared.due_for_expiry(now, limit))
+    }
+
+    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(self.shared.due_for_recycling(ended_before, limit))
+    }
+
+    fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        self.block(self.shared.retire_link(id))
+    }
+
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.block(self.shared.import_links(links))
+    }
+
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        self.block(self.shared.dedup_target(space, length, url))
+    }
+
+    fn link_counts(&self) -> StoreResult<LinkCounts> {
+        self.block(self.shared.link_counts())
+    }
+
+    fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
+        self.block(self.shared.pool_add(batch))
+    }
+
+    fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
+        self.block(self.shared.pool_counts(length, now))
+    }
+
+    fn in_pool(&self, code: &str) -> StoreResult<bool> {
+        self.block(self.shared.in_pool(code))
+    }
+
+    fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>> {
+        self.block(self.shared.pool_peek(length, limit))
+    }
+
+    fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
+        self.meta_get(&pools::strategy_key(length))
+    }
+
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.block(self.shared.record_visits(visits, false))
+    }
+
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.block(self.shared.record_visits(visits, true))
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.block(self.shared.last_visit_id())
+    }
+
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.block(self.shared.visit_page(link_id, before, limit, true))
+    }
+
+    fn visits_page(
+        &self,
+        link_id: u64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.block(self.shared.visit_page(link_id, after, limit, false))
+    }
+
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
+        self.block(self.shared.visit_totals(link_id))
+    }
+
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
+        self.block(self.shared.visit_summary(link_id, from, to))
+    }
+
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.block(self.shared.prune_visits(before, limit))
+    }
+
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
+        self.block(self.shared.day_counts(from_day, to_day))
+    }
+
+    /// PostgreSQL commits (and groups commits) itself: nothing to report here.
+    fn flush_stats(&self) -> FlushStats {
+        FlushStats::default()
+    }
+
+    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])
+                .await
+                .map_err(db_error)?;
+            Ok(row.map(|r| r.get(0)))
+        })
+    }
+
+    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .execute(
+                    "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&key, &value],
+                )
+                .await
+                .map_err(db_error)?;
+            let row = client
+                .query_one("SELECT value FROM meta WHERE key = $1", &[&key])
+                .await
+                .map_err(db_error)?;
+            Ok(row.get(0))
+        })
+    }
+
+    fn job_lock(&self, name: &str) -> StoreResult<JobLock> {
+        let name = format!("vshortlink:job:{name}");
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name])
+                .await
+                .map_err(db_error)?;
+            Ok(JobLock::holding(Box::new(HeldLock(Some(client)))))
+        })
+    }
+
+    fn watch(&self, on_change: ChangeHandler) {
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
+        }
+    }
+
+    /// Nothing is kept in memory between writes.
+    fn checkpoint(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Every write is committed before it returns.
+    fn sync(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client.execute("SELECT 1", &[]).await.map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    fn close(&self) -> StoreResult<()> {
+        self.shared.pool.close();
+        Ok(())
+    }
+}
+
+/// The days `from_day..=to_day` as counter names, for [`Shared::day_counts`].
+fn day_counter(kind: &str, day: u64) -> String {
+    format!("{kind}:{day}")
+}
+
+impl Shared {
+    async fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
+        let client = self.client().await?;
+        let names: Vec<String> = (from_day..=to_day)
+            .flat_map(|d| [day_counter("creates", d), day_counter("visits", d)])
+            .collect();
+        let rows = client
+            .query(
+                "SELECT name, sum(n)::bigint FROM counters WHERE name = ANY($1) GROUP BY name",
+                &[&names],
+            )
+            .await
+            .map_err(db_error)?;
+        let sums: std::collections::HashMap<String, i64> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        Ok((from_day..=to_day)
+            .map(|day| DayCount {
+                day,
+                creates: rust_ms(sums.get(&day_counter("creates", day)).copied().unwrap_or(0)),
+                visits: rust_ms(sums.get(&day_counter("visits", day)).copied().unwrap_or(0)),
+            })
+            .collect())
+    }
+}
