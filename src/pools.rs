@@ -277,6 +277,7 @@ impl Pools {
         let mut picked = HashSet::with_capacity(want);
         let mut codes = Vec::with_capacity(want);
         let mut attempts = 0usize;
+        let filtered = self.store.filters_codes();
         let budget = want.saturating_mul(RANDOM_ATTEMPTS_PER_CODE);
         while codes.len() < want && attempts < budget {
             let chunk = (want - codes.len()).min(4096);
@@ -285,7 +286,7 @@ impl Pools {
                 let code = encode(n);
                 // A filter hit may be a false positive: that only wastes the candidate.
                 if self.rules.allows_generated(&code)
-                    && !self.store.may_exist(&code)
+                    && !(filtered && self.store.may_exist(&code))
                     && picked.insert(n)
                 {
                     codes.push(code);

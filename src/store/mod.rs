@@ -540,6 +540,13 @@ pub trait Store: Send + Sync + 'static {
     /// redirect path then answers 404 without reading any tree.
     fn may_exist(&self, code: &str) -> bool;
 
+    /// Whether [`Store::may_exist`] ever rules a code out. A refill skips the candidates it
+    /// rules out; with a store that cannot, every candidate is offered and `pool_add` skips
+    /// the taken ones.
+    fn filters_codes(&self) -> bool {
+        true
+    }
+
     /// The link that currently owns a code, whatever its status (archived links own no code).
     fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>>;
 

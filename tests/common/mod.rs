@@ -31,6 +31,8 @@ pub struct TestApp {
     child: Option<Child>,
     extra: String,
     env: Vec<(String, String)>,
+    /// The PostgreSQL database this app stores in; `None`: sled in `data_path()`.
+    pub database: Option<String>,
     pub client: Client,
     /// Every log line of the current server process.
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -43,8 +45,22 @@ impl TestApp {
     }
 
     /// Starts the server with extra TOML (sections other than `server`, `storage` and `auth`)
-    /// and extra `VSL_*` environment variables.
+    /// and extra `VSL_*` environment variables. With `TEST_STORE=postgres` in the test's
+    /// environment, the server stores in a fresh database of the test PostgreSQL server
+    /// instead of sled (CI runs the integration tests both ways).
     pub fn start_with(extra: &str, env: &[(&str, &str)]) -> Self {
+        let database = (std::env::var("TEST_STORE").as_deref() == Ok("postgres")).then(|| {
+            postgres::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL installed")
+        });
+        Self::start_stored(database, extra, env)
+    }
+
+    /// Starts a server on a PostgreSQL database (several apps may share one: instances).
+    pub fn start_on(database: &str, extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_stored(Some(database.to_string()), extra, env)
+    }
+
+    fn start_stored(database: Option<String>, extra: &str, env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut app = TestApp {
             dir,
@@ -55,6 +71,7 @@ impl TestApp {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            database,
             client: Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(Duration::from_secs(30))
@@ -83,6 +100,7 @@ base_url = "{BASE_URL}"
 
 [storage]
 path = "{data}"
+{backend}
 
 [auth]
 keys = [
@@ -95,6 +113,10 @@ keys = [
 {extra}
 "#,
             data = self.data_path().display(),
+            backend = match &self.database {
+                Some(url) => format!("backend = \"postgres\"\n\n[storage.postgres]\nurl = \"{url}\"\npool_size = 8\n"),
+                None => String::new(),
+            },
             extra = self.extra,
         );
         std::fs::write(self.config_path(), config).expect("write config");

@@ -409,6 +409,10 @@ impl Store for PgStore {
         true
     }
 
+    fn filters_codes(&self) -> bool {
+        false
+    }
+
     fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
         self.block(self.shared.link_by_code(code))
     }
