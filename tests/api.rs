@@ -775,7 +775,7 @@ fn a_bad_config_stops_start_up_naming_the_key() {
 fn healthcheck_command_and_storage_path_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("elsewhere");
-    let app = TestApp::start_with("", &[("VSL_STORAGE__PATH", data.to_str().unwrap())]);
+    let app = TestApp::start_sled("", &[("VSL_STORAGE__PATH", data.to_str().unwrap())]);
     app.create(json!({"url": "https://example.com/env", "code": "envpath"}));
     assert!(
         data.join("db").exists(),

@@ -115,7 +115,7 @@ fn create_and_stats_offline_then_check_finds_planted_faults() {
 
 #[test]
 fn create_and_stats_through_a_running_server() {
-    let app = TestApp::start();
+    let app = TestApp::start_sled("", &[]);
     let server = format!("http://{}", app.addr);
     let config = app.config_path();
     let made = json_out(&vsl(

@@ -473,7 +473,7 @@ fn connections_past_the_cap_wait_for_a_free_slot() {
 /// logged with the key); everything else keeps working.
 #[test]
 fn corrupt_records_fail_loudly_and_alone() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::start_sled("", &[]);
     let first = app.create(json!({"url": "https://example.com/first"}));
     let second = app.create(json!({"url": "https://example.com/second"}));
     let third = app.create(json!({"url": "https://example.com/third"}));

@@ -3,6 +3,9 @@
 
 use std::sync::Arc;
 
+#[path = "common/postgres.rs"]
+mod pg;
+
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::jobs::lifecycle::{Lifecycle, MaintenanceReport};
@@ -29,7 +32,7 @@ fn world(overlay: &str) -> World {
     // The generated admin key goes into the temp dir, not the working directory.
     let overlay = format!("{overlay}\n[storage]\npath = {:?}\n", dir.path());
     let config = Arc::new(Config::from_toml(&overlay).unwrap());
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(&StoreOptions::new(dir.path())).unwrap());
+    let store = test_store(dir.path());
     let clock = Arc::new(ManualClock::new(T0));
     let dyn_clock: Arc<dyn Clock> = clock.clone();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -225,4 +228,17 @@ fn the_job_works_in_chunks_over_many_links() {
     assert_eq!(report.expired, 1200);
     assert_eq!(w.store.link_counts().unwrap().expired, 1200);
     assert_eq!(w.job.run().unwrap().expired, 0);
+}
+
+/// The store the cases run on: sled in `dir`, or with `TEST_STORE=postgres` a fresh database
+/// of the test PostgreSQL server (CI runs both).
+fn test_store(dir: &std::path::Path) -> Arc<dyn Store> {
+    if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
+        let url = pg::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
+        return Arc::new(
+            vshortlink::store::PgStore::open(&vshortlink::store::PgOptions { url, pool_size: 4 })
+                .expect("open postgres"),
+        );
+    }
+    Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open sled"))
 }

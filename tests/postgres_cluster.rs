@@ -245,3 +245,59 @@ fn the_lifecycle_job_on_two_instances_at_once_handles_each_link_once() {
     drop(apps);
     runtime.shutdown_background();
 }
+
+/// Moving from one machine to several: `vshortlink export` of a sled directory (links and
+/// visits), `vshortlink import` into PostgreSQL, and an instance on the database serves every
+/// link with its visit count.
+#[test]
+fn a_sled_export_imports_into_postgres_and_serves_there() {
+    use common::cli::{text, vsl};
+    let Some(url) = postgres::fresh_database() else {
+        return;
+    };
+    let mut sled = TestApp::start_sled("", &[]);
+    let made: Vec<(String, String)> = (0..5)
+        .map(|i| {
+            let target = format!("https://example.com/moved/{i}");
+            let body = sled.create(json!({ "url": target }));
+            (body["code"].as_str().unwrap_or_default().to_string(), target)
+        })
+        .collect();
+    assert_eq!(sled.get(&format!("/{}", made[0].0)).status(), 302);
+    // The visit is written in the background: wait for it before stopping.
+    within(Duration::from_secs(10), || {
+        sled.api_get(&format!("/api/v1/links/{}", made[0].0), ADMIN)["visits_total"] == 1
+    })
+    .expect("the visit is recorded");
+    assert!(sled.terminate().success());
+    let dump = sled.dir.path().join("dump.jsonl");
+    let out = vsl(
+        &sled.config_path(),
+        &["export", "--visits", "--output", dump.to_str().unwrap_or_default()],
+    );
+    assert!(out.status.success(), "export: {}", text(&out.stderr));
+
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbase_url = \"http://sl.test\"\n[storage]\npath = {:?}\nbackend = \"postgres\"\n[storage.postgres]\nurl = {url:?}\n",
+            dir.path().join("data")
+        ),
+    )
+    .expect("config");
+    let out = vsl(&config, &["import", dump.to_str().unwrap_or_default()]);
+    assert!(out.status.success(), "import: {}", text(&out.stderr));
+
+    let pg = TestApp::start_on(&url, "", &[]);
+    for (code, target) in &made {
+        assert_eq!(location(&pg, code).as_deref(), Some(target.as_str()));
+    }
+    let link = pg.api_get(&format!("/api/v1/links/{}", made[0].0), ADMIN);
+    // The imported visit, and the one just made.
+    let total = within(Duration::from_secs(10), || {
+        pg.api_get(&format!("/api/v1/links/{}", made[0].0), ADMIN)["visits_total"] == 2
+    });
+    assert!(total.is_some(), "visits after the move: {link}");
+}

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 #[test]
 fn export_import_round_trip_is_exact_and_idempotent() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::start_sled("", &[]);
     let a = app.create(json!({"url": "https://example.com/a", "title": "A", "tags": ["x", "y"]}));
     let b = app.create(json!({"url": "https://example.com/b", "code": "bee"}));
     let c = app.create(json!({"url": "https://example.com/c", "length": 5, "ttl": 3600}));
@@ -179,7 +179,7 @@ fn export_import_round_trip_is_exact_and_idempotent() {
     assert_eq!(renumbered["link_id"], 500);
 
     // The imported store serves: codes redirect, pools and filter agree.
-    let mut served = TestApp::start();
+    let mut served = TestApp::start_sled("", &[]);
     served.terminate();
     std::fs::remove_dir_all(served.data_path()).ok();
     copy_dir(&fresh.path().join("data"), &served.data_path());
@@ -421,7 +421,7 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
 #[test]
 fn an_imported_code_leaves_its_pool() {
     use vshortlink::store::{SledStore, Store, StoreOptions};
-    let mut app = TestApp::start();
+    let mut app = TestApp::start_sled("", &[]);
     // Serving (and so handling SIGTERM) before it is stopped.
     assert_eq!(app.get("/healthz").status().as_u16(), 200);
     assert!(app.terminate().success());

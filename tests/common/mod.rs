@@ -55,6 +55,12 @@ impl TestApp {
         Self::start_stored(database, extra, env)
     }
 
+    /// Starts a server on sled whatever `TEST_STORE` says (tests of the embedded store's own
+    /// files).
+    pub fn start_sled(extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_stored(None, extra, env)
+    }
+
     /// Starts a server on a PostgreSQL database (several apps may share one: instances).
     pub fn start_on(database: &str, extra: &str, env: &[(&str, &str)]) -> Self {
         Self::start_stored(Some(database.to_string()), extra, env)
