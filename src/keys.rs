@@ -13,6 +13,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::config::{ApiKey, AuthConfig, Role};
+use crate::store::Store;
 
 /// A known key's holder.
 #[derive(Clone, Debug)]
@@ -41,6 +42,9 @@ pub struct KeyRing {
     pub anonymous_create: bool,
 }
 
+/// The metadata key under which the generated admin key is agreed.
+const ADMIN_KEY_META: &str = "generated_admin_key";
+
 /// Where the generated admin key went, for the start-up log.
 #[derive(Debug)]
 pub struct GeneratedKey {
@@ -49,8 +53,14 @@ pub struct GeneratedKey {
 }
 
 impl KeyRing {
-    /// Builds the ring from config; with no keys, reads or creates `<data>/admin.key`.
-    pub fn load(auth: &AuthConfig, data: &Path) -> std::io::Result<(Self, Option<GeneratedKey>)> {
+    /// Builds the ring from config; with no keys, reads or creates `<data>/admin.key`. A new
+    /// key is agreed through the store first (`meta_init`), so that several instances sharing
+    /// one database generate one admin key between them.
+    pub fn load(
+        auth: &AuthConfig,
+        data: &Path,
+        store: &dyn Store,
+    ) -> Result<(Self, Option<GeneratedKey>), crate::BoxError> {
         let mut ring = KeyRing {
             by_hash: HashMap::new(),
             secrets: Vec::new(),
@@ -59,7 +69,7 @@ impl KeyRing {
         let mut generated = None;
         let keys: Vec<ApiKey> = if auth.keys.is_empty() {
             let path = data.join("admin.key");
-            let (key, created) = read_or_create_admin_key(&path)?;
+            let (key, created) = read_or_create_admin_key(&path, store)?;
             generated = Some(GeneratedKey { path, created });
             vec![ApiKey {
                 key,
@@ -99,7 +109,10 @@ fn hash(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
-fn read_or_create_admin_key(path: &Path) -> std::io::Result<(String, bool)> {
+fn read_or_create_admin_key(
+    path: &Path,
+    store: &dyn Store,
+) -> Result<(String, bool), crate::BoxError> {
     if let Ok(existing) = std::fs::read_to_string(path) {
         let key = existing.trim().to_string();
         if !key.is_empty() {
@@ -107,7 +120,10 @@ fn read_or_create_admin_key(path: &Path) -> std::io::Result<(String, bool)> {
         }
     }
     let bytes: [u8; 24] = rand::random();
-    let key = format!("vsl_{}", hex::encode(bytes));
+    let proposed = format!("vsl_{}", hex::encode(bytes));
+    let agreed = store.meta_init(ADMIN_KEY_META, proposed.as_bytes())?;
+    let key = String::from_utf8(agreed).map_err(|_| "the stored admin key is not text")?;
+    let created = key == proposed;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -121,5 +137,5 @@ fn read_or_create_admin_key(path: &Path) -> std::io::Result<(String, bool)> {
     let mut file = options.open(path)?;
     writeln!(file, "{key}")?;
     file.sync_all()?;
-    Ok((key, true))
+    Ok((key, created))
 }

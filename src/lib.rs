@@ -165,7 +165,7 @@ pub async fn build(
     }
     pools.start_background()?;
 
-    let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path)?;
+    let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path, &*store)?;
     if let Some(key) = generated {
         if key.created {
             tracing::warn!(path = %key.path.display(), "no API key configured: generated an admin key");

@@ -260,7 +260,10 @@ fn a_sled_export_imports_into_postgres_and_serves_there() {
         .map(|i| {
             let target = format!("https://example.com/moved/{i}");
             let body = sled.create(json!({ "url": target }));
-            (body["code"].as_str().unwrap_or_default().to_string(), target)
+            (
+                body["code"].as_str().unwrap_or_default().to_string(),
+                target,
+            )
         })
         .collect();
     assert_eq!(sled.get(&format!("/{}", made[0].0)).status(), 302);
@@ -273,7 +276,12 @@ fn a_sled_export_imports_into_postgres_and_serves_there() {
     let dump = sled.dir.path().join("dump.jsonl");
     let out = vsl(
         &sled.config_path(),
-        &["export", "--visits", "--output", dump.to_str().unwrap_or_default()],
+        &[
+            "export",
+            "--visits",
+            "--output",
+            dump.to_str().unwrap_or_default(),
+        ],
     );
     assert!(out.status.success(), "export: {}", text(&out.stderr));
 
@@ -300,4 +308,96 @@ fn a_sled_export_imports_into_postgres_and_serves_there() {
         pg.api_get(&format!("/api/v1/links/{}", made[0].0), ADMIN)["visits_total"] == 2
     });
     assert!(total.is_some(), "visits after the move: {link}");
+}
+
+/// Runs the binary with a config and no keys until `file` appears (or it exits); returns
+/// whether it was still running, and what it printed.
+fn run_until(config: &std::path::Path, file: &std::path::Path) -> (bool, String) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vshortlink"))
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let mut running = false;
+    for _ in 0..300 {
+        if file.exists() {
+            running = true;
+            break;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut err);
+    }
+    (running, err)
+}
+
+fn pg_config(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[storage]\npath = {:?}\nbackend = \"postgres\"\n[storage.postgres]\nurl = {url:?}\n",
+            dir.join("data")
+        ),
+    )
+    .expect("config");
+    config
+}
+
+/// With no keys configured, instances sharing a database generate one admin key between
+/// them (agreed through the database), each writing it to its own `admin.key`.
+#[test]
+fn instances_without_keys_agree_on_one_generated_admin_key() {
+    let Some(url) = postgres::fresh_database() else {
+        return;
+    };
+    let dirs = [
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    ];
+    let keys: Vec<String> = dirs
+        .iter()
+        .map(|dir| {
+            let key = dir.path().join("data/admin.key");
+            let (running, err) = run_until(&pg_config(dir.path(), &url), &key);
+            assert!(running, "the instance did not start: {err}");
+            std::fs::read_to_string(&key).expect("admin.key")
+        })
+        .collect();
+    assert!(keys[0].trim().len() >= 32);
+    assert_eq!(keys[0], keys[1]);
+}
+
+/// A database that cannot be reached stops start-up with a message naming the key to fix;
+/// so does a URL that is no URL. (Needs no PostgreSQL server.)
+#[test]
+fn an_unreachable_database_stops_start_up_naming_the_key() {
+    let dir = tempfile::tempdir().expect("dir");
+    let never = dir.path().join("data/admin.key");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port");
+    let config = pg_config(
+        dir.path(),
+        &format!("postgres://nobody@127.0.0.1:{port}/nothing?connect_timeout=2"),
+    );
+    let (running, err) = run_until(&config, &never);
+    assert!(!running, "started without its database");
+    assert!(err.contains("storage.postgres.url"), "{err}");
+    let config = pg_config(dir.path(), "postgres://a:b@:not-a-port/x");
+    let (running, err) = run_until(&config, &never);
+    assert!(!running);
+    assert!(err.contains("storage.postgres.url"), "{err}");
 }
