@@ -243,7 +243,8 @@ impl Shared {
 /// Adds a batch's counters. Rows are written in key order (the tally's maps are ordered), so
 /// two instances adding to the same rows lock them in the same order and never deadlock.
 async fn add_tally(client: &impl GenericClient, tally: &Tally) -> StoreResult<()> {
-    let (keys, counts): (Vec<&(u64, u64)>, Vec<&(u64, u64)>) = tally.hours.iter().unzip();
+    let keys: Vec<&(u64, u64)> = tally.hours.keys().collect();
+    let counts: Vec<&(u64, u64)> = tally.hours.values().collect();
     client
         .execute(
             "INSERT INTO visit_hours (link_id, hour, visits, bots)
