@@ -134,7 +134,9 @@ impl Postgres {
             data.display(),
             server.dir.display()
         );
-        Command::new("sh")
+        // Never waited for: it outlives this process by design (it exits after us).
+        #[allow(clippy::zombie_processes)]
+        let _watcher = Command::new("sh")
             .args([
                 "-c",
                 &format!(
