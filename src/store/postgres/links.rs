@@ -9,6 +9,7 @@
 use deadpool_postgres::GenericClient;
 
 use super::{
+    Cached,
     bump, counter, db_error, link_of, notify, rust_ms, sql_ms, status_code, status_counter, Shared,
     DAY_MS, LINK_COLUMNS,
 };
@@ -42,7 +43,7 @@ enum Refused {
 async fn insert_link(client: &impl GenericClient, link: &Link) -> StoreResult<Option<Refused>> {
     let tags: &[String] = &link.tags;
     let inserted = client
-        .query_opt(
+        .row_opt(
             INSERT,
             &[
                 &sql_ms(link.id),
@@ -78,7 +79,7 @@ async fn insert_link(client: &impl GenericClient, link: &Link) -> StoreResult<Op
 /// The live (not archived) link that owns a code.
 async fn owner(client: &impl GenericClient, code: &str) -> StoreResult<Option<Link>> {
     client
-        .query_opt(
+        .row_opt(
             &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND status <> 3"),
             &[&code],
         )
@@ -91,7 +92,7 @@ async fn owner(client: &impl GenericClient, code: &str) -> StoreResult<Option<Li
 /// The owner of a code, locked until the transaction ends.
 async fn owner_for_update(client: &impl GenericClient, code: &str) -> StoreResult<Link> {
     client
-        .query_opt(
+        .row_opt(
             &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND status <> 3 FOR UPDATE"),
             &[&code],
         )
@@ -130,7 +131,7 @@ impl Shared {
             let tx = client.transaction().await.map_err(db_error)?;
             if let (CodeChoice::Pool(length), true) = (&new.code, new.dedup) {
                 // Two instances creating the same URL at once must agree on one link.
-                tx.execute(
+                tx.exec(
                     "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
                     &[&format!("dedup:{}:{length}:{}", new.space, new.url)],
                 )
@@ -146,7 +147,7 @@ impl Shared {
             let (code, custom) = match &new.code {
                 CodeChoice::Pool(length) => {
                     let taken = tx
-                        .query_opt(TAKE, &[&i16::from(*length), &sql_ms(new.now)])
+                        .row_opt(TAKE, &[&i16::from(*length), &sql_ms(new.now)])
                         .await
                         .map_err(db_error)?;
                     match taken {
@@ -157,7 +158,7 @@ impl Shared {
                 CodeChoice::Custom(code) => {
                     // Out of its pool first: a pool take of the same code holds that row, so
                     // the two wait on one lock instead of deadlocking on two.
-                    tx.execute("DELETE FROM pool WHERE code = $1", &[code])
+                    tx.exec("DELETE FROM pool WHERE code = $1", &[code])
                         .await
                         .map_err(db_error)?;
                     (code.clone(), true)
@@ -205,7 +206,7 @@ impl Shared {
     pub(super) async fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
         let client = self.client().await?;
         let row = client
-            .query_opt(
+            .row_opt(
                 "SELECT id, url, expires_at FROM links WHERE code = $1 AND status = 0",
                 &[&code],
             )
@@ -226,7 +227,7 @@ impl Shared {
     pub(super) async fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
         let client = self.client().await?;
         client
-            .query_opt(
+            .row_opt(
                 &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
                 &[&sql_ms(id)],
             )
@@ -250,7 +251,7 @@ impl Shared {
         }
         let link = patch.apply(&old, now);
         let tags: &[String] = &link.tags;
-        tx.execute(
+        tx.exec(
             "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6
              WHERE id = $1",
             &[
@@ -281,7 +282,7 @@ impl Shared {
         link.deleted_at = Some(now);
         link.updated_at = now;
         // It waits for recycling from its deletion (an expired one, no longer from expiry).
-        tx.execute(
+        tx.exec(
             "UPDATE links SET status = $2, deleted_at = $3, updated_at = $3, recycle_from = $3
              WHERE id = $1",
             &[
@@ -310,7 +311,7 @@ impl Shared {
         let tx = client.transaction().await.map_err(db_error)?;
         // Only an active link past its expiry; run twice (two instances), it expires once.
         let row = tx
-            .query_opt(
+            .row_opt(
                 &format!(
                     "UPDATE links SET status = 1, updated_at = $2, recycle_from = expires_at
                      WHERE id = $1 AND status = 0 AND expires_at <= $2
@@ -341,7 +342,7 @@ impl Shared {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         let row = tx
-            .query_opt(
+            .row_opt(
                 &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1 FOR UPDATE"),
                 &[&sql_ms(id)],
             )
@@ -354,7 +355,7 @@ impl Shared {
         if !old.status.recyclable() {
             return Ok(None);
         }
-        tx.execute(
+        tx.exec(
             "UPDATE links SET status = 3, recycle_from = NULL WHERE id = $1",
             &[&sql_ms(id)],
         )
@@ -363,7 +364,7 @@ impl Shared {
         // A live link owns its code (the unique index says so), so the code is free now.
         let length = i16::try_from(old.code.len()).unwrap_or(i16::MAX);
         let pooled = tx
-            .execute(
+            .exec(
                 "INSERT INTO pool (code, length, score, tiebreak) VALUES ($1, $2, $3, 0)
                  ON CONFLICT (code) DO NOTHING",
                 &[&old.code, &length, &sql_ms(score)],
@@ -416,7 +417,7 @@ impl Shared {
              ORDER BY id {order} LIMIT $6"
         );
         let rows = client
-            .query(&sql, &[&after, &query.space, &status, &length, &q, &limit])
+            .rows(&sql, &[&after, &query.space, &status, &length, &q, &limit])
             .await
             .map_err(db_error)?;
         let items = rows
@@ -455,7 +456,7 @@ impl Shared {
         let client = self.client().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         client
-            .query(
+            .rows(
                 &format!("SELECT {LINK_COLUMNS} FROM links WHERE {filter} LIMIT $2"),
                 &[&sql_ms(at), &limit],
             )
@@ -469,7 +470,7 @@ impl Shared {
     pub(super) async fn retire_link(&self, id: u64) -> StoreResult<bool> {
         let client = self.client().await?;
         let n = client
-            .execute(
+            .exec(
                 "UPDATE links SET recycle_from = NULL WHERE id = $1 AND recycle_from IS NOT NULL",
                 &[&sql_ms(id)],
             )
@@ -511,7 +512,7 @@ impl Shared {
                 // An archived record owns no code: it is matched by id.
                 if link.id > 0 {
                     if let Some(row) = tx
-                        .query_opt(
+                        .row_opt(
                             &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
                             &[&sql_ms(link.id)],
                         )
@@ -535,7 +536,7 @@ impl Shared {
                 });
                 continue;
             } else {
-                tx.execute("DELETE FROM pool WHERE code = $1", &[&link.code])
+                tx.exec("DELETE FROM pool WHERE code = $1", &[&link.code])
                     .await
                     .map_err(db_error)?;
             }
@@ -563,7 +564,7 @@ impl Shared {
             results.push(Imported::Created(record));
         }
         // New segments start past every imported id.
-        tx.execute(
+        tx.exec(
             "UPDATE id_blocks SET next = greatest(next, $1) WHERE name = 'link'",
             &[&sql_ms(highest.saturating_add(1))],
         )
@@ -586,7 +587,7 @@ async fn dedup_in(
     now: Option<Millis>,
 ) -> StoreResult<Option<Link>> {
     let rows = client
-        .query(
+        .rows(
             &format!(
                 "SELECT {LINK_COLUMNS} FROM links
                  WHERE space = $1 AND md5(url) = md5($2) AND url = $2 AND length(code) = $3

@@ -33,6 +33,7 @@ use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use parking_lot::Mutex;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use crate::store::{
@@ -48,7 +49,7 @@ const LOCK_MIGRATE: &str = "vshortlink:migrate";
 /// Link ids reserved per round trip.
 const ID_BLOCK: i64 = 256;
 /// Counter rows per name (writers pick one at random).
-const COUNTER_SHARDS: i16 = 8;
+const COUNTER_SHARDS: i16 = 32;
 /// The notification channel of link changes.
 const CHANNEL: &str = "vsl_links";
 const DAY_MS: u64 = 86_400_000;
@@ -146,6 +147,56 @@ fn link_of(row: &Row) -> StoreResult<Link> {
     })
 }
 
+/// Queries through each connection's statement cache: a statement is parsed once per
+/// connection, so a query costs one round trip instead of two (parse, then bind and run).
+trait Cached: GenericClient + Sync {
+    fn rows<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query(&statement, params).await
+        }
+    }
+
+    fn row_opt<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Option<Row>, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query_opt(&statement, params).await
+        }
+    }
+
+    fn row<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Row, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query_one(&statement, params).await
+        }
+    }
+
+    fn exec<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<u64, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.execute(&statement, params).await
+        }
+    }
+}
+
+impl<T: GenericClient + Sync> Cached for T {}
+
 /// Adds to counters, in the caller's transaction (names must differ within one call).
 async fn bump(client: &impl GenericClient, deltas: &[(String, i64)]) -> StoreResult<()> {
     let deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, n)| *n != 0).collect();
@@ -156,7 +207,7 @@ async fn bump(client: &impl GenericClient, deltas: &[(String, i64)]) -> StoreRes
     let ns: Vec<i64> = deltas.iter().map(|(_, n)| *n).collect();
     let shard = rand::random_range(0..COUNTER_SHARDS);
     client
-        .execute(
+        .exec(
             "INSERT INTO counters (name, shard, n) SELECT name, $2, n FROM unnest($1::text[], $3::bigint[]) AS u(name, n)
              ON CONFLICT (name, shard) DO UPDATE SET n = counters.n + excluded.n",
             &[&names, &shard, &ns],
@@ -169,7 +220,7 @@ async fn bump(client: &impl GenericClient, deltas: &[(String, i64)]) -> StoreRes
 /// The sum of a counter over its shards.
 async fn counter(client: &impl GenericClient, name: &str) -> StoreResult<u64> {
     let row = client
-        .query_one(
+        .row(
             "SELECT coalesce(sum(n), 0)::bigint FROM counters WHERE name = $1",
             &[&name],
         )
@@ -186,7 +237,7 @@ fn status_counter(status: LinkStatus) -> String {
 /// the caller's transaction commits.
 async fn notify(client: &impl GenericClient, code: &str) -> StoreResult<()> {
     client
-        .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &code])
+        .exec("SELECT pg_notify($1, $2)", &[&CHANNEL, &code])
         .await
         .map_err(db_error)?;
     Ok(())
@@ -308,7 +359,7 @@ impl Shared {
     async fn migrate(&self) -> StoreResult<()> {
         let mut client = self.client().await?;
         client
-            .execute(
+            .exec(
                 "SELECT pg_advisory_lock(hashtextextended($1, 0))",
                 &[&LOCK_MIGRATE],
             )
@@ -324,14 +375,14 @@ impl Shared {
                 .await
                 .map_err(db_error)?;
             let current: i32 = client
-                .query_one("SELECT coalesce(max(version), 0) FROM schema_versions", &[])
+                .row("SELECT coalesce(max(version), 0) FROM schema_versions", &[])
                 .await
                 .map_err(db_error)?
                 .get(0);
             for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
                 let tx = client.transaction().await.map_err(db_error)?;
                 tx.batch_execute(sql).await.map_err(db_error)?;
-                tx.execute(
+                tx.exec(
                     "INSERT INTO schema_versions (version) VALUES ($1)",
                     &[version],
                 )
@@ -344,7 +395,7 @@ impl Shared {
         }
         .await;
         let unlocked = client
-            .execute(
+            .exec(
                 "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
                 &[&LOCK_MIGRATE],
             )
@@ -367,7 +418,7 @@ impl Shared {
         }
         let client = self.client().await?;
         let end: i64 = client
-            .query_one(
+            .row(
                 "UPDATE id_blocks SET next = next + $1 WHERE name = 'link' RETURNING next",
                 &[&ID_BLOCK],
             )
@@ -540,7 +591,7 @@ impl Store for PgStore {
         self.block(async {
             let client = self.shared.client().await?;
             let row = client
-                .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])
+                .row_opt("SELECT value FROM meta WHERE key = $1", &[&key])
                 .await
                 .map_err(db_error)?;
             Ok(row.map(|r| r.get(0)))
@@ -551,14 +602,14 @@ impl Store for PgStore {
         self.block(async {
             let client = self.shared.client().await?;
             client
-                .execute(
+                .exec(
                     "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
                     &[&key, &value],
                 )
                 .await
                 .map_err(db_error)?;
             let row = client
-                .query_one("SELECT value FROM meta WHERE key = $1", &[&key])
+                .row("SELECT value FROM meta WHERE key = $1", &[&key])
                 .await
                 .map_err(db_error)?;
             Ok(row.get(0))
@@ -570,7 +621,7 @@ impl Store for PgStore {
         self.block(async {
             let client = self.shared.client().await?;
             client
-                .execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name])
+                .exec("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name])
                 .await
                 .map_err(db_error)?;
             Ok(JobLock::holding(Box::new(HeldLock(Some(client)))))
@@ -596,7 +647,7 @@ impl Store for PgStore {
     fn ping(&self) -> StoreResult<()> {
         self.block(async {
             let client = self.shared.client().await?;
-            client.execute("SELECT 1", &[]).await.map_err(db_error)?;
+            client.exec("SELECT 1", &[]).await.map_err(db_error)?;
             Ok(())
         })
     }
@@ -619,7 +670,7 @@ impl Shared {
             .flat_map(|d| [day_counter("creates", d), day_counter("visits", d)])
             .collect();
         let rows = client
-            .query(
+            .rows(
                 "SELECT name, sum(n)::bigint FROM counters WHERE name = ANY($1) GROUP BY name",
                 &[&names],
             )

@@ -1,7 +1,8 @@
 //! Code pools in PostgreSQL: refills, levels and peeks. Takes happen in the create
 //! transaction (`links.rs`), with `FOR UPDATE SKIP LOCKED`.
 
-use super::{bump, counter, db_error, rust_ms, sql_ms, Shared};
+use super::{
+    Cached,bump, counter, db_error, rust_ms, sql_ms, Shared};
 use crate::store::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreResult};
 
 /// The metadata key of a length's strategy state.
@@ -17,7 +18,7 @@ impl Shared {
         let length = i16::from(batch.length);
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
-        tx.execute(
+        tx.exec(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
             &[&format!("vshortlink:pool:{length}")],
         )
@@ -38,7 +39,7 @@ impl Shared {
             vec![0; codes.len()]
         };
         let added = tx
-            .execute(
+            .exec(
                 "INSERT INTO pool (code, length, score, tiebreak)
                  SELECT c, $2, $3, t FROM unnest($1::text[], $4::bigint[]) AS u(c, t)
                  WHERE NOT EXISTS (SELECT 1 FROM links WHERE code = u.c AND status <> 3)
@@ -48,7 +49,7 @@ impl Shared {
             .await
             .map_err(db_error)?;
         if let Some(state) = &batch.state {
-            tx.execute(
+            tx.exec(
                 "INSERT INTO meta (key, value) VALUES ($1, $2)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 &[&strategy_key(batch.length), state],
@@ -74,7 +75,7 @@ impl Shared {
     pub(super) async fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
         let client = self.client().await?;
         let row = client
-            .query_one(
+            .row(
                 "SELECT count(*) FILTER (WHERE score <= $2), count(*) FILTER (WHERE score > $2)
                  FROM pool WHERE length = $1",
                 &[&i16::from(length), &sql_ms(now)],
@@ -92,7 +93,7 @@ impl Shared {
     pub(super) async fn in_pool(&self, code: &str) -> StoreResult<bool> {
         let client = self.client().await?;
         Ok(client
-            .query_opt("SELECT 1 FROM pool WHERE code = $1", &[&code])
+            .row_opt("SELECT 1 FROM pool WHERE code = $1", &[&code])
             .await
             .map_err(db_error)?
             .is_some())
@@ -105,7 +106,7 @@ impl Shared {
     ) -> StoreResult<Vec<(Millis, String)>> {
         let client = self.client().await?;
         let rows = client
-            .query(
+            .rows(
                 "SELECT score, code FROM pool WHERE length = $1
                  ORDER BY score, tiebreak, code LIMIT $2",
                 &[

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
 
-use super::{bump, db_error, rust_ms, sql_ms, Shared, DAY_MS};
+use super::{
+    Cached,bump, db_error, rust_ms, sql_ms, Shared, DAY_MS};
 use crate::store::{
     Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, Visit, VisitPage,
     VisitSummary, VisitTotals,
@@ -48,7 +49,7 @@ impl Shared {
         let mut client = self.client().await?;
         if !preset {
             let rows = client
-                .query(
+                .rows(
                     "SELECT nextval('visit_ids') FROM generate_series(1, $1::bigint)",
                     &[&i64::try_from(visits.len()).unwrap_or(i64::MAX)],
                 )
@@ -68,7 +69,7 @@ impl Shared {
             .map(|v| serde_json::to_value(&v.visit))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| StoreError::Backend(format!("visit record: {e}")))?;
-        tx.execute(
+        tx.exec(
             "INSERT INTO visits (id, link_id, at, record)
              SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::jsonb[])
              ON CONFLICT (id) DO NOTHING",
@@ -77,7 +78,7 @@ impl Shared {
         .await
         .map_err(db_error)?;
         if preset {
-            tx.execute(
+            tx.exec(
                 "SELECT setval('visit_ids', greatest($1, (SELECT last_value FROM visit_ids)))",
                 &[&ids.iter().copied().max().unwrap_or(1).max(1)],
             )
@@ -92,7 +93,7 @@ impl Shared {
     pub(super) async fn last_visit_id(&self) -> StoreResult<u64> {
         let client = self.client().await?;
         let row = client
-            .query_one("SELECT last_value, is_called FROM visit_ids", &[])
+            .row("SELECT last_value, is_called FROM visit_ids", &[])
             .await
             .map_err(db_error)?;
         let called: bool = row.get(1);
@@ -119,7 +120,7 @@ impl Shared {
             (None, false) => 0,
         };
         let rows = client
-            .query(
+            .rows(
                 sql,
                 &[
                     &sql_ms(link_id),
@@ -150,7 +151,7 @@ impl Shared {
     pub(super) async fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
         let client = self.client().await?;
         let row = client
-            .query_opt(
+            .row_opt(
                 "SELECT visits, bots FROM visit_totals WHERE link_id = $1",
                 &[&sql_ms(link_id)],
             )
@@ -179,7 +180,7 @@ impl Shared {
         let client = self.client().await?;
         let link = sql_ms(link_id);
         for row in client
-            .query(
+            .rows(
                 "SELECT hour, visits, bots FROM visit_hours
                  WHERE link_id = $1 AND hour BETWEEN $2 AND $3 ORDER BY hour",
                 &[&link, &sql_ms(first_hour), &sql_ms(last_hour)],
@@ -196,7 +197,7 @@ impl Shared {
         let (first_day, last_day) = (sql_ms(first_day), sql_ms(last_day));
         let days: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&link, &first_day, &last_day];
         for row in client
-            .query(
+            .rows(
                 "SELECT dim, value, sum(n)::bigint FROM visit_dims
                  WHERE link_id = $1 AND day BETWEEN $2 AND $3 GROUP BY dim, value",
                 &days,
@@ -210,7 +211,7 @@ impl Shared {
         }
         let mut uniques = Hll::new();
         for row in client
-            .query(
+            .rows(
                 "SELECT sketch FROM visit_uniques WHERE link_id = $1 AND day BETWEEN $2 AND $3",
                 &days,
             )
@@ -229,7 +230,7 @@ impl Shared {
     pub(super) async fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
         let client = self.client().await?;
         let n = client
-            .execute(
+            .exec(
                 "DELETE FROM visits WHERE id IN (
                      SELECT id FROM visits WHERE at < $1 ORDER BY at LIMIT $2)",
                 &[&sql_ms(before), &i64::try_from(limit).unwrap_or(i64::MAX)],
@@ -246,7 +247,7 @@ async fn add_tally(client: &impl GenericClient, tally: &Tally) -> StoreResult<()
     let keys: Vec<&(u64, u64)> = tally.hours.keys().collect();
     let counts: Vec<&(u64, u64)> = tally.hours.values().collect();
     client
-        .execute(
+        .exec(
             "INSERT INTO visit_hours (link_id, hour, visits, bots)
              SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[])
              ON CONFLICT (link_id, hour) DO UPDATE
@@ -264,7 +265,7 @@ async fn add_tally(client: &impl GenericClient, tally: &Tally) -> StoreResult<()
     let dims: Vec<i16> = tally.dims.keys().map(|k| dim_code(k.2)).collect();
     let values: Vec<&str> = tally.dims.keys().map(|k| k.3.as_str()).collect();
     client
-        .execute(
+        .exec(
             "INSERT INTO visit_dims (link_id, day, dim, value, n)
              SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::text[], $5::bigint[])
              ON CONFLICT (link_id, day, dim, value) DO UPDATE SET n = visit_dims.n + excluded.n",
@@ -280,7 +281,7 @@ async fn add_tally(client: &impl GenericClient, tally: &Tally) -> StoreResult<()
         .map_err(db_error)?;
     let (links, totals): (Vec<&u64>, Vec<&(u64, u64)>) = tally.totals.iter().unzip();
     client
-        .execute(
+        .exec(
             "INSERT INTO visit_totals (link_id, visits, bots)
              SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
              ON CONFLICT (link_id) DO UPDATE
@@ -313,7 +314,7 @@ async fn add_uniques(client: &impl GenericClient, tally: &Tally) -> StoreResult<
     let days = i64s(tally.uniques.keys().map(|k| k.1));
     let empty = Hll::new().to_bytes();
     client
-        .execute(
+        .exec(
             "INSERT INTO visit_uniques (link_id, day, sketch)
              SELECT l, d, $3 FROM unnest($1::bigint[], $2::bigint[]) AS u(l, d)
              ON CONFLICT (link_id, day) DO NOTHING",
@@ -322,7 +323,7 @@ async fn add_uniques(client: &impl GenericClient, tally: &Tally) -> StoreResult<
         .await
         .map_err(db_error)?;
     let rows = client
-        .query(
+        .rows(
             "SELECT v.link_id, v.day, v.sketch FROM visit_uniques v
              JOIN unnest($1::bigint[], $2::bigint[]) AS u(l, d) ON v.link_id = u.l AND v.day = u.d
              ORDER BY v.link_id, v.day FOR UPDATE OF v",
@@ -344,7 +345,7 @@ async fn add_uniques(client: &impl GenericClient, tally: &Tally) -> StoreResult<
         sketches.push(hll.to_bytes());
     }
     client
-        .execute(
+        .exec(
             "UPDATE visit_uniques v SET sketch = u.s
              FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS u(l, d, s)
              WHERE v.link_id = u.l AND v.day = u.d",
