@@ -238,10 +238,10 @@ impl Pools {
         let Some(tier) = self.tiers.get(&length) else {
             return;
         };
-        let low = match self.store.pool_counts(length, now) {
-            Ok(c) => c.available < tier.low_water,
-            Err(_) => false,
-        };
+        let low = self
+            .store
+            .pool_below(length, now, tier.low_water)
+            .unwrap_or(false);
         if !low || tier.queued.swap(true, Ordering::AcqRel) {
             return;
         }

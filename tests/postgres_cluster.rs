@@ -401,3 +401,62 @@ fn an_unreachable_database_stops_start_up_naming_the_key() {
     assert!(!running);
     assert!(err.contains("storage.postgres.url"), "{err}");
 }
+
+/// When an instance loses its notification connection, changes made meanwhile are not lost
+/// on it: it reconnects, subscribes again and forgets everything it had cached.
+#[test]
+fn a_lost_notification_connection_reconnects_and_forgets_the_cache() {
+    let Some((a, b, url)) = pair() else { return };
+    let server = postgres::server().expect("server");
+    let database = url.rsplit('/').next().unwrap_or_default().to_string();
+    let made = a.create(json!({ "url": "https://example.com/before" }));
+    let code = made["code"].as_str().expect("code").to_string();
+    assert_eq!(
+        location(&b, &code).as_deref(),
+        Some("https://example.com/before")
+    );
+    // Both instances' listeners go; the patch is made while they are (maybe) away.
+    let killed = server.sql(
+        &database,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE query LIKE 'LISTEN%' AND datname = current_database()",
+    );
+    assert_eq!(killed, "2", "one listener per instance");
+    let patched = a
+        .req(
+            reqwest::Method::PATCH,
+            &format!("/api/v1/links/{code}"),
+            Some(ADMIN),
+        )
+        .json(&json!({ "url": "https://example.com/after" }))
+        .send()
+        .expect("patch");
+    assert_eq!(patched.status(), 200);
+    let took = within(Duration::from_secs(2), || {
+        location(&b, &code).as_deref() == Some("https://example.com/after")
+    });
+    assert!(
+        took.is_some(),
+        "B kept serving the old URL after its listener came back"
+    );
+    // And it listens again: a later change travels as before.
+    within(Duration::from_secs(2), || {
+        server.sql(
+            &database,
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()",
+        ) == "2"
+    })
+    .expect("both listeners are back");
+    a.req(
+        reqwest::Method::PATCH,
+        &format!("/api/v1/links/{code}"),
+        Some(ADMIN),
+    )
+    .json(&json!({ "url": "https://example.com/again" }))
+    .send()
+    .expect("patch");
+    assert!(within(Duration::from_secs(1), || {
+        location(&b, &code).as_deref() == Some("https://example.com/again")
+    })
+    .is_some());
+}

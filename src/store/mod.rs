@@ -607,6 +607,12 @@ pub trait Store: Send + Sync + 'static {
     /// A pool's levels at `now`.
     fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts>;
 
+    /// Whether fewer than `level` codes of a pool are available at `now` (the low-water check
+    /// after every create: a store whose exact counts cost a scan answers this one cheaply).
+    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
+        Ok(self.pool_counts(length, now)?.available < level)
+    }
+
     /// Is this code sitting in a pool (available or cooling)?
     fn in_pool(&self, code: &str) -> StoreResult<bool>;
 

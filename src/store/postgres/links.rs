@@ -9,9 +9,8 @@
 use deadpool_postgres::GenericClient;
 
 use super::{
-    Cached,
-    bump, counter, db_error, link_of, notify, rust_ms, sql_ms, status_code, status_counter, Shared,
-    DAY_MS, LINK_COLUMNS,
+    bump, counter, db_error, link_of, notify, rust_ms, sql_ms, status_code, status_counter, Cached,
+    Shared, DAY_MS, LINK_COLUMNS,
 };
 use crate::store::{
     ActiveEntry, CodeChoice, Created, Imported, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,

@@ -47,9 +47,11 @@ const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_init.sql"
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";
 /// Link ids reserved per round trip.
-const ID_BLOCK: i64 = 256;
-/// Counter rows per name (writers pick one at random).
-const COUNTER_SHARDS: i16 = 32;
+const ID_BLOCK: i64 = 1024;
+/// Counter rows per name: a writer adds to the row of its connection (backend pid modulo
+/// this), so concurrent transactions of one instance never wait on one another's counter rows
+/// until commit, and those of several instances seldom do.
+const COUNTER_SHARDS: i32 = 1024;
 /// The notification channel of link changes.
 const CHANNEL: &str = "vsl_links";
 const DAY_MS: u64 = 86_400_000;
@@ -76,6 +78,9 @@ struct Shared {
     config: tokio_postgres::Config,
     /// This instance's reserved link ids: `next..end`.
     ids: Mutex<(i64, i64)>,
+    /// Held while a new block is reserved, so that the creates that find the segment spent
+    /// at the same moment wait for one reservation rather than each making its own.
+    reserving: tokio::sync::Mutex<()>,
 }
 
 /// Maps a driver error: lost connections and refused ones are the storage being unavailable
@@ -205,12 +210,12 @@ async fn bump(client: &impl GenericClient, deltas: &[(String, i64)]) -> StoreRes
     }
     let names: Vec<&str> = deltas.iter().map(|(name, _)| name.as_str()).collect();
     let ns: Vec<i64> = deltas.iter().map(|(_, n)| *n).collect();
-    let shard = rand::random_range(0..COUNTER_SHARDS);
     client
         .exec(
-            "INSERT INTO counters (name, shard, n) SELECT name, $2, n FROM unnest($1::text[], $3::bigint[]) AS u(name, n)
+            "INSERT INTO counters (name, shard, n)
+             SELECT name, pg_backend_pid() % $2, n FROM unnest($1::text[], $3::bigint[]) AS u(name, n)
              ON CONFLICT (name, shard) DO UPDATE SET n = counters.n + excluded.n",
-            &[&names, &shard, &ns],
+            &[&names, &COUNTER_SHARDS, &ns],
         )
         .await
         .map_err(db_error)?;
@@ -277,6 +282,7 @@ impl PgStore {
                 pool,
                 config,
                 ids: Mutex::new((0, 0)),
+                reserving: tokio::sync::Mutex::new(()),
             }),
             runtime: Some(runtime),
         };
@@ -408,13 +414,13 @@ impl Shared {
     /// Reserved on a connection of its own, outside the caller's transaction, so that a
     /// rolled-back create never hands out a block twice.
     async fn next_link_id(&self) -> StoreResult<u64> {
-        {
-            let mut ids = self.ids.lock();
-            if ids.0 < ids.1 {
-                let id = ids.0;
-                ids.0 += 1;
-                return Ok(rust_ms(id));
-            }
+        if let Some(id) = self.take_id() {
+            return Ok(id);
+        }
+        let _reserving = self.reserving.lock().await;
+        // Another create may have reserved a block while we waited.
+        if let Some(id) = self.take_id() {
+            return Ok(id);
         }
         let client = self.client().await?;
         let end: i64 = client
@@ -429,6 +435,15 @@ impl Shared {
         let mut ids = self.ids.lock();
         *ids = (start + 1, end);
         Ok(rust_ms(start))
+    }
+
+    fn take_id(&self) -> Option<u64> {
+        let mut ids = self.ids.lock();
+        (ids.0 < ids.1).then(|| {
+            let id = ids.0;
+            ids.0 += 1;
+            rust_ms(id)
+        })
     }
 }
 
@@ -522,6 +537,10 @@ impl Store for PgStore {
 
     fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
         self.block(self.shared.pool_counts(length, now))
+    }
+
+    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
+        self.block(self.shared.pool_below(length, now, level))
     }
 
     fn in_pool(&self, code: &str) -> StoreResult<bool> {

@@ -1,8 +1,7 @@
 //! Code pools in PostgreSQL: refills, levels and peeks. Takes happen in the create
 //! transaction (`links.rs`), with `FOR UPDATE SKIP LOCKED`.
 
-use super::{
-    Cached,bump, counter, db_error, rust_ms, sql_ms, Shared};
+use super::{bump, counter, db_error, rust_ms, sql_ms, Cached, Shared};
 use crate::store::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreResult};
 
 /// The metadata key of a length's strategy state.
@@ -88,6 +87,26 @@ impl Shared {
             generated_total: counter(&client, &format!("pool:{length}:generated")).await?,
             recycled_total: counter(&client, &format!("pool:{length}:recycled")).await?,
         })
+    }
+
+    /// Counts at most `level` available codes: an index range of that size, not the pool.
+    pub(super) async fn pool_below(
+        &self,
+        length: u8,
+        now: Millis,
+        level: u64,
+    ) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let level = i64::try_from(level).unwrap_or(i64::MAX);
+        let row = client
+            .row(
+                "SELECT count(*) FROM (SELECT 1 FROM pool WHERE length = $1 AND score <= $2
+                 ORDER BY score, tiebreak, code LIMIT $3) AS due",
+                &[&i16::from(length), &sql_ms(now), &level],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(row.get::<_, i64>(0) < level)
     }
 
     pub(super) async fn in_pool(&self, code: &str) -> StoreResult<bool> {

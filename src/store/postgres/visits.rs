@@ -6,8 +6,7 @@ use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
 
-use super::{
-    Cached,bump, db_error, rust_ms, sql_ms, Shared, DAY_MS};
+use super::{bump, db_error, rust_ms, sql_ms, Cached, Shared, DAY_MS};
 use crate::store::{
     Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, Visit, VisitPage,
     VisitSummary, VisitTotals,
