@@ -366,6 +366,73 @@ fn meta_keeps_the_first_value(make: Make) {
 }
 
 /// One `#[test]` per case for a backend: `backend!(name; cases…)` makes `mod name`.
+/// Imported records keep their code, status and (when free) id; importing again changes
+/// nothing; a code leading elsewhere is a conflict; an imported code leaves its pool.
+fn import_keeps_records_and_is_idempotent(make: Make) {
+    use vshortlink::store::{Imported, Link};
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 6, &["imp001", "imp002"], T0);
+    let record = |id: u64, code: &str, url: &str, status: LinkStatus| Link {
+        id,
+        code: code.into(),
+        url: url.into(),
+        space: "default".into(),
+        custom: false,
+        created_at: T0 - DAY,
+        expires_at: None,
+        status,
+        title: Some("t".into()),
+        tags: vec!["a".into(), "b".into()],
+        updated_at: T0 - DAY,
+        deleted_at: None,
+    };
+    let batch = [
+        record(40, "imp001", "https://x.example/1", LinkStatus::Active),
+        record(41, "imq002", "https://x.example/2", LinkStatus::Deleted),
+    ];
+    let first = store.import_links(&batch).unwrap();
+    assert!(matches!(&first[0], Imported::Created(l) if l.id == 40 && l.code == "imp001"));
+    assert!(matches!(&first[1], Imported::Created(l) if l.id == 41));
+    assert!(
+        !store.in_pool("imp001").unwrap(),
+        "an imported code leaves its pool"
+    );
+    assert_eq!(store.resolve("imp001").unwrap().map(|e| e.id), Some(40));
+    assert_eq!(
+        store.resolve("imq002").unwrap(),
+        None,
+        "a deleted record does not redirect"
+    );
+    let got = store.link_by_code("imp001").unwrap().unwrap();
+    assert_eq!((got.title.as_deref(), got.tags.len()), (Some("t"), 2));
+    let again = store.import_links(&batch).unwrap();
+    assert!(again.iter().all(|r| matches!(r, Imported::Unchanged(_))));
+    let elsewhere = store
+        .import_links(&[record(
+            50,
+            "imp001",
+            "https://y.example/",
+            LinkStatus::Active,
+        )])
+        .unwrap();
+    assert!(matches!(&elsewhere[0], Imported::Conflict(l) if l.id == 40));
+    let archived = record(60, "imp002", "https://x.example/old", LinkStatus::Archived);
+    assert!(matches!(
+        &store.import_links(std::slice::from_ref(&archived)).unwrap()[0],
+        Imported::Created(l) if l.id == 60
+    ));
+    assert!(matches!(
+        &store.import_links(&[archived]).unwrap()[0],
+        Imported::Unchanged(_)
+    ));
+    // A create after the import never reuses an imported id.
+    let made = created(store.create_link(&new_link(CodeChoice::Pool(6), "https://z.example/")));
+    assert!(![40, 41, 60].contains(&made.id), "id {} reused", made.id);
+    let counts = store.link_counts().unwrap();
+    assert_eq!((counts.active, counts.deleted, counts.archived), (2, 1, 1));
+}
+
 macro_rules! backend {
     ($backend:ident; $($case:ident),+ $(,)?) => {
         mod $backend {
@@ -393,6 +460,7 @@ backend!(
     list_with_cursor_and_search,
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,
+    import_keeps_records_and_is_idempotent,
 );
 
 backend!(
@@ -406,4 +474,5 @@ backend!(
     list_with_cursor_and_search,
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,
+    import_keeps_records_and_is_idempotent,
 );

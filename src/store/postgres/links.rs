@@ -6,6 +6,8 @@
 //! [`Link::is_dedup_target`]); this file only persists them, each change in one transaction
 //! that also notifies the other instances.
 
+use std::collections::{BTreeMap, HashMap};
+
 use deadpool_postgres::GenericClient;
 
 use super::{
@@ -499,81 +501,158 @@ impl Shared {
         })
     }
 
-    /// Writes whole records (import) in one transaction; see [`crate::store::Store::import_links`].
+    /// Writes whole records (import) in one transaction; see
+    /// [`crate::store::Store::import_links`]. A batch costs a handful of statements, whatever
+    /// its size: owners and taken ids are read for the whole batch, the new rows written with
+    /// one insert from a JSON array.
     pub(super) async fn import_links(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
+        let codes: Vec<&str> = batch
+            .iter()
+            .filter(|l| l.status != LinkStatus::Archived)
+            .map(|l| l.code.as_str())
+            .collect();
+        let mut owners: HashMap<String, Link> = HashMap::new();
+        for row in tx
+            .rows(
+                &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = ANY($1) AND status <> 3"),
+                &[&codes],
+            )
+            .await
+            .map_err(db_error)?
+        {
+            let link = link_of(&row)?;
+            owners.insert(link.code.clone(), link);
+        }
+        let ids: Vec<i64> = batch
+            .iter()
+            .filter(|l| l.id > 0)
+            .map(|l| sql_ms(l.id))
+            .collect();
+        let mut by_id: HashMap<u64, Link> = HashMap::new();
+        for row in tx
+            .rows(
+                &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = ANY($1)"),
+                &[&ids],
+            )
+            .await
+            .map_err(db_error)?
+        {
+            let link = link_of(&row)?;
+            by_id.insert(link.id, link);
+        }
         let mut results = Vec::with_capacity(batch.len());
-        let mut deltas: std::collections::BTreeMap<String, i64> = Default::default();
-        let mut highest = 0u64;
+        let mut fresh: Vec<Link> = Vec::new();
         for link in batch {
-            if link.status == LinkStatus::Archived {
+            let existing = if link.status == LinkStatus::Archived {
                 // An archived record owns no code: it is matched by id.
-                if link.id > 0 {
-                    if let Some(row) = tx
-                        .row_opt(
-                            &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
-                            &[&sql_ms(link.id)],
-                        )
-                        .await
-                        .map_err(db_error)?
-                    {
-                        let existing = link_of(&row)?;
-                        results.push(if existing == *link {
-                            Imported::Unchanged(existing)
-                        } else {
-                            Imported::Conflict(existing)
-                        });
-                        continue;
-                    }
-                }
-            } else if let Some(existing) = owner(&tx, &link.code).await? {
-                results.push(if existing.url == link.url {
-                    Imported::Unchanged(existing)
+                by_id.get(&link.id).map(|e| (e, e == link))
+            } else {
+                owners.get(&link.code).map(|e| (e, e.url == link.url))
+            };
+            if let Some((existing, same)) = existing {
+                results.push(if same {
+                    Imported::Unchanged(existing.clone())
                 } else {
-                    Imported::Conflict(existing)
+                    Imported::Conflict(existing.clone())
                 });
                 continue;
-            } else {
-                tx.exec("DELETE FROM pool WHERE code = $1", &[&link.code])
-                    .await
-                    .map_err(db_error)?;
             }
             let mut record = link.clone();
-            if record.id == 0 {
+            // A record keeps its id when it is free. (Import runs alone, from the command
+            // line: a second connection for a new id block cannot starve anyone.)
+            while record.id == 0 || by_id.contains_key(&record.id) {
                 record.id = self.next_link_id().await?;
             }
-            loop {
-                match insert_link(&tx, &record).await? {
-                    None => break,
-                    Some(Refused::IdTaken) => record.id = self.next_link_id().await?,
-                    Some(Refused::CodeOwned) => {
-                        return Err(StoreError::CodeTaken(record.code.clone()))
-                    }
-                }
-            }
-            highest = highest.max(record.id);
-            *deltas.entry(status_counter(record.status)).or_default() += 1;
-            *deltas
-                .entry(format!("creates:{}", record.created_at / DAY_MS))
-                .or_default() += 1;
+            // Later records of this batch see this one as taken.
+            by_id.insert(record.id, record.clone());
             if record.status != LinkStatus::Archived {
-                notify(&tx, &record.code).await?;
+                owners.insert(record.code.clone(), record.clone());
             }
-            results.push(Imported::Created(record));
+            results.push(Imported::Created(record.clone()));
+            fresh.push(record);
         }
+        if fresh.is_empty() {
+            tx.commit().await.map_err(db_error)?;
+            return Ok(results);
+        }
+        let live: Vec<&str> = fresh
+            .iter()
+            .filter(|l| l.status != LinkStatus::Archived)
+            .map(|l| l.code.as_str())
+            .collect();
+        tx.exec("DELETE FROM pool WHERE code = ANY($1)", &[&live])
+            .await
+            .map_err(db_error)?;
+        let rows: Vec<serde_json::Value> = fresh.iter().map(import_row).collect();
+        let inserted = tx
+            .exec(
+                "INSERT INTO links
+                     (id, code, url, space, custom, created_at, expires_at, status, title, tags,
+                      updated_at, deleted_at, recycle_from)
+                 SELECT id, code, url, space, custom, created_at, expires_at, status, title,
+                        tags, updated_at, deleted_at, recycle_from
+                 FROM jsonb_to_recordset($1::jsonb) AS r(
+                     id bigint, code text, url text, space text, custom boolean,
+                     created_at bigint, expires_at bigint, status smallint, title text,
+                     tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint)",
+                &[&serde_json::Value::Array(rows)],
+            )
+            .await
+            .map_err(db_error)?;
+        if inserted != fresh.len() as u64 {
+            return Err(StoreError::Backend(format!(
+                "import wrote {inserted} of {} links",
+                fresh.len()
+            )));
+        }
+        tx.exec(
+            "SELECT pg_notify($1, code) FROM unnest($2::text[]) AS code",
+            &[&super::CHANNEL, &live],
+        )
+        .await
+        .map_err(db_error)?;
         // New segments start past every imported id.
+        let highest = fresh.iter().map(|l| l.id).max().unwrap_or(0);
         tx.exec(
             "UPDATE id_blocks SET next = greatest(next, $1) WHERE name = 'link'",
             &[&sql_ms(highest.saturating_add(1))],
         )
         .await
         .map_err(db_error)?;
+        let mut deltas: BTreeMap<String, i64> = BTreeMap::new();
+        for record in &fresh {
+            *deltas.entry(status_counter(record.status)).or_default() += 1;
+            *deltas
+                .entry(format!("creates:{}", record.created_at / DAY_MS))
+                .or_default() += 1;
+        }
         let deltas: Vec<(String, i64)> = deltas.into_iter().collect();
         bump(&tx, &deltas).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(results)
     }
+}
+
+/// A link as a row of the import's JSON array (times as numbers, the recycling queue
+/// derived from the status).
+fn import_row(link: &Link) -> serde_json::Value {
+    serde_json::json!({
+        "id": sql_ms(link.id),
+        "code": link.code,
+        "url": link.url,
+        "space": link.space,
+        "custom": link.custom,
+        "created_at": sql_ms(link.created_at),
+        "expires_at": link.expires_at.map(sql_ms),
+        "status": status_code(link.status),
+        "title": link.title,
+        "tags": link.tags,
+        "updated_at": sql_ms(link.updated_at),
+        "deleted_at": link.deleted_at.map(sql_ms),
+        "recycle_from": link.status.recyclable().then(|| link.ended_at()).flatten().map(sql_ms),
+    })
 }
 
 /// The dedup target of a space, length and URL: the oldest link that is one by the domain's
