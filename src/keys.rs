@@ -96,6 +96,12 @@ impl KeyRing {
         self.by_hash.get(&hash(key)).cloned()
     }
 
+    /// The holder of the key whose SHA-256 this is (a session shared through the store
+    /// remembers the key only as its digest).
+    pub fn lookup_digest(&self, digest: &[u8; 32]) -> Option<Arc<Principal>> {
+        self.by_hash.get(digest).cloned()
+    }
+
     /// The first key for which `matches` holds (YOURLS signatures derived from a key).
     pub fn find(&self, matches: impl Fn(&str) -> bool) -> Option<Arc<Principal>> {
         self.secrets
@@ -105,7 +111,8 @@ impl KeyRing {
     }
 }
 
-fn hash(key: &str) -> [u8; 32] {
+/// The SHA-256 of a key, by which the ring finds it.
+pub fn hash(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 

@@ -200,7 +200,12 @@ pub async fn build(
         clock.clone(),
         config.clone(),
     ));
-    let ui = Ui::new(&config, &config.server.base_url, clock.clone())?;
+    let ui = Ui::new(
+        &config,
+        &config.server.base_url,
+        clock.clone(),
+        store.clone(),
+    )?;
     let state = AppState {
         lifecycle,
         config: config.clone(),

@@ -460,3 +460,52 @@ fn a_lost_notification_connection_reconnects_and_forgets_the_cache() {
     })
     .is_some());
 }
+
+/// A browser behind a load balancer may reach either instance: a page session opened on one
+/// is honoured by the other (sessions live in the database), and so is signing out.
+#[test]
+fn a_page_session_opened_on_one_instance_works_on_the_other() {
+    use common::pages::PageClient;
+    let Some((a, b, _)) = pair() else { return };
+    let page = PageClient::new(&a);
+    let signed_in = page.post_form(
+        "/ui/login",
+        &[("key", common::EDITOR), ("next", "/ui/links")],
+    );
+    assert_eq!(signed_in.status(), 303);
+    let session = signed_in
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|c| c.strip_prefix("vsl_session="))
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    let on_b = |path: &str| page.client.get(b.url(path)).send().expect("GET on B");
+    let links = on_b("/ui/links");
+    assert_eq!(links.status(), 200, "B asked the browser to sign in again");
+    // The form token is the session's, whichever instance rendered the page.
+    let token_a = common::pages::csrf_of(&page.get("/").text().expect("page"));
+    let token_b = common::pages::csrf_of(&on_b("/").text().expect("page"));
+    assert_eq!(token_a, token_b);
+    let out = page
+        .client
+        .post(b.url("/ui/logout"))
+        .form(&[("csrf", token_b.as_str())])
+        .send()
+        .expect("sign out on B");
+    assert_eq!(out.status(), 303);
+    // The old cookie, replayed to A, opens nothing: the session is gone from the database.
+    let replayed = a
+        .client
+        .get(a.url("/ui/links"))
+        .header("cookie", format!("vsl_session={session}"))
+        .send()
+        .expect("replay");
+    assert_eq!(
+        replayed.status(),
+        303,
+        "signed out on B, still signed in on A"
+    );
+}

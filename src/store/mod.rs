@@ -522,6 +522,26 @@ impl JobLock {
     }
 }
 
+/// Short-lived records that every process sharing a store must see (page sessions, batch
+/// results), kept by kind and id with the time they were last touched.
+pub trait SharedRecords: Send + Sync {
+    /// Writes a record, touched `now`; records of the kind untouched for `ttl` go.
+    fn put(&self, kind: &str, id: &[u8], value: &[u8], now: Millis, ttl: Millis)
+        -> StoreResult<()>;
+
+    /// A record touched within `ttl` before `now`; with `touch`, its clock restarts.
+    fn get(
+        &self,
+        kind: &str,
+        id: &[u8],
+        now: Millis,
+        ttl: Millis,
+        touch: bool,
+    ) -> StoreResult<Option<Vec<u8>>>;
+
+    fn delete(&self, kind: &str, id: &[u8]) -> StoreResult<()>;
+}
+
 /// Storage for links, code pools and their metadata.
 ///
 /// Implementations must make every write atomic across the records it touches and durable
@@ -698,6 +718,13 @@ pub trait Store: Send + Sync + 'static {
     /// until the returned lock is dropped (the lifecycle job runs on one instance at a time).
     fn job_lock(&self, _name: &str) -> StoreResult<JobLock> {
         Ok(JobLock::local())
+    }
+
+    /// Where short-lived records shared by every instance live, for a store that several
+    /// instances share; `None` for one that only this process uses, which then keeps them in
+    /// its own memory.
+    fn shared_records(&self) -> Option<&dyn SharedRecords> {
+        None
     }
 
     /// Subscribes the caches of this process to changes made by other processes sharing the

@@ -1,6 +1,7 @@
 //! Results of "many at once" shortenings, kept for an hour so that their CSV can be downloaded
-//! (`/ui/batch/{id}`) without creating anything again. The id is random and unguessable; the
-//! store is bounded.
+//! (`/ui/batch/{id}`) without creating anything again. The id is random and unguessable. One
+//! instance keeps results in memory (bounded); instances sharing a store keep them there, so
+//! the download may reach another instance than the shortening did.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use super::render::{message, Visitor};
 use super::session::random_token;
 use crate::clock::Clock;
 use crate::state::AppState;
-use crate::store::Millis;
+use crate::store::{Millis, Store};
 
 /// How long a result stays downloadable.
 const KEEP_MS: Millis = 3_600_000;
@@ -22,7 +23,7 @@ const KEEP_MS: Millis = 3_600_000;
 const MAX_KEPT: usize = 256;
 
 /// One line of a batch: what was asked and what came of it.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct BatchLine {
     pub line: usize,
     pub url: String,
@@ -42,20 +43,33 @@ type Kept = (Millis, Arc<Vec<BatchLine>>);
 pub struct RecentBatches {
     map: Mutex<HashMap<String, Kept>>,
     clock: Arc<dyn Clock>,
+    store: Arc<dyn Store>,
 }
 
+/// The kind of shared record a batch result is.
+const KIND: &str = "batch";
+
 impl RecentBatches {
-    pub fn new(clock: Arc<dyn Clock>) -> Self {
+    pub fn new(clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
         Self {
             map: Mutex::new(HashMap::new()),
             clock,
+            store,
         }
     }
 
-    /// Keeps a result; returns its id.
+    /// Keeps a result; returns its id. A shared store that fails to keep it costs only the
+    /// download (logged); the links were made.
     pub fn keep(&self, lines: Vec<BatchLine>) -> String {
         let now = self.clock.now();
         let id = random_token();
+        if let Some(shared) = self.store.shared_records() {
+            let bytes = serde_json::to_vec(&lines).unwrap_or_default();
+            if let Err(e) = shared.put(KIND, id.as_bytes(), &bytes, now, KEEP_MS) {
+                tracing::warn!(error = %e, "batch result could not be kept for download");
+            }
+            return id;
+        }
         let mut map = self.map.lock();
         map.retain(|_, (at, _)| now.saturating_sub(*at) < KEEP_MS);
         if map.len() >= MAX_KEPT {
@@ -73,6 +87,13 @@ impl RecentBatches {
 
     pub fn get(&self, id: &str) -> Option<Arc<Vec<BatchLine>>> {
         let now = self.clock.now();
+        if let Some(shared) = self.store.shared_records() {
+            let bytes = shared
+                .get(KIND, id.as_bytes(), now, KEEP_MS, false)
+                .map_err(|e| tracing::warn!(error = %e, "batch result lookup failed"))
+                .ok()??;
+            return serde_json::from_slice(&bytes).ok().map(Arc::new);
+        }
         let map = self.map.lock();
         map.get(id)
             .filter(|(at, _)| now.saturating_sub(*at) < KEEP_MS)

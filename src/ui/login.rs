@@ -10,7 +10,7 @@ use minijinja::context;
 
 use super::forms::{field, CheckedForm};
 use super::i18n::{Lang, LANG_COOKIE};
-use super::render::{local_path, page, see_other, Visitor};
+use super::render::{local_path, message, page, see_other, Visitor};
 use super::session::{cookie, set_cookie, SESSION_COOKIE};
 use crate::state::AppState;
 
@@ -51,7 +51,8 @@ pub async fn sign_in(
     CheckedForm(fields): CheckedForm,
 ) -> Response {
     let next = local_path(field(&fields, "next"), AFTER_SIGN_IN);
-    let Some(principal) = field(&fields, "key").and_then(|k| state.keys.lookup(k)) else {
+    let key = field(&fields, "key").unwrap_or_default();
+    let Some(principal) = state.keys.lookup(key) else {
         return render(
             &state,
             &visitor,
@@ -60,7 +61,18 @@ pub async fn sign_in(
             Some("login.unknown_key"),
         );
     };
-    let token = state.ui.sessions.open(principal);
+    let token = match state.ui.sessions.open(principal, key) {
+        Ok(token) => token,
+        Err(e) => {
+            tracing::error!(error = %e, "page session could not be opened");
+            return message(
+                &state,
+                &visitor,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "msg.failed",
+            );
+        }
+    };
     let cookie = set_cookie(
         SESSION_COOKIE,
         &token,

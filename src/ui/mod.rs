@@ -59,7 +59,12 @@ pub enum UiError {
 }
 
 impl Ui {
-    pub fn new(config: &Config, base_url: &str, clock: Arc<dyn Clock>) -> Result<Self, UiError> {
+    pub fn new(
+        config: &Config,
+        base_url: &str,
+        clock: Arc<dyn Clock>,
+        store: Arc<dyn crate::store::Store>,
+    ) -> Result<Self, UiError> {
         let catalogues = i18n::Catalogues::load()?;
         let templates = render::Templates::new()?;
         let assets = assets::Assets::new();
@@ -70,8 +75,8 @@ impl Ui {
             templates,
             catalogues,
             assets,
-            sessions: session::Sessions::new(ttl, clock.clone()),
-            batches: batch::RecentBatches::new(clock),
+            sessions: session::Sessions::new(ttl, clock.clone(), store.clone()),
+            batches: batch::RecentBatches::new(clock, store),
             errors,
             secure_cookies: base_url.starts_with("https://"),
         })

@@ -117,7 +117,8 @@ impl FromRequestParts<AppState> for Visitor {
     ) -> Result<Self, Self::Rejection> {
         let headers = &parts.headers;
         let lang = negotiate(headers);
-        let session = cookie(headers, SESSION_COOKIE).and_then(|t| state.ui.sessions.touch(t));
+        let session =
+            cookie(headers, SESSION_COOKIE).and_then(|t| state.ui.sessions.touch(t, &state.keys));
         let (csrf, new_csrf) = match (&session, cookie(headers, CSRF_COOKIE)) {
             (Some(s), _) => (s.csrf.clone(), false),
             (None, Some(c)) if c.len() == 64 => (c.to_string(), false),

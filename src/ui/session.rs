@@ -1,8 +1,13 @@
-//! Page sessions: signing in with an API key gives a random session token, kept in memory and
-//! sent back in an `HttpOnly; SameSite=Strict` cookie (`Secure` when `server.base_url` is
-//! https). A session ends after `ui.session_ttl` without a request, on sign-out, or when the
-//! server restarts (sessions are not persisted: a restart signs everyone out, which is the
-//! safe side for a credential).
+//! Page sessions: signing in with an API key gives a random session token, sent back in an
+//! `HttpOnly; SameSite=Strict` cookie (`Secure` when `server.base_url` is https). A session
+//! ends after `ui.session_ttl` without a request or on sign-out.
+//!
+//! One instance keeps its sessions in memory (a restart signs everyone out, which is the safe
+//! side for a credential). Instances that share a store (PostgreSQL) keep them there, so that a
+//! browser behind a load balancer may reach any of them: the record holds the key's SHA-256
+//! (the key ring finds its holder, so a key removed from the configuration ends its sessions)
+//! and the form token. Either way sessions are found by the SHA-256 of their token, so neither
+//! a heap dump nor the database holds usable tokens.
 //!
 //! Forms are protected twice against cross-site requests: the strict cookie is never sent by
 //! another site, and every form that changes something carries a token that must match the
@@ -16,8 +21,8 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::clock::Clock;
-use crate::keys::Principal;
-use crate::store::Millis;
+use crate::keys::{KeyRing, Principal};
+use crate::store::{Millis, Store, StoreError};
 
 pub const SESSION_COOKIE: &str = "vsl_session";
 pub const CSRF_COOKIE: &str = "vsl_csrf";
@@ -33,26 +38,49 @@ pub struct Session {
     last_seen: Millis,
 }
 
-/// Every live session, by the SHA-256 of its token (a heap dump does not hold usable tokens).
+/// Every live session, by the SHA-256 of its token.
 pub struct Sessions {
     map: Mutex<HashMap<[u8; 32], Session>>,
     ttl: Millis,
     clock: Arc<dyn Clock>,
+    /// Kept here instead of `map` when the store is shared by several instances.
+    store: Arc<dyn Store>,
 }
 
+/// A session as the shared store keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stored {
+    /// Hex SHA-256 of the API key that signed in.
+    key: String,
+    csrf: String,
+}
+
+/// The kind of shared record a session is.
+const KIND: &str = "session";
+
 impl Sessions {
-    pub fn new(ttl: Millis, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(ttl: Millis, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
         Self {
             map: Mutex::new(HashMap::new()),
             ttl,
             clock,
+            store,
         }
     }
 
-    /// Opens a session; returns its token (for the cookie).
-    pub fn open(&self, principal: Arc<Principal>) -> String {
+    /// Opens a session for the holder of `key`; returns its token (for the cookie).
+    pub fn open(&self, principal: Arc<Principal>, key: &str) -> Result<String, StoreError> {
         let token = random_token();
         let now = self.clock.now();
+        if let Some(shared) = self.store.shared_records() {
+            let record = Stored {
+                key: hex::encode(crate::keys::hash(key)),
+                csrf: random_token(),
+            };
+            let bytes = serde_json::to_vec(&record).unwrap_or_default();
+            shared.put(KIND, &digest(&token), &bytes, now, self.ttl)?;
+            return Ok(token);
+        }
         let mut map = self.map.lock();
         if map.len() >= MAX_SESSIONS {
             let ttl = self.ttl;
@@ -71,13 +99,27 @@ impl Sessions {
                 last_seen: now,
             },
         );
-        token
+        Ok(token)
     }
 
-    /// The live session of a token, its inactivity clock restarted.
-    pub fn touch(&self, token: &str) -> Option<Session> {
+    /// The live session of a token, its inactivity clock restarted. A shared store that
+    /// cannot be reached signs nobody in (and says so in the log).
+    pub fn touch(&self, token: &str, keys: &KeyRing) -> Option<Session> {
         let now = self.clock.now();
         let key = digest(token);
+        if let Some(shared) = self.store.shared_records() {
+            let bytes = shared
+                .get(KIND, &key, now, self.ttl, true)
+                .map_err(|e| tracing::warn!(error = %e, "page session lookup failed"))
+                .ok()??;
+            let stored: Stored = serde_json::from_slice(&bytes).ok()?;
+            let digest: [u8; 32] = hex::decode(&stored.key).ok()?.try_into().ok()?;
+            return Some(Session {
+                principal: keys.lookup_digest(&digest)?,
+                csrf: stored.csrf,
+                last_seen: now,
+            });
+        }
         let mut map = self.map.lock();
         let session = map.get_mut(&key)?;
         if now.saturating_sub(session.last_seen) >= self.ttl {
@@ -89,6 +131,12 @@ impl Sessions {
     }
 
     pub fn close(&self, token: &str) {
+        if let Some(shared) = self.store.shared_records() {
+            if let Err(e) = shared.delete(KIND, &digest(token)) {
+                tracing::warn!(error = %e, "page session could not be removed");
+            }
+            return;
+        }
         self.map.lock().remove(&digest(token));
     }
 
@@ -148,29 +196,37 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::config::Role;
 
-    fn principal() -> Arc<Principal> {
-        Arc::new(Principal {
-            name: "n".into(),
-            role: Role::Viewer,
-            spaces: None,
-        })
-    }
-
     #[test]
     fn sessions_expire_after_inactivity() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::SledStore::open(&crate::store::StoreOptions::new(dir.path()))
+                .expect("store"),
+        );
+        let auth = crate::config::AuthConfig {
+            anonymous_create: false,
+            keys: vec![crate::config::ApiKey {
+                key: "k".into(),
+                name: "n".into(),
+                role: Role::Viewer,
+                spaces: None,
+            }],
+        };
+        let (keys, _) = KeyRing::load(&auth, dir.path(), &*store).expect("keys");
         let clock = Arc::new(ManualClock::new(1_000));
-        let sessions = Sessions::new(10_000, clock.clone());
-        let token = sessions.open(principal());
+        let sessions = Sessions::new(10_000, clock.clone(), store);
+        let principal = keys.lookup("k").expect("principal");
+        let token = sessions.open(principal, "k").expect("open");
         clock.advance(9_000);
-        assert!(sessions.touch(&token).is_some());
+        assert!(sessions.touch(&token, &keys).is_some());
         clock.advance(9_000);
         assert!(
-            sessions.touch(&token).is_some(),
+            sessions.touch(&token, &keys).is_some(),
             "activity restarts the clock"
         );
         clock.advance(10_000);
-        assert!(sessions.touch(&token).is_none());
-        assert!(sessions.touch("forged").is_none());
+        assert!(sessions.touch(&token, &keys).is_none());
+        assert!(sessions.touch("forged", &keys).is_none());
     }
 
     #[test]

@@ -39,11 +39,15 @@ use tokio_postgres::{NoTls, Row};
 use crate::store::{
     ActiveEntry, ChangeHandler, Created, DayCount, FlushStats, Imported, JobLock, Link, LinkCounts,
     LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
-    PoolCounts, Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    PoolCounts, SharedRecords, Store, StoreError, StoreResult, VisitPage, VisitSummary,
+    VisitTotals,
 };
 
 /// The schema, one file per version, applied in order at start-up.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("migrations/0001_init.sql")),
+    (2, include_str!("migrations/0002_shared_records.sql")),
+];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";
 /// Link ids reserved per round trip.
@@ -647,6 +651,10 @@ impl Store for PgStore {
         })
     }
 
+    fn shared_records(&self) -> Option<&dyn SharedRecords> {
+        Some(self)
+    }
+
     fn watch(&self, on_change: ChangeHandler) {
         if let Some(runtime) = &self.runtime {
             runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
@@ -674,6 +682,85 @@ impl Store for PgStore {
     fn close(&self) -> StoreResult<()> {
         self.shared.pool.close();
         Ok(())
+    }
+}
+
+/// Page sessions and batch results, in a table every instance reads.
+impl SharedRecords for PgStore {
+    fn put(
+        &self,
+        kind: &str,
+        id: &[u8],
+        value: &[u8],
+        now: Millis,
+        ttl: Millis,
+    ) -> StoreResult<()> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .exec(
+                    "DELETE FROM shared_records WHERE kind = $1 AND touched_at < $2",
+                    &[&kind, &sql_ms(now.saturating_sub(ttl))],
+                )
+                .await
+                .map_err(db_error)?;
+            client
+                .exec(
+                    "INSERT INTO shared_records (kind, id, value, touched_at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (kind, id) DO UPDATE SET value = excluded.value,
+                                                          touched_at = excluded.touched_at",
+                    &[&kind, &id, &value, &sql_ms(now)],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    fn get(
+        &self,
+        kind: &str,
+        id: &[u8],
+        now: Millis,
+        ttl: Millis,
+        touch: bool,
+    ) -> StoreResult<Option<Vec<u8>>> {
+        let since = sql_ms(now.saturating_sub(ttl));
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = if touch {
+                client
+                    .row_opt(
+                        "UPDATE shared_records SET touched_at = $4
+                         WHERE kind = $1 AND id = $2 AND touched_at >= $3 RETURNING value",
+                        &[&kind, &id, &since, &sql_ms(now)],
+                    )
+                    .await
+            } else {
+                client
+                    .row_opt(
+                        "SELECT value FROM shared_records
+                         WHERE kind = $1 AND id = $2 AND touched_at >= $3",
+                        &[&kind, &id, &since],
+                    )
+                    .await
+            };
+            Ok(row.map_err(db_error)?.map(|r| r.get(0)))
+        })
+    }
+
+    fn delete(&self, kind: &str, id: &[u8]) -> StoreResult<()> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .exec(
+                    "DELETE FROM shared_records WHERE kind = $1 AND id = $2",
+                    &[&kind, &id],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
     }
 }
 
