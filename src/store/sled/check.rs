@@ -91,7 +91,7 @@ impl SledStore {
                 ("ended".into(), &self.ended),
                 ("pool_members".into(), &self.members),
                 ("counters".into(), &self.counters),
-                ("visits".into(), &self.visits),
+                ("visit_blocks".into(), &self.visit_blocks),
                 ("days".into(), &self.visit_days),
             ];
             for (i, pool) in self.pools.iter().enumerate() {

@@ -89,6 +89,8 @@ pub struct OpenReport {
     pub filter_rebuilt: Option<String>,
     /// Counters found to disagree with the trees, and corrected (`name: was → now`).
     pub counters_corrected: Vec<String>,
+    /// Visits moved from the per-link records of older versions into blocks.
+    pub visits_migrated: u64,
 }
 
 /// The sled-backed store.
@@ -103,8 +105,8 @@ pub struct SledStore {
     members: sled::Tree,
     counters: sled::Tree,
     meta: sled::Tree,
-    visits: sled::Tree,
-    visit_log: sled::Tree,
+    visit_blocks: sled::Tree,
+    visit_index: sled::Tree,
     visit_days: sled::Tree,
     visit_totals: sled::Tree,
     /// `pool/<L>` for L in 1..=16, index L-1.
@@ -214,7 +216,7 @@ fn decode_link(bytes: &[u8]) -> StoreResult<Link> {
     })
 }
 
-/// Decodes one stored record of `tree` (`links`, `active`, `visits`, `days`, `pool/<L>`,
+/// Decodes one stored record of `tree` (`links`, `active`, `visit_blocks`, `days`, `pool/<L>`,
 /// `pool_members`, `expiry`, `ended`, `counters`) the way the store reads it. A corrupt record
 /// is an error, never a panic: the fuzz targets (`fuzz/`) feed this arbitrary bytes.
 pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
@@ -230,7 +232,8 @@ pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
                 tree: "active",
                 detail: e.to_string(),
             }),
-        "visits" => visits::decode_chunk(value).map(drop),
+        // `visits` is the fuzz target's older name for the same records.
+        "visit_blocks" | "visits" => visits::check_block(value),
         "days" => visits::decode_day(value),
         "pool_members" => {
             let code = std::str::from_utf8(key).map_err(|_| malformed("pool_members"))?;
@@ -369,6 +372,8 @@ impl SledStore {
         let pools = (1..=MAX_LEN)
             .map(|l| tree(&keys::pool_tree_name(l)))
             .collect::<StoreResult<Vec<_>>>()?;
+        // The visit trees of the layout before blocks, emptied into blocks below.
+        let (old_visits, old_log) = (tree("visits")?, tree("visit_log")?);
         let flusher = Flusher::start(db.clone(), &db_path, options.durability)?;
         let mut store = Self {
             links: tree("links")?,
@@ -380,8 +385,8 @@ impl SledStore {
             members: tree("pool_members")?,
             counters: tree("counters")?,
             meta: tree("meta")?,
-            visits: tree("visits")?,
-            visit_log: tree("visit_log")?,
+            visit_blocks: tree("visit_blocks")?,
+            visit_index: tree("visit_index")?,
             visit_days: tree("visit_days")?,
             visit_totals: tree("visit_totals")?,
             pools,
@@ -395,11 +400,17 @@ impl SledStore {
                 recovered: db.was_recovered(),
                 filter_rebuilt: None,
                 counters_corrected: Vec::new(),
+                visits_migrated: 0,
             },
             flusher,
             db,
         };
         store.check_pool_sizes()?;
+        let moved = store.migrate_visit_chunks(&old_visits, &old_log)?;
+        if moved > 0 {
+            tracing::info!(visits = moved, "visit records moved into blocks");
+            store.report.visits_migrated = moved;
+        }
         store.load_cooling()?;
         store.load_filter(options.filter_capacity)?;
         Ok(store)
