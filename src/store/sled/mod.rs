@@ -13,6 +13,7 @@
 mod check;
 mod filter_file;
 mod flusher;
+mod group;
 mod import;
 mod keys;
 mod visits;
@@ -113,6 +114,8 @@ pub struct SledStore {
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.
     takers: Vec<Mutex<()>>,
+    /// One per length: pooled creates waiting to be applied together ([`group`]).
+    create_queues: Vec<group::CreateQueue>,
     /// One per length: cooling entries (score in the future) by score, so that `cooling`
     /// and `available` are answered without scanning the pool.
     cooling: Vec<Mutex<BTreeMap<Millis, u64>>>,
@@ -391,6 +394,7 @@ impl SledStore {
             visit_totals: tree("visit_totals")?,
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
+            create_queues: (0..MAX_LEN).map(|_| group::CreateQueue::default()).collect(),
             cooling: (0..MAX_LEN).map(|_| Mutex::new(BTreeMap::new())).collect(),
             filter: RwLock::new(CodeFilter::new(1000, options.filter_fp_rate)),
             saved_watermark: Mutex::new(None),
@@ -786,7 +790,10 @@ impl Store for SledStore {
         let created = {
             let _committing = self.flusher.committing();
             match &new.code {
-                CodeChoice::Pool(length) => self.create_from_pool(new, *length)?,
+                CodeChoice::Pool(length) if self.pool(*length).is_some() => {
+                    self.create_from_pool_grouped(new, *length)?
+                }
+                CodeChoice::Pool(length) => return Err(StoreError::PoolEmpty(*length)),
                 CodeChoice::Custom(code) => self.create_custom(new, code)?,
             }
         };
