@@ -496,7 +496,10 @@ const MAINTENANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
     responses(
         (status = 200, description = "The job finished within 5 s: `{expired, recycled, retired, visits_pruned, took_ms}`"),
         (status = 202, description = "The job goes on in the background: `{status: \"started\", detail}`; `GET /api/v1/maintenance` reports when it is done")))]
-pub async fn run_maintenance(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub async fn run_maintenance(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
     caller.require(Role::Admin)?;
     let lifecycle = state.lifecycle.clone();
     let mut job = tokio::task::spawn_blocking(move || lifecycle.run());

@@ -5,14 +5,15 @@
 //! |----------------|------------------------------|--------------------------------------------|
 //! | `visit_blocks` | block id u64                 | [`Block`]: up to [`BLOCK_ROWS`] visits of any links |
 //! | `visit_index`  | link id u64, block id u64    | the link's first and last visit id in the block |
-//! | `visit_days`   | link id u64, day u64         | [`DayRecord`]: hours, top values, sketch   |
-//! | `visit_totals` | link id u64                  | visits u64, bots u64                       |
+//! | `visit_days`   | link id u64, day u64         | [`DayRecord`]: hours, top values, sketch, running totals |
+//! | `visit_totals` | link id u64                  | visits u64, bots u64: read only, for links last counted before totals moved into `visit_days` |
 //!
 //! Visits are append-only: the visits of one call are cut, in arrival order, into blocks of at
 //! most [`BLOCK_ROWS`] visits, each one sled value whose strings (user agents, referers, codes,
 //! client ids, …) are stored once per block, and each link in a block gets one small index
 //! entry. Counters are aggregated in memory over the whole call, and each dirty counter (a
-//! link's day record, its totals, the system's visits of a day) is read and written once. The
+//! link's day record, which also carries the link's running totals, and the system's visits
+//! of a day) is read and written once. The
 //! writer calls `record_visits` once per interval (about a second) with everything that
 //! arrived, so a link visited a thousand times in that second costs the same counter writes as
 //! one visit. Before blocks, each link's visits of a batch were a record of their own and its
@@ -43,9 +44,10 @@ use crate::visits::hll::Hll;
 
 const HOUR_MS: u64 = 3_600_000;
 /// Most visits in one block. Larger blocks store strings once for more visits, but a per-link
-/// listing decodes every block the link appears in, whole; 1,024 visits are about 30 KB, well
-/// under sled's threshold for storing a value in a file of its own.
-pub(super) const BLOCK_ROWS: usize = 1024;
+/// listing decodes every block the link appears in, whole, and sled writes a tree node over
+/// 128 KB (a quarter segment) as a file of its own (a "blob"): with 1,024 visits (about 30 KB)
+/// a node of a few blocks went there. 256 visits are about 8 KB.
+pub(super) const BLOCK_ROWS: usize = 256;
 
 /// One link's counters of one UTC day.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -56,6 +58,11 @@ struct DayRecord {
     dims: Vec<(u8, String, u64)>,
     /// Distinct non-bot clients ([`Hll`] bytes).
     uniques: Vec<u8>,
+    /// The link's visits and bots of all time up to and including this day: the link's totals
+    /// are its last record's, one read. `None` in records written before totals moved here
+    /// (they were kept in `visit_totals`, which is still read for such links).
+    #[serde(default)]
+    totals: Option<(u64, u64)>,
 }
 
 /// Decodes a day record (for [`super::check_record`]).
@@ -65,6 +72,20 @@ pub(super) fn decode_day(bytes: &[u8]) -> StoreResult<()> {
         return Err(corrupt("days", "malformed distinct-visitor sketch"));
     }
     Ok(())
+}
+
+/// A stored day record for the writer. A damaged record restarts rather than failing every
+/// later write, but loudly: its counts are lost.
+fn decode_day_record(link_id: u64, day: u64, bytes: &[u8]) -> DayRecord {
+    rmp_serde::from_slice(bytes).unwrap_or_else(|e| {
+        tracing::error!(
+            link_id,
+            day,
+            error = %e,
+            "corrupt visit day record: its counts restart from zero"
+        );
+        DayRecord::default()
+    })
 }
 
 impl DayRecord {
@@ -102,6 +123,13 @@ impl DayRecord {
             Some(d) => d.2 += n,
             None => self.dims.push((dim, value.to_string(), n)),
         }
+    }
+
+    /// Visits and bots counted in this record's hours.
+    fn counts(&self) -> (u64, u64) {
+        self.hours
+            .iter()
+            .fold((0, 0), |(v, b), h| (v + h.1, b + h.2))
     }
 
     /// Adds the counts of `delta` (a call's aggregate) to this stored record.
@@ -307,8 +335,6 @@ fn corrupt(tree: &'static str, e: impl std::fmt::Display) -> StoreError {
 struct Deltas {
     /// Per (link, day): the counts to add, and the client hashes of non-bot visits.
     days: HashMap<(u64, u64), (DayRecord, Vec<u64>)>,
-    /// Per link: visits and bots to add.
-    totals: HashMap<u64, (u64, u64)>,
     /// Per day: visits to add to the system-wide counter.
     system: HashMap<u64, u64>,
 }
@@ -322,9 +348,6 @@ impl Deltas {
         if !v.is_bot {
             hashes.push(new.client_hash);
         }
-        let totals = self.totals.entry(v.link_id).or_default();
-        totals.0 += 1;
-        totals.1 += u64::from(v.is_bot);
         *self.system.entry(day).or_default() += 1;
     }
 }
@@ -415,25 +438,54 @@ impl SledStore {
         Ok(())
     }
 
-    /// Adds a call's counts to the stored counters: one read and one write per dirty counter.
+    /// Adds a call's counts to the stored counters: for each dirty (link, day), one read of
+    /// the link's last day record and one write.
     fn write_counters(&self, deltas: Deltas) -> StoreResult<()> {
         for ((link_id, day), (delta, hashes)) in deltas.days {
-            let key = link_key(link_id, day);
-            let mut record = match self.visit_days.get(key).map_err(backend)? {
-                // A damaged record restarts rather than failing every later call, but
-                // loudly: its counts are lost.
-                Some(bytes) => rmp_serde::from_slice(&bytes).unwrap_or_else(|e| {
-                    tracing::error!(
-                        link_id,
-                        day,
-                        error = %e,
-                        "corrupt visit day record: its counts restart from zero"
-                    );
-                    DayRecord::default()
-                }),
-                None => DayRecord::default(),
+            let last = self
+                .visit_days
+                .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
+                .next_back()
+                .transpose()
+                .map_err(backend)?;
+            let (mut record, before) = match last {
+                Some((key, bytes)) => {
+                    let last_day = key.get(8..).and_then(read_u64).unwrap_or(0);
+                    let stored = decode_day_record(link_id, last_day, &bytes);
+                    if last_day == day {
+                        let before = stored.totals;
+                        (stored, before)
+                    } else if last_day < day {
+                        (DayRecord::default(), stored.totals)
+                    } else {
+                        // Visits of a day before the link's last counted day (imports come in
+                        // any order): later days' running totals grow too.
+                        self.add_to_later_totals(link_id, day, delta.counts())?;
+                        let record = match self
+                            .visit_days
+                            .get(link_key(link_id, day))
+                            .map_err(backend)?
+                        {
+                            Some(bytes) => decode_day_record(link_id, day, &bytes),
+                            None => DayRecord::default(),
+                        };
+                        let before = match record.totals {
+                            Some(t) => Some(t),
+                            None => self.totals_before(link_id, day)?,
+                        };
+                        (record, before)
+                    }
+                }
+                None => (DayRecord::default(), None),
+            };
+            let before = match before {
+                Some(t) => t,
+                // Counted before totals moved into the day records (or never counted).
+                None => self.legacy_totals(link_id)?,
             };
             record.merge(&delta);
+            let (visits, bots) = delta.counts();
+            record.totals = Some((before.0 + visits, before.1 + bots));
             if !hashes.is_empty() {
                 let mut hll = if record.uniques.is_empty() {
                     Hll::default()
@@ -453,19 +505,7 @@ impl SledStore {
                 record.uniques = hll.to_bytes();
             }
             self.visit_days
-                .insert(key, encode(&record))
-                .map_err(backend)?;
-        }
-        for (link_id, (n, bots)) in deltas.totals {
-            let key = link_id.to_be_bytes();
-            let (a, b) = self
-                .visit_totals
-                .get(key)
-                .map_err(backend)?
-                .map(|v| read_pair(&v))
-                .unwrap_or_default();
-            self.visit_totals
-                .insert(key, &pair(a + n, b + bots)[..])
+                .insert(link_key(link_id, day), encode(&record))
                 .map_err(backend)?;
         }
         for (day, n) in deltas.system {
@@ -559,13 +599,68 @@ impl SledStore {
     }
 
     pub(super) fn visit_totals_impl(&self, link_id: u64) -> StoreResult<VisitTotals> {
-        let (visits, bots) = self
+        let last = self
+            .visit_days
+            .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
+            .next_back()
+            .transpose()
+            .map_err(backend)?;
+        let totals = match last {
+            Some((_, bytes)) => {
+                let record: DayRecord =
+                    rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visit_days", e))?;
+                match record.totals {
+                    Some(t) => t,
+                    None => self.legacy_totals(link_id)?,
+                }
+            }
+            None => self.legacy_totals(link_id)?,
+        };
+        Ok(VisitTotals {
+            visits: totals.0,
+            bots: totals.1,
+        })
+    }
+
+    /// A link's totals as the versions before running totals kept them.
+    fn legacy_totals(&self, link_id: u64) -> StoreResult<(u64, u64)> {
+        Ok(self
             .visit_totals
             .get(link_id.to_be_bytes())
             .map_err(backend)?
             .map(|v| read_pair(&v))
-            .unwrap_or_default();
-        Ok(VisitTotals { visits, bots })
+            .unwrap_or_default())
+    }
+
+    /// The running totals of the link's last record before `day`, if it has one.
+    fn totals_before(&self, link_id: u64, day: u64) -> StoreResult<Option<(u64, u64)>> {
+        let previous = self
+            .visit_days
+            .range(link_key(link_id, 0)..link_key(link_id, day))
+            .next_back()
+            .transpose()
+            .map_err(backend)?;
+        Ok(previous.and_then(|(key, bytes)| {
+            let d = key.get(8..).and_then(read_u64).unwrap_or(0);
+            decode_day_record(link_id, d, &bytes).totals
+        }))
+    }
+
+    /// Adds `(visits, bots)` to the running totals of the link's records after `day`.
+    fn add_to_later_totals(&self, link_id: u64, day: u64, add: (u64, u64)) -> StoreResult<()> {
+        let later = link_key(link_id, day.saturating_add(1))..=link_key(link_id, u64::MAX);
+        for item in self.visit_days.range(later) {
+            let (key, bytes) = item.map_err(backend)?;
+            let d = key.get(8..).and_then(read_u64).unwrap_or(0);
+            let mut record = decode_day_record(link_id, d, &bytes);
+            if let Some((v, b)) = record.totals {
+                record.totals = Some((v + add.0, b + add.1));
+                self.visit_days
+                    .insert(key, encode(&record))
+                    .map_err(backend)?;
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn visit_summary_impl(
@@ -755,7 +850,11 @@ mod tests {
         let back = decode_block(&encode(&block)).expect("decodes");
         assert_eq!(back.newest, 1_019);
         for link in 0..3 {
-            let mine: Vec<Visit> = visits.iter().filter(|v| v.link_id == link).cloned().collect();
+            let mine: Vec<Visit> = visits
+                .iter()
+                .filter(|v| v.link_id == link)
+                .cloned()
+                .collect();
             assert_eq!(back.visits_of(link).expect("visits"), mine);
         }
     }
