@@ -7,8 +7,8 @@
 //! on a blocking thread (user agent, geolocation, client id, stored address). Once per
 //! [`INTERVAL`] (or sooner when [`MAX_PENDING`] visits are waiting) it hands everything
 //! enriched to the store in one call, which writes the visits in large blocks, each dirty
-//! counter once, and flushes once. While a write runs, visits queue, so nothing is dropped
-//! unless the queue fills during one write.
+//! counter once, and flushes once. While a write runs, the queue keeps draining into the next
+//! write, so a slow write does not make the queue overflow.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -41,7 +41,7 @@ pub const GATHER: Duration = Duration::from_millis(25);
 pub const INTERVAL: Duration = Duration::from_secs(1);
 /// Most enriched visits held for one write: under a load that fills this before the
 /// interval ends, writes come sooner, so the memory held stays bounded (about 400 bytes a
-/// visit).
+/// visit; at most twice this, one write's worth in flight and one gathering).
 pub const MAX_PENDING: usize = 65_536;
 /// Longest user agent or referer kept; longer ones are cut (at a character boundary).
 const MAX_HEADER_CHARS: usize = 1024;
@@ -220,6 +220,8 @@ async fn write_loop(
     let mut pending: Vec<NewVisit> = Vec::new();
     let mut stopping = false;
     let mut next_write = tokio::time::Instant::now() + INTERVAL;
+    // The write under way, if any.
+    let mut writing: Option<JoinHandle<()>> = None;
     loop {
         let mut closed = false;
         if stopping {
@@ -253,14 +255,37 @@ async fn write_loop(
                 Err(e) => tracing::error!("the visit enricher panicked: {e}"),
             }
         }
-        let due = tokio::time::Instant::now() >= next_write;
-        if !pending.is_empty() && (due || closed || pending.len() >= MAX_PENDING) {
-            write(&store, &metrics, std::mem::take(&mut pending)).await;
-            next_write = tokio::time::Instant::now() + INTERVAL;
-        } else if pending.is_empty() && due {
-            next_write = tokio::time::Instant::now() + INTERVAL;
+        let now = tokio::time::Instant::now();
+        let due = now >= next_write || closed || pending.len() >= MAX_PENDING;
+        if due && !pending.is_empty() {
+            // One write at a time (ids and counters are assigned in write order), but the
+            // queue keeps draining while it runs, so a slow write delays visits instead of
+            // dropping them. Only when a whole second more is waiting does the loop wait for it.
+            if let Some(running) = writing.take() {
+                if running.is_finished() || closed || pending.len() >= MAX_PENDING {
+                    finish(running).await;
+                } else {
+                    writing = Some(running);
+                }
+            }
+            if writing.is_none() {
+                let visits = std::mem::take(&mut pending);
+                writing = Some(tokio::spawn(write(store.clone(), metrics.clone(), visits)));
+                next_write = now + INTERVAL;
+            } else {
+                // Look again soon rather than spin on a deadline already past.
+                next_write = now + GATHER;
+            }
+        } else if pending.is_empty() && now >= next_write {
+            next_write = now + INTERVAL;
         }
         if closed {
+            if let Some(running) = writing.take() {
+                finish(running).await;
+            }
+            if !pending.is_empty() {
+                write(store.clone(), metrics.clone(), std::mem::take(&mut pending)).await;
+            }
             break;
         }
         if !full && !stopping {
@@ -276,10 +301,16 @@ async fn write_loop(
     }
 }
 
+/// Waits for a write started earlier.
+async fn finish(running: JoinHandle<()>) {
+    if let Err(e) = running.await {
+        tracing::error!("the visit writer's write task failed: {e}");
+    }
+}
+
 /// Writes one interval's visits with their counters (one store call, one flush).
-async fn write(store: &Arc<dyn Store>, metrics: &VisitMetrics, mut visits: Vec<NewVisit>) {
+async fn write(store: Arc<dyn Store>, metrics: VisitMetrics, mut visits: Vec<NewVisit>) {
     let count = visits.len() as u64;
-    let store = store.clone();
     let started = Instant::now();
     let written = tokio::task::spawn_blocking(move || store.record_visits(&mut visits)).await;
     metrics

@@ -22,7 +22,7 @@ use sled::Transactional;
 
 use super::keys::{self, counter, read_u64};
 use super::{bump, encode, tx_decode_link, Abort, SledStore, DAY_MS};
-use crate::store::{ActiveEntry, Created, Link, LinkStatus, NewLink, StoreResult};
+use crate::store::{ActiveEntry, Created, Link, LinkStatus, NewLink, StoreError, StoreResult};
 
 /// Most creates applied in one transaction: sled's cost per write grows with the
 /// transaction, and a group this size already shares the lock 64 ways.
@@ -68,9 +68,17 @@ impl SledStore {
             let take = state.waiting.len().min(MAX_GROUP);
             let group: Vec<(u64, NewLink)> = state.waiting.drain(..take).collect();
             drop(state);
-            // A panic here would leave `leading` set and every later create of this length
-            // waiting forever; the group's work returns errors instead of panicking.
-            let results = self.create_group(&group, length);
+            // A panic here must not leave `leading` set, or every later create of this length
+            // would wait forever: it becomes an error for each create of the group.
+            let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.create_group(&group, length)
+            }))
+            .unwrap_or_else(|_| {
+                group
+                    .iter()
+                    .map(|_| Err(StoreError::Backend("a group of creates panicked".into())))
+                    .collect()
+            });
             state = queue.state.lock();
             for ((ticket, _), result) in group.iter().zip(results) {
                 state.results.insert(*ticket, result);

@@ -4,14 +4,14 @@
 //! | tree           | key                          | value                                      |
 //! |----------------|------------------------------|--------------------------------------------|
 //! | `visit_blocks` | block id u64                 | [`Block`]: up to [`BLOCK_ROWS`] visits of any links |
-//! | `visit_index`  | link id u64, block id u64    | the link's first and last visit id in the block |
+//! | `visit_index`  | link id u64, first block u64 | the link's first and last visit id in its run of blocks, the run's last block |
 //! | `visit_days`   | link id u64, day u64         | [`DayRecord`]: hours, top values, sketch, running totals |
 //! | `visit_totals` | link id u64                  | visits u64, bots u64: read only, for links last counted before totals moved into `visit_days` |
 //!
-//! Visits are append-only: the visits of one call are cut, in arrival order, into blocks of at
+//! Visits are append-only: the visits of one call, ordered by link, are cut into blocks of at
 //! most [`BLOCK_ROWS`] visits, each one sled value whose strings (user agents, referers, codes,
-//! client ids, …) are stored once per block, and each link in a block gets one small index
-//! entry. Counters are aggregated in memory over the whole call, and each dirty counter (a
+//! client ids, …) are stored once per block, and each link of the call gets one small index
+//! entry naming its run of blocks. Counters are aggregated in memory over the whole call, and each dirty counter (a
 //! link's day record, which also carries the link's running totals, and the system's visits
 //! of a day) is read and written once. The
 //! writer calls `record_visits` once per interval (about a second) with everything that
@@ -23,8 +23,8 @@
 //! They are plain inserts, not a transaction (see [`SledStore::write_visits`] for why and what
 //! a crash can do), made durable by one flush per call.
 //!
-//! Visit ids increase in write order, and so do block ids; a link's index entries are in block
-//! order, so its visits are in id order. Pruning reads blocks from the oldest and stops at the
+//! Visit ids increase in arrival order, and block ids in write order; a link's index entries
+//! are in block order, so its visits are in id order. Pruning reads blocks from the oldest and stops at the
 //! first whose newest visit is young enough.
 //!
 //! Stores written before blocks kept a `visits` tree (one record per link per batch) and a
@@ -312,8 +312,26 @@ fn link_key(link_id: u64, n: u64) -> [u8; 16] {
     key
 }
 
-fn pair(a: u64, b: u64) -> [u8; 16] {
-    link_key(a, b)
+/// An index entry's value: the link's first and last visit id in its run of blocks, and the
+/// run's last block (the first is in the key).
+fn span_value(first_id: u64, last_id: u64, last_block: u64) -> [u8; 24] {
+    let mut value = [0u8; 24];
+    value[..8].copy_from_slice(&first_id.to_be_bytes());
+    value[8..16].copy_from_slice(&last_id.to_be_bytes());
+    value[16..].copy_from_slice(&last_block.to_be_bytes());
+    value
+}
+
+/// (first block, last block, first id, last id) of an index entry.
+fn read_span(key: &[u8], value: &[u8]) -> (u64, u64, u64, u64) {
+    let first_block = key.get(8..).and_then(read_u64).unwrap_or(0);
+    let (first_id, last_id) = read_pair(value);
+    let last_block = value
+        .get(16..)
+        .and_then(read_u64)
+        .unwrap_or(first_block)
+        .max(first_block);
+    (first_block, last_block, first_id, last_id)
 }
 
 fn read_pair(bytes: &[u8]) -> (u64, u64) {
@@ -388,13 +406,11 @@ impl SledStore {
         self.counters
             .insert(counter::VISIT_ID, &reserved.to_be_bytes()[..])
             .map_err(backend)?;
-        let mut block_id = self.counter(counter::VISIT_BLOCK_ID)?;
-        for part in visits.chunks(BLOCK_ROWS) {
-            block_id += 1;
-            self.write_block(block_id, part.iter().map(|n| &n.visit))?;
-        }
+        let first_block = self.counter(counter::VISIT_BLOCK_ID)? + 1;
+        let last_block =
+            self.write_blocks(first_block, visits.iter().map(|n| &n.visit).collect())?;
         self.counters
-            .insert(counter::VISIT_BLOCK_ID, &block_id.to_be_bytes()[..])
+            .insert(counter::VISIT_BLOCK_ID, &last_block.to_be_bytes()[..])
             .map_err(backend)?;
         let mut deltas = Deltas::default();
         for new in visits.iter() {
@@ -404,38 +420,45 @@ impl SledStore {
         self.flusher.wait_durable()
     }
 
-    /// Writes one block and the index entries of the links in it.
-    fn write_block<'a>(
-        &self,
-        block_id: u64,
-        visits: impl Iterator<Item = &'a Visit> + Clone,
-    ) -> StoreResult<()> {
-        // Each link's first and last id in the block, links in order of first appearance.
-        let mut spans: Vec<(u64, u64, u64)> = Vec::new();
-        let mut slot: HashMap<u64, usize> = HashMap::new();
-        for v in visits.clone() {
-            match slot.get(&v.link_id) {
-                Some(&i) => {
-                    let span = &mut spans[i];
-                    span.1 = span.1.min(v.id);
-                    span.2 = span.2.max(v.id);
-                }
-                None => {
-                    slot.insert(v.link_id, spans.len());
-                    spans.push((v.link_id, v.id, v.id));
+    /// Writes `visits` as blocks numbered from `first_block`, and one index entry per link;
+    /// returns the last block's id.
+    ///
+    /// The visits are ordered by link first (stably: each link's ids stay ascending), so that
+    /// a link's visits of one write sit in one block or a run of consecutive ones: one index
+    /// entry, `(link, first block) → (first id, last id, last block)`, covers them. A link
+    /// visited a thousand times in a second costs one index write, not one per block, and its
+    /// listing reads only blocks that hold its visits.
+    fn write_blocks(&self, first_block: u64, mut visits: Vec<&Visit>) -> StoreResult<u64> {
+        visits.sort_by_key(|v| v.link_id);
+        // Per link, in link order: (link, first block, last block, first id, last id).
+        let mut spans: Vec<(u64, u64, u64, u64, u64)> = Vec::new();
+        let mut block_id = first_block;
+        for (n, part) in visits.chunks(BLOCK_ROWS).enumerate() {
+            block_id = first_block + n as u64;
+            for v in part {
+                match spans.last_mut() {
+                    Some(span) if span.0 == v.link_id => {
+                        span.2 = block_id;
+                        span.3 = span.3.min(v.id);
+                        span.4 = span.4.max(v.id);
+                    }
+                    _ => spans.push((v.link_id, block_id, block_id, v.id, v.id)),
                 }
             }
-        }
-        let block = Block::build(visits);
-        self.visit_blocks
-            .insert(block_id.to_be_bytes(), encode(&block))
-            .map_err(backend)?;
-        for (link_id, first, last) in spans {
-            self.visit_index
-                .insert(link_key(link_id, block_id), &pair(first, last)[..])
+            let block = Block::build(part.iter().copied());
+            self.visit_blocks
+                .insert(block_id.to_be_bytes(), encode(&block))
                 .map_err(backend)?;
         }
-        Ok(())
+        for (link_id, first, last, first_id, last_id) in spans {
+            self.visit_index
+                .insert(
+                    link_key(link_id, first),
+                    &span_value(first_id, last_id, last)[..],
+                )
+                .map_err(backend)?;
+        }
+        Ok(block_id)
     }
 
     /// Adds a call's counts to the stored counters: for each dirty (link, day), one read of
@@ -549,21 +572,22 @@ impl SledStore {
             .visit_index
             .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
         {
-            let (key, span) = item.map_err(backend)?;
-            let (_, last) = read_pair(&span);
-            if last < start {
+            let (key, value) = item.map_err(backend)?;
+            let (first_block, last_block, _, last_id) = read_span(&key, &value);
+            if last_id < start {
                 continue;
             }
-            let block_id = key.get(8..).and_then(read_u64).unwrap_or(0);
-            for visit in self.block_visits(link_id, block_id)? {
-                if visit.id < start {
-                    continue;
+            for block_id in first_block..=last_block {
+                for visit in self.block_visits(link_id, block_id)? {
+                    if visit.id < start {
+                        continue;
+                    }
+                    if page.items.len() == limit {
+                        page.next = page.items.last().map(|v| v.id);
+                        break 'blocks;
+                    }
+                    page.items.push(visit);
                 }
-                if page.items.len() == limit {
-                    page.next = page.items.last().map(|v| v.id);
-                    break 'blocks;
-                }
-                page.items.push(visit);
             }
         }
         Ok(page)
@@ -582,21 +606,22 @@ impl SledStore {
             .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
             .rev()
         {
-            let (key, span) = item.map_err(backend)?;
-            let (first, _) = read_pair(&span);
-            if first >= end {
+            let (key, value) = item.map_err(backend)?;
+            let (first_block, last_block, first_id, _) = read_span(&key, &value);
+            if first_id >= end {
                 continue;
             }
-            let block_id = key.get(8..).and_then(read_u64).unwrap_or(0);
-            for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
-                if visit.id >= end {
-                    continue;
+            for block_id in (first_block..=last_block).rev() {
+                for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
+                    if visit.id >= end {
+                        continue;
+                    }
+                    if page.items.len() == limit {
+                        page.next = page.items.last().map(|v| v.id);
+                        break 'blocks;
+                    }
+                    page.items.push(visit);
                 }
-                if page.items.len() == limit {
-                    page.next = page.items.last().map(|v| v.id);
-                    break 'blocks;
-                }
-                page.items.push(visit);
             }
         }
         Ok(page)
@@ -755,9 +780,17 @@ impl SledStore {
             links.sort_unstable();
             links.dedup();
             for link_id in links {
-                self.visit_index
-                    .remove(link_key(link_id, block_id))
-                    .map_err(backend)?;
+                // Blocks go in order, so the link's entry for this block starts at it; if its
+                // run goes on, the entry moves to the next block.
+                let key = link_key(link_id, block_id);
+                if let Some(value) = self.visit_index.remove(key).map_err(backend)? {
+                    let (_, last_block, _, _) = read_span(&key, &value);
+                    if last_block > block_id {
+                        self.visit_index
+                            .insert(link_key(link_id, block_id + 1), value)
+                            .map_err(backend)?;
+                    }
+                }
             }
             self.visit_blocks.remove(key).map_err(backend)?;
             total += block.rows.len() as u64;
@@ -779,7 +812,7 @@ impl SledStore {
 
     /// Turns the visit records of the layout before blocks (`visits`: link id, first id →
     /// the link's visits of one batch; `visit_log`: first id, link id → newest, count) into
-    /// blocks, oldest first, one block per old record. Counters are unchanged: they were
+    /// blocks, oldest first, one block (or a few) per old record. Counters are unchanged: they were
     /// always stored apart. Idempotent: a crash midway leaves the old records not yet moved,
     /// and the next open moves them.
     pub(super) fn migrate_visit_chunks(
@@ -800,8 +833,7 @@ impl SledStore {
             if let Some(bytes) = old_visits.get(chunk_key).map_err(backend)? {
                 let chunk: Vec<Visit> =
                     rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
-                block_id += 1;
-                self.write_block(block_id, chunk.iter())?;
+                block_id = self.write_blocks(block_id + 1, chunk.iter().collect())?;
                 self.counters
                     .insert(counter::VISIT_BLOCK_ID, &block_id.to_be_bytes()[..])
                     .map_err(backend)?;
@@ -815,8 +847,7 @@ impl SledStore {
             let (key, bytes) = item.map_err(backend)?;
             let chunk: Vec<Visit> =
                 rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
-            block_id += 1;
-            self.write_block(block_id, chunk.iter())?;
+            block_id = self.write_blocks(block_id + 1, chunk.iter().collect())?;
             self.counters
                 .insert(counter::VISIT_BLOCK_ID, &block_id.to_be_bytes()[..])
                 .map_err(backend)?;
@@ -926,5 +957,54 @@ mod tests {
         assert_eq!(ids, vec![1, 2, 3, 4]);
         let summary = store.visit_summary(7, 0, at(11)).expect("summary");
         assert_eq!(summary.hours.iter().map(|h| h.visits).sum::<u64>(), 4);
+    }
+
+    /// A store written before blocks (a `visits` record per link and batch, and `visit_log`)
+    /// is moved into blocks when it opens, and lists the same visits.
+    #[test]
+    fn visit_records_of_the_older_layout_move_into_blocks() {
+        use crate::store::Store;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = super::super::StoreOptions::new(dir.path());
+        {
+            let store = SledStore::open(&options).expect("open");
+            let old_visits = store.db.open_tree("visits").expect("tree");
+            let old_log = store.db.open_tree("visit_log").expect("tree");
+            // Link 3 got visits 1, 2 and 4 in two batches; link 5 got visit 3.
+            for (link, ids) in [(3u64, vec![1u64, 2]), (5, vec![3]), (3, vec![4])] {
+                let chunk: Vec<Visit> =
+                    ids.iter().map(|&i| visit(i, link, 100 + i, "ua")).collect();
+                old_visits
+                    .insert(link_key(link, ids[0]), encode(&chunk))
+                    .expect("insert");
+                let mut entry = [0u8; 24];
+                entry[..8].copy_from_slice(&link.to_be_bytes());
+                old_log
+                    .insert(link_key(ids[0], link), &entry[..])
+                    .expect("insert");
+            }
+            store.close().expect("close");
+        }
+        let store = SledStore::open(&options).expect("reopen");
+        let ids = |link| -> Vec<u64> {
+            store
+                .visits_page(link, None, 10)
+                .expect("page")
+                .items
+                .iter()
+                .map(|v| v.id)
+                .collect()
+        };
+        assert_eq!(ids(3), vec![1, 2, 4]);
+        assert_eq!(ids(5), vec![3]);
+        let recent: Vec<u64> = store
+            .recent_visits(3, None, 2)
+            .expect("recent")
+            .items
+            .iter()
+            .map(|v| v.id)
+            .collect();
+        assert_eq!(recent, vec![4, 2]);
+        assert!(store.db.open_tree("visits").expect("tree").is_empty());
     }
 }
