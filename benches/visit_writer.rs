@@ -17,7 +17,7 @@ use axum::http::HeaderValue;
 use vshortlink::clock::SystemClock;
 use vshortlink::config::Config;
 use vshortlink::store::{Durability, NewVisit, SledStore, Store, StoreOptions, Visit};
-use vshortlink::visits::recorder::BATCH;
+use vshortlink::visits::recorder::MAX_PENDING;
 use vshortlink::visits::Recorder;
 
 const AGENTS: &[&str] = &[
@@ -89,7 +89,7 @@ fn store_only(durability: Durability, visits: u64, links: u64) -> (f64, f64) {
     let started = Instant::now();
     let mut i = 0;
     while i < visits {
-        let end = (i + BATCH as u64).min(visits);
+        let end = (i + MAX_PENDING as u64).min(visits);
         let mut batch: Vec<NewVisit> = (i..end)
             .map(|n| NewVisit {
                 visit: Visit {
@@ -131,7 +131,7 @@ fn main() {
         .build()
         .expect("runtime");
     println!(
-        "visit writer: {visits} visits over {links} links, durability {durability:?}, batches of up to {BATCH}, {} CPUs",
+        "visit writer: {visits} visits over {links} links, durability {durability:?}, store writes of up to {MAX_PENDING}, {} CPUs",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let (p_rate, p_took) = runtime.block_on(pipeline(durability, visits, links));
@@ -143,7 +143,7 @@ fn main() {
     );
     println!(
         "{:<44} {:>12.0} {:>8.2}",
-        "store only (pre-enriched, writer-size batches)", s_rate, s_took
+        "store only (pre-enriched, writer-size writes)", s_rate, s_took
     );
     println!(
         "enrichment share of the pipeline's time: {:.0} %",

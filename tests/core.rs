@@ -287,6 +287,42 @@ fn sixty_four_threads_take_distinct_codes_and_lose_none() {
     assert_eq!(store.link_counts().unwrap().active, taken.len() as u64);
 }
 
+/// Concurrent creates of one URL are applied in groups (one transaction for many creates):
+/// a group that holds the same URL twice must still make one link, not two.
+#[test]
+fn concurrent_creates_of_one_url_dedup_to_one_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let overlay = "[tiers.5]\nstrategy = \"random\"\nbatch = 2000\nlow_water = 0\nttl = \"365d\"\n";
+    let pools = pools(&store, overlay);
+    pools.refill(5, 2000).unwrap();
+    let t = now();
+    let handles: Vec<_> = (0..32)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                (0..10)
+                    .map(|i| {
+                        // Every thread asks for the same ten URLs.
+                        let url = format!("https://example.com/same/{i}");
+                        store.create_link(&new_link(5, &url, t)).unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let all: Vec<Created> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let new = all.iter().filter(|c| matches!(c, Created::New(_))).count();
+    assert_eq!(new, 10, "one new link per URL");
+    let ids: HashSet<u64> = all.iter().map(|c| c.link().id).collect();
+    assert_eq!(ids.len(), 10);
+    assert_eq!(store.link_counts().unwrap().active, 10);
+    assert_eq!(store.pool_counts(5, t).unwrap().available, 2000 - 10);
+}
+
 #[test]
 fn dedup_custom_codes_and_pool_membership() {
     let dir = tempfile::tempdir().unwrap();

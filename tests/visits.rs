@@ -552,3 +552,27 @@ fn proxy_headers_give_the_client_address_only_when_trusted() {
         }
     }
 }
+
+/// Visits are written about once a second (README, "Visits and statistics"): the ones written
+/// before a kill -9 survive it; the ones after the last write may be lost, and none is counted
+/// twice.
+#[test]
+fn written_visits_survive_kill_9_and_at_most_the_unwritten_ones_are_lost() {
+    let mut app = TestApp::start();
+    let code = new_code(&app, "https://example.com/crash-visits");
+    for _ in 0..20 {
+        visit(&app, &code, DESKTOP, None);
+    }
+    wait_visits(&app, &code, 20);
+    for _ in 0..5 {
+        visit(&app, &code, DESKTOP, None);
+    }
+    app.kill9();
+    app.respawn();
+    let total = get_json(&app, &format!("/api/v1/links/{code}"))["visits_total"]
+        .as_u64()
+        .expect("visits_total");
+    assert!((20..=25).contains(&total), "visits_total {total}");
+    let listed = visits(&app, &code).len();
+    assert!((20..=25).contains(&listed), "{listed} visits listed");
+}

@@ -154,11 +154,10 @@ fn retention_prunes_old_visits_only_and_counters_stay() {
 }
 
 #[test]
-fn visit_pages_cross_batch_chunks_in_id_order() {
+fn visit_pages_cross_blocks_in_id_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);
-    // Three batches, each interleaving two links, so each link's visits sit in three chunks
-    // (with sled, whose ids are given link by link within a batch).
+    // Three batches, each interleaving two links, so each link's visits sit in three blocks.
     let mut expected = Vec::new();
     for b in 0..3u64 {
         let mut batch: Vec<NewVisit> = (0..20)

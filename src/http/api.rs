@@ -486,19 +486,48 @@ pub async fn refill_pool(
     ))
 }
 
+/// How long `POST /api/v1/maintenance/run` waits for the job before answering 202 and letting
+/// it go on in the background. Small stores get their report at once; over a million links the
+/// job takes minutes (it rests between chunks to leave the redirects their CPU), far beyond
+/// the request timeout.
+const MAINTENANCE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[utoipa::path(post, path = "/api/v1/maintenance/run", tag = "maintenance", security(("api_key" = [])),
-    responses((status = 200, description = "`{expired, recycled, visits_pruned, took_ms}`")))]
+    responses(
+        (status = 200, description = "The job finished within 5 s: `{expired, recycled, retired, visits_pruned, took_ms}`"),
+        (status = 202, description = "The job goes on in the background: `{status: \"started\", detail}`; `GET /api/v1/maintenance` reports when it is done")))]
 pub async fn run_maintenance(
     State(state): State<AppState>,
     caller: Caller,
-) -> Result<Json<crate::jobs::lifecycle::MaintenanceReport>, ApiError> {
+) -> Result<Response, ApiError> {
     caller.require(Role::Admin)?;
     let lifecycle = state.lifecycle.clone();
-    let report = tokio::task::spawn_blocking(move || lifecycle.run())
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
-    Ok(Json(report))
+    let mut job = tokio::task::spawn_blocking(move || lifecycle.run());
+    // On timeout the handle is dropped, which detaches the job: it runs to its end.
+    match tokio::time::timeout(MAINTENANCE_WAIT, &mut job).await {
+        Ok(done) => {
+            let report = done.map_err(ApiError::internal)?.map_err(ApiError::internal)?;
+            Ok(Json(report).into_response())
+        }
+        Err(_) => Ok((
+            StatusCode::ACCEPTED,
+            Json(serde_json::json!({
+                "status": "started",
+                "detail": "the job goes on in the background; GET /api/v1/maintenance reports when it is done",
+            })),
+        )
+            .into_response()),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/maintenance", tag = "maintenance", security(("api_key" = [])),
+    responses((status = 200, description = "`{running, last}`: whether a run is under way, and the last finished run's report (or null)")))]
+pub async fn maintenance_status(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<crate::jobs::lifecycle::MaintenanceStatus>, ApiError> {
+    caller.require(Role::Admin)?;
+    Ok(Json(state.lifecycle.status()))
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "operations",

@@ -56,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .route("/stats", get(stats::system_stats))
         .route("/pools", get(api::list_pools))
         .route("/pools/{length}/refill", post(api::refill_pool))
+        .route("/maintenance", get(api::maintenance_status))
         .route("/maintenance/run", post(api::run_maintenance))
         .route("/openapi.json", get(openapi::spec))
         .fallback(api::not_found)

@@ -27,6 +27,7 @@ use crate::links::{CreateLink, UpdateLink};
         api::list_pools,
         api::refill_pool,
         api::run_maintenance,
+        api::maintenance_status,
         api::healthz,
         stats::link_stats,
         stats::link_visits,

@@ -40,6 +40,14 @@ pub struct MaintenanceReport {
     pub took_ms: u64,
 }
 
+/// Whether a run is under way, and what the last finished one did
+/// (`GET /api/v1/maintenance`).
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct MaintenanceStatus {
+    pub running: bool,
+    pub last: Option<MaintenanceReport>,
+}
+
 /// The job and what it works with.
 pub struct Lifecycle {
     store: Arc<dyn Store>,
@@ -49,6 +57,9 @@ pub struct Lifecycle {
     config: Arc<Config>,
     /// One run at a time; a second request waits and then finds little left to do.
     running: Mutex<()>,
+    /// The report of the last run that finished: a run the API started in the background is
+    /// read back from here.
+    last: Mutex<Option<MaintenanceReport>>,
 }
 
 impl Lifecycle {
@@ -66,6 +77,7 @@ impl Lifecycle {
             clock,
             config,
             running: Mutex::new(()),
+            last: Mutex::new(None),
         }
     }
 
@@ -90,7 +102,16 @@ impl Lifecycle {
             took_ms = report.took_ms,
             "maintenance run"
         );
+        *self.last.lock() = Some(report);
         Ok(report)
+    }
+
+    /// Whether a run is under way, and the last finished run's report.
+    pub fn status(&self) -> MaintenanceStatus {
+        MaintenanceStatus {
+            running: self.running.is_locked(),
+            last: *self.last.lock(),
+        }
     }
 
     fn expire(&self, now: u64, report: &mut MaintenanceReport) -> StoreResult<()> {

@@ -3,10 +3,12 @@
 //! The redirect handler calls [`Recorder::record`], which stamps the visit and offers it to a
 //! bounded channel without waiting: when the channel is full the visit is dropped and counted,
 //! so recording never slows or fails a redirect. One writer task takes whatever has queued
-//! (up to [`BATCH`] visits, gathering for at least [`GATHER`] between partial batches),
-//! enriches it on a blocking thread (user agent, geolocation,
-//! client id, stored address) and writes it with its counters in one store transaction and
-//! one flush. While a batch is being written the next one queues, so batches grow with load.
+//! (up to [`BATCH`] visits, gathering for [`GATHER`] between partial batches) and enriches it
+//! on a blocking thread (user agent, geolocation, client id, stored address). Once per
+//! [`INTERVAL`] (or sooner when [`MAX_PENDING`] visits are waiting) it hands everything
+//! enriched to the store in one call, which writes the visits in large blocks, each dirty
+//! counter once, and flushes once. While a write runs, the queue keeps draining into the next
+//! write, so a slow write does not make the queue overflow.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -26,13 +28,21 @@ use crate::clock::Clock;
 use crate::config::{IpMode, VisitsConfig};
 use crate::store::{Millis, NewVisit, Store, StoreError, Visit};
 
-/// Most visits the writer takes from the queue at once (written in transactions of a few
-/// links each, and one flush).
+/// Most visits the writer takes from the queue (and enriches) at once.
 pub const BATCH: usize = 4096;
-/// Least time between the starts of two writes that are not full batches: visits gather for
-/// this long instead of costing a transaction and a flush each. Visits are acknowledged to
-/// no one, so the delay is invisible; what it saves is CPU the redirects need.
+/// How long the writer lets a partial batch gather before taking it from the queue, so that
+/// light traffic is enriched a few dozen visits at a time rather than one by one.
 pub const GATHER: Duration = Duration::from_millis(25);
+/// How often enriched visits are written, with their counters, and flushed. Each dirty
+/// counter is written once per interval however many visits it gained, which is what lets one
+/// writer keep up with every redirect two cores can answer. It is also what a crash can lose:
+/// the visits of the interval not yet written. Visits are acknowledged to no one, so the
+/// delay is invisible except to a statistic read within the second.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+/// Most enriched visits held for one write: under a load that fills this before the
+/// interval ends, writes come sooner, so the memory held stays bounded (about 400 bytes a
+/// visit; at most twice this, one write's worth in flight and one gathering).
+pub const MAX_PENDING: usize = 65_536;
 /// Longest user agent or referer kept; longer ones are cut (at a character boundary).
 const MAX_HEADER_CHARS: usize = 1024;
 /// Distinct user agents whose parse is remembered.
@@ -206,66 +216,124 @@ async fn write_loop(
     stop: Arc<Notify>,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
+    // Enriched visits waiting for the next write.
+    let mut pending: Vec<NewVisit> = Vec::new();
     let mut stopping = false;
+    let mut next_write = tokio::time::Instant::now() + INTERVAL;
+    // The write under way, if any.
+    let mut writing: Option<JoinHandle<()>> = None;
     loop {
+        let mut closed = false;
         if stopping {
-            if receiver.recv_many(&mut batch, BATCH).await == 0 {
-                break;
-            }
+            closed = receiver.recv_many(&mut batch, BATCH).await == 0;
         } else {
             tokio::select! {
-                n = receiver.recv_many(&mut batch, BATCH) => if n == 0 { break },
+                n = receiver.recv_many(&mut batch, BATCH) => closed = n == 0,
                 () = stop.notified() => {
                     // No new visits from here on; what is queued is still written.
                     receiver.close();
                     stopping = true;
-                    continue;
                 }
+                () = tokio::time::sleep_until(next_write), if !pending.is_empty() => {}
             }
         }
-        let raw = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-        let full = raw.len() == BATCH;
-        let count = raw.len() as u64;
-        let enricher = enricher.clone();
-        let store = store.clone();
-        let started = Instant::now();
-        let written = tokio::task::spawn_blocking(move || {
-            let mut visits: Vec<NewVisit> = raw.into_iter().map(|v| enricher.enrich(v)).collect();
-            store.record_visits(&mut visits)
-        })
-        .await;
-        metrics
-            .batch_seconds
-            .observe(started.elapsed().as_secs_f64());
-        match written {
-            Ok(Ok(())) => {
-                metrics.written.inc_by(count);
+        let received = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+        let full = received.len() == BATCH;
+        if !received.is_empty() {
+            // Enrichment is CPU work (user agents, hashes, geolocation): off the runtime's
+            // workers, so that it never delays a redirect.
+            let enricher = enricher.clone();
+            match tokio::task::spawn_blocking(move || {
+                received
+                    .into_iter()
+                    .map(|v| enricher.enrich(v))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            {
+                Ok(mut enriched) => pending.append(&mut enriched),
+                Err(e) => tracing::error!("the visit enricher panicked: {e}"),
             }
-            Ok(Err(e)) => {
-                metrics.failed.inc_by(count);
-                if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
-                    // A storage fault: the store logged it once for the episode; every batch
-                    // fails until the store is reopened, and `vsl_visits_failed_total` counts
-                    // them.
-                    tracing::debug!("{count} visits could not be written: {e}");
+        }
+        let now = tokio::time::Instant::now();
+        let due = now >= next_write || closed || pending.len() >= MAX_PENDING;
+        if due && !pending.is_empty() {
+            // One write at a time (ids and counters are assigned in write order), but the
+            // queue keeps draining while it runs, so a slow write delays visits instead of
+            // dropping them. Only when a whole second more is waiting does the loop wait for it.
+            if let Some(running) = writing.take() {
+                if running.is_finished() || closed || pending.len() >= MAX_PENDING {
+                    finish(running).await;
                 } else {
-                    tracing::error!("{count} visits could not be written: {e}");
+                    writing = Some(running);
                 }
             }
-            Err(e) => {
-                metrics.failed.inc_by(count);
-                tracing::error!("the visit writer panicked on a batch of {count}: {e}");
+            if writing.is_none() {
+                let visits = std::mem::take(&mut pending);
+                writing = Some(tokio::spawn(write(store.clone(), metrics.clone(), visits)));
+                next_write = now + INTERVAL;
+            } else {
+                // Look again soon rather than spin on a deadline already past.
+                next_write = now + GATHER;
             }
+        } else if pending.is_empty() && now >= next_write {
+            next_write = now + INTERVAL;
         }
-        let since = started.elapsed();
-        if !full && !stopping && since < GATHER {
+        if closed {
+            if let Some(running) = writing.take() {
+                finish(running).await;
+            }
+            if !pending.is_empty() {
+                write(store.clone(), metrics.clone(), std::mem::take(&mut pending)).await;
+            }
+            break;
+        }
+        if !full && !stopping {
+            // Let a partial batch gather rather than enrich a handful of visits at a time.
             tokio::select! {
-                () = tokio::time::sleep(GATHER - since) => {}
+                () = tokio::time::sleep(GATHER) => {}
                 () = stop.notified() => {
                     receiver.close();
                     stopping = true;
                 }
             }
+        }
+    }
+}
+
+/// Waits for a write started earlier.
+async fn finish(running: JoinHandle<()>) {
+    if let Err(e) = running.await {
+        tracing::error!("the visit writer's write task failed: {e}");
+    }
+}
+
+/// Writes one interval's visits with their counters (one store call, one flush).
+async fn write(store: Arc<dyn Store>, metrics: VisitMetrics, mut visits: Vec<NewVisit>) {
+    let count = visits.len() as u64;
+    let started = Instant::now();
+    let written = tokio::task::spawn_blocking(move || store.record_visits(&mut visits)).await;
+    metrics
+        .batch_seconds
+        .observe(started.elapsed().as_secs_f64());
+    match written {
+        Ok(Ok(())) => {
+            metrics.written.inc_by(count);
+        }
+        Ok(Err(e)) => {
+            metrics.failed.inc_by(count);
+            if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
+                // A storage fault: the store logged it once for the episode; every write
+                // fails until the store is reopened, and `vsl_visits_failed_total` counts
+                // them.
+                tracing::debug!("{count} visits could not be written: {e}");
+            } else {
+                tracing::error!("{count} visits could not be written: {e}");
+            }
+        }
+        Err(e) => {
+            metrics.failed.inc_by(count);
+            tracing::error!("the visit writer panicked on {count} visits: {e}");
         }
     }
 }

@@ -13,8 +13,9 @@
 
 use std::collections::HashMap;
 
+use super::codec::{check_record, decode_link};
 use super::keys::{self, counter, read_u64};
-use super::{check_record, decode_link, SledStore};
+use super::SledStore;
 use crate::store::{ActiveEntry, LinkStatus, StoreError, StoreResult};
 
 /// At most this many faults of one kind are listed (the count is always given).
@@ -91,7 +92,7 @@ impl SledStore {
                 ("ended".into(), &self.ended),
                 ("pool_members".into(), &self.members),
                 ("counters".into(), &self.counters),
-                ("visits".into(), &self.visits),
+                ("visit_blocks".into(), &self.visit_blocks),
                 ("days".into(), &self.visit_days),
             ];
             for (i, pool) in self.pools.iter().enumerate() {

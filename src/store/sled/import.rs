@@ -7,11 +7,11 @@
 use sled::transaction::{abort, TransactionError};
 use sled::Transactional;
 
+use super::codec::{bump, bump_status, encode, tx_decode_link};
+use super::errors::{tx_error, Abort};
 use super::keys::{self, counter, read_u64};
-use super::{
-    bump, bump_status, encode, length_of, take_out_of_pool, tx_decode_link, tx_error, Abort,
-    SledStore, DAY_MS,
-};
+use super::pools::{length_of, take_out_of_pool};
+use super::{SledStore, DAY_MS};
 use crate::store::{ActiveEntry, Imported, Link, LinkStatus, StoreError, StoreResult};
 
 impl SledStore {

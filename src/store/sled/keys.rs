@@ -135,6 +135,8 @@ pub mod counter {
     }
     /// The id of the last visit recorded.
     pub const VISIT_ID: &[u8] = b"visit_id";
+    /// The id of the last visit block written (`visit_blocks`).
+    pub const VISIT_BLOCK_ID: &[u8] = b"visit_block_id";
 
     /// Visits per UTC day (days since the epoch), for the system-wide statistics.
     pub fn day_visits(day: u64) -> Vec<u8> {

@@ -1,0 +1,106 @@
+//! The bytes of stored records: MessagePack encoding and decoding of links and index entries,
+//! big-endian counters bumped inside transactions, and [`check_record`], the one decoder of
+//! every record type that `check` and the fuzz targets use. Owns no tree.
+
+use sled::transaction::{TransactionalTree, UnabortableTransactionError};
+
+use super::errors::{backend, Abort, TxResult};
+use super::keys::{self, counter, read_u64};
+use super::visits;
+use crate::store::{ActiveEntry, Link, LinkStatus, StoreError, StoreResult};
+use sled::transaction::abort;
+
+pub(super) fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    // Encoding our own plain structs into a Vec cannot fail.
+    rmp_serde::to_vec(value).unwrap_or_default()
+}
+
+pub(super) fn decode_link(bytes: &[u8]) -> StoreResult<Link> {
+    rmp_serde::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        tree: "links",
+        detail: e.to_string(),
+    })
+}
+
+pub(super) fn tx_decode_link(bytes: &[u8]) -> TxResult<Link> {
+    rmp_serde::from_slice(bytes).or_else(|e| abort(Abort::Corrupt("links", e.to_string())))
+}
+
+/// Decodes one stored record of `tree` (`links`, `active`, `visit_blocks`, `days`, `pool/<L>`,
+/// `pool_members`, `expiry`, `ended`, `counters`) the way the store reads it. A corrupt record
+/// is an error, never a panic: the fuzz targets (`fuzz/`) feed this arbitrary bytes.
+pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
+    let malformed = |tree: &'static str| StoreError::Corrupt {
+        tree,
+        detail: "malformed record".into(),
+    };
+    match tree {
+        "links" => decode_link(value).map(drop),
+        "active" => rmp_serde::from_slice::<ActiveEntry>(value)
+            .map(drop)
+            .map_err(|e| StoreError::Corrupt {
+                tree: "active",
+                detail: e.to_string(),
+            }),
+        // `visits` is the fuzz target's older name for the same records.
+        "visit_blocks" | "visits" => visits::check_block(value),
+        "days" => visits::decode_day(value),
+        "pool_members" => {
+            let code = std::str::from_utf8(key).map_err(|_| malformed("pool_members"))?;
+            keys::pool_key_of_member(code, value)
+                .map(drop)
+                .ok_or_else(|| malformed("pool_members"))
+        }
+        "expiry" | "ended" => keys::split_time_id(key)
+            .map(drop)
+            .ok_or_else(|| malformed("expiry")),
+        "counters" => read_u64(value)
+            .map(drop)
+            .ok_or_else(|| malformed("counters")),
+        pool => {
+            let length = pool
+                .strip_prefix("pool/")
+                .and_then(|l| l.parse::<u8>().ok())
+                .ok_or_else(|| backend(format!("no tree named `{tree}`")))?;
+            keys::split_pool_key(key, length)
+                .map(drop)
+                .ok_or_else(|| malformed("pool"))
+        }
+    }
+}
+
+/// A link id stored as an index value: a damaged one is corruption, not "no such link".
+pub(super) fn stored_id(tree: &'static str, bytes: &[u8]) -> StoreResult<u64> {
+    match bytes.len() {
+        8 => read_u64(bytes).ok_or_else(|| StoreError::Corrupt {
+            tree,
+            detail: "malformed link id".into(),
+        }),
+        n => Err(StoreError::Corrupt {
+            tree,
+            detail: format!("a link id of {n} bytes, not 8"),
+        }),
+    }
+}
+
+pub(super) fn bump(
+    tx: &TransactionalTree,
+    key: &[u8],
+    delta: i64,
+) -> Result<(), UnabortableTransactionError> {
+    let current = tx.get(key)?.and_then(|v| read_u64(&v)).unwrap_or(0);
+    let next = current.saturating_add_signed(delta);
+    tx.insert(key, &next.to_be_bytes()[..])?;
+    Ok(())
+}
+
+pub(super) fn bump_status(
+    tx: &TransactionalTree,
+    from: Option<LinkStatus>,
+    to: LinkStatus,
+) -> Result<(), UnabortableTransactionError> {
+    if let Some(from) = from {
+        bump(tx, &counter::links(from), -1)?;
+    }
+    bump(tx, &counter::links(to), 1)
+}

@@ -1,0 +1,566 @@
+//! Links in sled: creating (one at a time; groups are in `group.rs`), resolving, reading,
+//! updating, deleting, expiring, recycling and listing them, with the indexes each change keeps
+//! in step (`codes`, `active`, `dedup`, `expiry`, `ended`) in the same transaction. Pool
+//! bookkeeping it shares with `pools.rs`; it does not touch visits.
+
+use sled::transaction::{abort, TransactionError, TransactionalTree, UnabortableTransactionError};
+use sled::Transactional;
+
+use super::codec::{bump, bump_status, decode_link, encode, stored_id, tx_decode_link};
+use super::errors::{backend, tx_error, Abort, TxResult};
+use super::keys::{self, counter, read_u64};
+use super::pools::{length_of, take_out_of_pool};
+use super::{SledStore, DAY_MS, LIST_SCAN_BUDGET};
+use crate::store::{
+    ActiveEntry, CodeChoice, Created, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus,
+    Millis, NewLink, Store, StoreError, StoreResult,
+};
+
+/// Removes a link's dedup entry if it still points at the link.
+pub(super) fn unlink_dedup(
+    dedup: &TransactionalTree,
+    link: &Link,
+) -> Result<(), UnabortableTransactionError> {
+    if link.custom {
+        return Ok(());
+    }
+    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+    if dedup.get(&key)?.and_then(|v| read_u64(&v)) == Some(link.id) {
+        dedup.remove(key)?;
+    }
+    Ok(())
+}
+
+impl SledStore {
+    pub(super) fn find_dedup(&self, new: &NewLink, length: u8) -> StoreResult<Option<Link>> {
+        let key = keys::dedup_key(&new.space, length, &new.url);
+        let Some(id) = self.dedup.get(key).map_err(backend)? else {
+            return Ok(None);
+        };
+        let link = self.link_by_id(stored_id("dedup", &id)?)?;
+        Ok(link.filter(|l| l.status == LinkStatus::Active && !l.is_expired_at(new.now)))
+    }
+
+    /// The create transaction. `taken` is the pool key to remove (pool creates) or `None`
+    /// (custom creates, which remove their code from a pool themselves if it is there).
+    pub(super) fn create_tx(
+        &self,
+        new: &NewLink,
+        code: &str,
+        taken: Option<&[u8]>,
+    ) -> Result<(Created, Option<Millis>), TransactionError<Abort>> {
+        let length = length_of(code).ok_or(TransactionError::Abort(Abort::CodeTaken))?;
+        let pool = self
+            .pool(length)
+            .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
+        let dedup_key = (!matches!(new.code, CodeChoice::Custom(_)))
+            .then(|| keys::dedup_key(&new.space, length, &new.url));
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.active,
+            &self.dedup,
+            &self.expiry,
+            pool,
+            &self.members,
+            &self.counters,
+        );
+        trees.transaction(
+            |(links, codes, active, dedup, expiry, pool, members, counters)| {
+                if let (Some(key), true) = (&dedup_key, new.dedup) {
+                    if let Some(id) = dedup.get(key)? {
+                        if let Some(bytes) = links.get(id)? {
+                            let link = tx_decode_link(&bytes)?;
+                            if link.status == LinkStatus::Active && !link.is_expired_at(new.now) {
+                                return Ok((Created::Existing(link), None));
+                            }
+                        }
+                    }
+                }
+                let mut unpooled = None;
+                match taken {
+                    Some(pool_key) => {
+                        if pool.remove(pool_key)?.is_none() {
+                            return abort(Abort::Raced);
+                        }
+                        if codes.get(code.as_bytes())?.is_some() {
+                            // Never reachable when the trees agree; if they ever disagree,
+                            // refuse to give one code to two links.
+                            return abort(Abort::Owned);
+                        }
+                        members.remove(code.as_bytes())?;
+                        bump(counters, &counter::pool_size(length), -1)?;
+                    }
+                    None => {
+                        if codes.get(code.as_bytes())?.is_some() {
+                            return abort(Abort::CodeTaken);
+                        }
+                        match take_out_of_pool(members, pool, code)? {
+                            Some(score) => {
+                                unpooled = Some(score);
+                                bump(counters, &counter::pool_size(length), -1)?;
+                            }
+                            // A code never issued before: it counts as issued now.
+                            None => bump(counters, counter::CODES_ISSUED, 1)?,
+                        }
+                    }
+                }
+                let id = counters
+                    .get(counter::LINK_ID)?
+                    .and_then(|v| read_u64(&v))
+                    .unwrap_or(0)
+                    + 1;
+                counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
+                let link = Link {
+                    id,
+                    code: code.to_string(),
+                    url: new.url.clone(),
+                    space: new.space.clone(),
+                    custom: taken.is_none(),
+                    created_at: new.now,
+                    expires_at: new.expires_at,
+                    status: LinkStatus::Active,
+                    title: new.title.clone(),
+                    tags: new.tags.clone(),
+                    updated_at: new.now,
+                    deleted_at: None,
+                };
+                let id_key = keys::u64_key(id);
+                links.insert(&id_key[..], encode(&link))?;
+                codes.insert(code.as_bytes(), &id_key[..])?;
+                let entry = ActiveEntry {
+                    id,
+                    url: link.url.clone(),
+                    expires_at: link.expires_at,
+                };
+                active.insert(code.as_bytes(), encode(&entry))?;
+                if let Some(key) = &dedup_key {
+                    dedup.insert(key.as_slice(), &id_key[..])?;
+                }
+                if let Some(at) = link.expires_at {
+                    expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                }
+                bump_status(counters, None, LinkStatus::Active)?;
+                bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
+                Ok((Created::New(link), unpooled))
+            },
+        )
+    }
+
+    pub(super) fn create_from_pool(&self, new: &NewLink, length: u8) -> StoreResult<Created> {
+        let pool = self.pool(length).ok_or(StoreError::PoolEmpty(length))?;
+        let _taker = self.takers[usize::from(length) - 1].lock();
+        loop {
+            let Some((key, code)) = self.pool_head(pool, length, new.now)? else {
+                // Nothing to take, but a dedup hit needs no code.
+                if new.dedup {
+                    if let Some(link) = self.find_dedup(new, length)? {
+                        return Ok(Created::Existing(link));
+                    }
+                }
+                return Err(StoreError::PoolEmpty(length));
+            };
+            match self.create_tx(new, &code, Some(&key)) {
+                Ok((created, _)) => return Ok(created),
+                // A custom create took this code from the pool first.
+                Err(TransactionError::Abort(Abort::Raced)) => continue,
+                Err(TransactionError::Abort(Abort::Owned)) => {
+                    tracing::error!(code = %code, "a pooled code is owned by a link; dropping it from the pool");
+                    self.drop_pool_entry(pool, &key, &code)?;
+                }
+                Err(e) => return Err(tx_error(e, &code)),
+            }
+        }
+    }
+
+    pub(super) fn create_custom(&self, new: &NewLink, code: &str) -> StoreResult<Created> {
+        // Into the filter before the commit, so that the filter always covers what is
+        // committed (see `checkpoint`). If the create fails, the code is a harmless false
+        // positive.
+        self.filter_insert([code]);
+        let (created, unpooled) = self
+            .create_tx(new, code, None)
+            .map_err(|e| tx_error(e, code))?;
+        // The code left its pool (with the score the transaction saw): it is no longer
+        // cooling there.
+        if let (Some(score), Some(length)) = (unpooled, length_of(code)) {
+            self.note_cooling(length, score, -1);
+        }
+        Ok(created)
+    }
+
+    /// Reads a link by code inside a transaction.
+    pub(super) fn tx_link_by_code(
+        codes: &TransactionalTree,
+        links: &TransactionalTree,
+        code: &str,
+    ) -> TxResult<Link> {
+        let Some(id) = codes.get(code.as_bytes())? else {
+            return abort(Abort::NotFound);
+        };
+        let Some(bytes) = links.get(id)? else {
+            return abort(Abort::NotFound);
+        };
+        tx_decode_link(&bytes)
+    }
+
+    pub(super) fn scan_index(
+        &self,
+        tree: &sled::Tree,
+        upto: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Link>> {
+        let mut out = Vec::new();
+        for item in tree.range(..keys::u64_key(upto.saturating_add(1))) {
+            if out.len() >= limit {
+                break;
+            }
+            let (key, _) = item.map_err(backend)?;
+            let Some((_, id)) = keys::split_time_id(&key) else {
+                continue;
+            };
+            if let Some(link) = self.link_by_id(id)? {
+                out.push(link);
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn create_link_impl(&self, new: &NewLink) -> StoreResult<Created> {
+        let created = {
+            let _committing = self.flusher.committing();
+            match &new.code {
+                CodeChoice::Pool(length) if self.pool(*length).is_some() => {
+                    self.create_from_pool_grouped(new, *length)?
+                }
+                CodeChoice::Pool(length) => return Err(StoreError::PoolEmpty(*length)),
+                CodeChoice::Custom(code) => self.create_custom(new, code)?,
+            }
+        };
+        // A dedup hit may return a link whose own create is still waiting for its flush:
+        // answer only once that link is durable too.
+        self.flusher.wait_durable()?;
+        Ok(created)
+    }
+
+    pub(super) fn resolve_impl(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+        let Some(bytes) = self.active.get(code.as_bytes()).map_err(backend)? else {
+            return Ok(None);
+        };
+        rmp_serde::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                tree: "active",
+                detail: format!("code `{code}`: {e}"),
+            })
+    }
+
+    pub(super) fn link_by_code_impl(&self, code: &str) -> StoreResult<Option<Link>> {
+        let Some(id) = self.codes.get(code.as_bytes()).map_err(backend)? else {
+            return Ok(None);
+        };
+        self.link_by_id(stored_id("codes", &id).map_err(|e| match e {
+            StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                tree,
+                detail: format!("{detail} (code `{code}`)"),
+            },
+            other => other,
+        })?)
+    }
+
+    pub(super) fn link_by_id_impl(&self, id: u64) -> StoreResult<Option<Link>> {
+        self.links
+            .get(keys::u64_key(id))
+            .map_err(backend)?
+            .map(|bytes| {
+                decode_link(&bytes).map_err(|e| match e {
+                    StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                        tree,
+                        detail: format!("link id {id}: {detail}"),
+                    },
+                    other => other,
+                })
+            })
+            .transpose()
+    }
+
+    pub(super) fn update_link_impl(
+        &self,
+        code: &str,
+        patch: &LinkPatch,
+        now: Millis,
+    ) -> StoreResult<Link> {
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.active,
+            &self.dedup,
+            &self.expiry,
+        );
+        let link = trees
+            .transaction(|(links, codes, active, dedup, expiry)| {
+                let old = Self::tx_link_by_code(codes, links, code)?;
+                if old.status != LinkStatus::Active {
+                    return abort(Abort::WrongStatus(old.status));
+                }
+                let mut link = old.clone();
+                if let Some(url) = &patch.url {
+                    link.url = url.clone();
+                }
+                if let Some(expires_at) = patch.expires_at {
+                    link.expires_at = expires_at;
+                }
+                if let Some(title) = &patch.title {
+                    link.title = title.clone();
+                }
+                if let Some(tags) = &patch.tags {
+                    link.tags = tags.clone();
+                }
+                link.updated_at = now;
+                if link.url != old.url && !link.custom {
+                    unlink_dedup(dedup, &old)?;
+                    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+                    // Another active link may already be the dedup target for the new URL.
+                    if dedup.get(&key)?.is_none() {
+                        dedup.insert(key, &keys::u64_key(link.id)[..])?;
+                    }
+                }
+                if link.expires_at != old.expires_at {
+                    if let Some(at) = old.expires_at {
+                        expiry.remove(&keys::time_id_key(at, link.id)[..])?;
+                    }
+                    if let Some(at) = link.expires_at {
+                        expiry.insert(&keys::time_id_key(at, link.id)[..], &[][..])?;
+                    }
+                }
+                let entry = ActiveEntry {
+                    id: link.id,
+                    url: link.url.clone(),
+                    expires_at: link.expires_at,
+                };
+                active.insert(code.as_bytes(), encode(&entry))?;
+                links.insert(&keys::u64_key(link.id)[..], encode(&link))?;
+                Ok(link)
+            })
+            .map_err(|e| tx_error(e, code))?;
+        self.flusher.wait_durable()?;
+        Ok(link)
+    }
+
+    pub(super) fn delete_link_impl(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.active,
+            &self.dedup,
+            &self.expiry,
+            &self.ended,
+            &self.counters,
+        );
+        let link = trees
+            .transaction(|(links, codes, active, dedup, expiry, ended, counters)| {
+                let old = Self::tx_link_by_code(codes, links, code)?;
+                match old.status {
+                    LinkStatus::Active => {
+                        active.remove(code.as_bytes())?;
+                        unlink_dedup(dedup, &old)?;
+                        if let Some(at) = old.expires_at {
+                            expiry.remove(&keys::time_id_key(at, old.id)[..])?;
+                        }
+                    }
+                    LinkStatus::Expired => {
+                        // It waited for recycling from its expiry; now it waits from deletion.
+                        if let Some(at) = old.expires_at {
+                            ended.remove(&keys::time_id_key(at, old.id)[..])?;
+                        }
+                    }
+                    other => return abort(Abort::WrongStatus(other)),
+                }
+                let mut link = old.clone();
+                link.status = LinkStatus::Deleted;
+                link.deleted_at = Some(now);
+                link.updated_at = now;
+                ended.insert(&keys::time_id_key(now, link.id)[..], &[][..])?;
+                links.insert(&keys::u64_key(link.id)[..], encode(&link))?;
+                bump_status(counters, Some(old.status), LinkStatus::Deleted)?;
+                Ok(link)
+            })
+            .map_err(|e| tx_error(e, code))?;
+        self.flusher.wait_durable()?;
+        Ok(link)
+    }
+
+    pub(super) fn expire_link_impl(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
+        let trees = (
+            &self.links,
+            &self.active,
+            &self.dedup,
+            &self.expiry,
+            &self.ended,
+            &self.counters,
+        );
+        let id_key = keys::u64_key(id);
+        let link = trees
+            .transaction(|(links, active, dedup, expiry, ended, counters)| {
+                let Some(bytes) = links.get(&id_key[..])? else {
+                    return Ok(None);
+                };
+                let old = tx_decode_link(&bytes)?;
+                let Some(at) = old.expires_at else {
+                    return Ok(None);
+                };
+                if now < at {
+                    return Ok(None);
+                }
+                if old.status != LinkStatus::Active {
+                    // Not in the active set: whatever index entry led here is stale.
+                    expiry.remove(&keys::time_id_key(at, id)[..])?;
+                    return Ok(None);
+                }
+                active.remove(old.code.as_bytes())?;
+                unlink_dedup(dedup, &old)?;
+                expiry.remove(&keys::time_id_key(at, id)[..])?;
+                ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                let mut link = old;
+                link.status = LinkStatus::Expired;
+                link.updated_at = now;
+                links.insert(&id_key[..], encode(&link))?;
+                bump_status(counters, Some(LinkStatus::Active), LinkStatus::Expired)?;
+                Ok(Some(link))
+            })
+            .map_err(|e| tx_error(e, ""))?;
+        Ok(link)
+    }
+
+    pub(super) fn recycle_link_impl(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        let Some(current) = self.link_by_id(id)? else {
+            return Ok(None);
+        };
+        let Some(length) = length_of(&current.code) else {
+            return Ok(None);
+        };
+        let pool = self.pool(length).ok_or(StoreError::NotFound)?;
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.ended,
+            pool,
+            &self.members,
+            &self.counters,
+        );
+        let id_key = keys::u64_key(id);
+        let link = trees
+            .transaction(|(links, codes, ended, pool, members, counters)| {
+                let Some(bytes) = links.get(&id_key[..])? else {
+                    return Ok(None);
+                };
+                let old = tx_decode_link(&bytes)?;
+                if !matches!(old.status, LinkStatus::Expired | LinkStatus::Deleted) {
+                    return Ok(None);
+                }
+                if let Some(at) = old.ended_at() {
+                    ended.remove(&keys::time_id_key(at, id)[..])?;
+                }
+                let owned = codes.get(old.code.as_bytes())?.and_then(|v| read_u64(&v)) == Some(id);
+                if !owned {
+                    // The code belongs to someone else: archive without pooling it.
+                    let mut link = old.clone();
+                    link.status = LinkStatus::Archived;
+                    links.insert(&id_key[..], encode(&link))?;
+                    bump_status(counters, Some(old.status), LinkStatus::Archived)?;
+                    return Ok(Some((link, false)));
+                }
+                codes.remove(old.code.as_bytes())?;
+                // Recycled codes have scores of their own: no tiebreak needed.
+                pool.insert(keys::pool_key(score, 0, &old.code), &[][..])?;
+                members.insert(old.code.as_bytes(), &keys::member_value(score, 0)[..])?;
+                let mut link = old.clone();
+                link.status = LinkStatus::Archived;
+                links.insert(&id_key[..], encode(&link))?;
+                bump_status(counters, Some(old.status), LinkStatus::Archived)?;
+                bump(counters, &counter::pool_size(length), 1)?;
+                bump(counters, &counter::pool_recycled(length), 1)?;
+                Ok(Some((link, true)))
+            })
+            .map_err(|e| tx_error(e, &current.code))?;
+        let Some((link, pooled)) = link else {
+            return Ok(None);
+        };
+        if pooled {
+            self.note_cooling(length, score, 1);
+        }
+        Ok(Some(link))
+    }
+
+    pub(super) fn dedup_target_impl(
+        &self,
+        space: &str,
+        length: u8,
+        url: &str,
+    ) -> StoreResult<Option<Link>> {
+        let Some(id) = self
+            .dedup
+            .get(keys::dedup_key(space, length, url))
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        Ok(link.filter(|l| l.status == LinkStatus::Active))
+    }
+
+    pub(super) fn list_links_impl(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        let limit = query.limit.max(1);
+        let range = if query.newest_first {
+            let end = query.after.unwrap_or(u64::MAX);
+            Box::new(self.links.range(..keys::u64_key(end)).rev())
+                as Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>
+        } else {
+            let start = query.after.map_or(0, |a| a.saturating_add(1));
+            Box::new(self.links.range(keys::u64_key(start)..))
+        };
+        let mut page = LinkPage::default();
+        for (scanned, item) in range.enumerate() {
+            let (_, bytes) = item.map_err(backend)?;
+            let link = decode_link(&bytes)?;
+            let last_id = Some(link.id);
+            if query.matches(&link) {
+                page.items.push(link);
+                if page.items.len() == limit {
+                    page.next = last_id;
+                    return Ok(page);
+                }
+            }
+            // A search that matches little must not walk every link in one request: stop
+            // and hand out a cursor to go on from.
+            if scanned + 1 >= LIST_SCAN_BUDGET {
+                page.next = last_id;
+                return Ok(page);
+            }
+        }
+        Ok(page)
+    }
+
+    pub(super) fn retire_link_impl(&self, id: u64) -> StoreResult<bool> {
+        let Some(link) = self.link_by_id(id)? else {
+            return Ok(false);
+        };
+        let Some(at) = link.ended_at() else {
+            return Ok(false);
+        };
+        Ok(self
+            .ended
+            .remove(keys::time_id_key(at, id))
+            .map_err(backend)?
+            .is_some())
+    }
+
+    pub(super) fn link_counts_impl(&self) -> StoreResult<LinkCounts> {
+        Ok(LinkCounts {
+            active: self.counter(&counter::links(LinkStatus::Active))?,
+            expired: self.counter(&counter::links(LinkStatus::Expired))?,
+            deleted: self.counter(&counter::links(LinkStatus::Deleted))?,
+            archived: self.counter(&counter::links(LinkStatus::Archived))?,
+        })
+    }
+}

@@ -1,0 +1,292 @@
+//! The code pools in sled: `pool/<L>` (a sorted set by score) and `pool_members` (where each
+//! pooled code sits), their size counters, the in-memory count of cooling codes, and the
+//! strategies' saved states in `meta`. Adding codes and reading the head live here; taking a
+//! head is part of a create (`links.rs`, `group.rs`).
+
+use rand::RngExt;
+use sled::transaction::{abort, TransactionError, TransactionalTree};
+use sled::Transactional;
+
+use super::codec::bump;
+use super::errors::{backend, tx_error, Abort, TxResult};
+use super::keys::{self, counter};
+use super::{SledStore, MAX_LEN, POOL_ADD_CHUNK};
+use crate::store::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreError, StoreResult};
+
+/// Takes a chosen code (custom or imported) out of its pool, inside a transaction: the member
+/// entry names the pool key, tiebreak included. Returns the score it had, or `None` when the code
+/// was not pooled. The caller adjusts the pool's size counter.
+pub(super) fn take_out_of_pool(
+    members: &TransactionalTree,
+    pool: &TransactionalTree,
+    code: &str,
+) -> TxResult<Option<Millis>> {
+    let Some(member) = members.remove(code.as_bytes())? else {
+        return Ok(None);
+    };
+    let Some((score, key)) = keys::pool_key_of_member(code, &member) else {
+        return abort(Abort::Corrupt(
+            "pool_members",
+            format!("malformed entry of `{code}`"),
+        ));
+    };
+    pool.remove(key)?;
+    Ok(Some(score))
+}
+
+/// The code length of `pools[index]`.
+pub(super) fn pool_length(index: usize) -> u8 {
+    u8::try_from(index + 1).unwrap_or(MAX_LEN)
+}
+
+pub(super) fn length_of(code: &str) -> Option<u8> {
+    u8::try_from(code.len())
+        .ok()
+        .filter(|l| (1..=MAX_LEN).contains(l))
+}
+
+impl SledStore {
+    pub(super) fn pool(&self, length: u8) -> Option<&sled::Tree> {
+        self.pools.get(usize::from(length).checked_sub(1)?)
+    }
+
+    /// Counters change in the same transactions as the trees, so they cannot drift; this
+    /// re-counts the pools (small) at every start anyway and corrects any that disagree, as a
+    /// guard against bugs and hand-edited data.
+    pub(super) fn check_pool_sizes(&mut self) -> StoreResult<()> {
+        for (i, pool) in self.pools.iter().enumerate() {
+            let length = u8::try_from(i + 1).unwrap_or(u8::MAX);
+            let key = counter::pool_size(length);
+            let counted = pool.len() as u64;
+            let stored = self.counter(&key)?;
+            if counted != stored {
+                self.counters
+                    .insert(key, &counted.to_be_bytes()[..])
+                    .map_err(backend)?;
+                self.report
+                    .counters_corrected
+                    .push(format!("pool.{length}.size: {stored} → {counted}"));
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn load_cooling(&self) -> StoreResult<()> {
+        // Entries due in the future at open time. The clock read is the open time only; later
+        // counts use the caller's `now`.
+        let now = crate::clock::system_now();
+        for (i, pool) in self.pools.iter().enumerate() {
+            let mut map = self.cooling[i].lock();
+            for item in pool.range(keys::u64_key(now.saturating_add(1))..) {
+                let (key, _) = item.map_err(backend)?;
+                if let Some((score, _)) = keys::split_pool_key(&key, pool_length(i)) {
+                    *map.entry(score).or_default() += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn note_cooling(&self, length: u8, score: Millis, delta: i64) {
+        let Some(slot) = usize::from(length).checked_sub(1) else {
+            return;
+        };
+        let mut map = self.cooling[slot].lock();
+        let entry = map.entry(score).or_default();
+        *entry = entry.saturating_add_signed(delta);
+        if *entry == 0 {
+            map.remove(&score);
+        }
+    }
+
+    /// The lowest-score pool entry of `length` that is due at `now`.
+    pub(super) fn pool_head(
+        &self,
+        pool: &sled::Tree,
+        length: u8,
+        now: Millis,
+    ) -> StoreResult<Option<(Vec<u8>, String)>> {
+        let Some(item) = pool.iter().next() else {
+            return Ok(None);
+        };
+        let (key, _) = item.map_err(backend)?;
+        match keys::split_pool_key(&key, length) {
+            Some((score, code)) if score <= now => Ok(Some((key.to_vec(), code.to_string()))),
+            Some(_) => Ok(None),
+            None => Err(StoreError::Corrupt {
+                tree: "pool",
+                detail: "malformed key".into(),
+            }),
+        }
+    }
+
+    /// Removes one entry from a pool (and its membership), keeping the size counter right.
+    pub(super) fn drop_pool_entry(
+        &self,
+        pool: &sled::Tree,
+        key: &[u8],
+        code: &str,
+    ) -> StoreResult<()> {
+        let length = length_of(code).unwrap_or(0);
+        (pool, &self.members, &self.counters)
+            .transaction(|(pool, members, counters)| {
+                if pool.remove(key)?.is_some() {
+                    members.remove(code.as_bytes())?;
+                    bump(counters, &counter::pool_size(length), -1)?;
+                }
+                Ok(())
+            })
+            .map_err(|e: TransactionError<Abort>| tx_error(e, code))
+    }
+
+    pub(super) fn pool_add_impl(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
+        let length = batch.length;
+        let pool = self
+            .pool(length)
+            .ok_or_else(|| backend(format!("no pool of length {length}")))?;
+        let state_key = keys::strategy_state_key(length);
+        // Into the filter before the commit (see `checkpoint`); codes the transaction skips
+        // exist already, so they belong in the filter anyway.
+        self.filter_insert(batch.codes.iter().map(String::as_str));
+        // Most codes are new: weed out the others with plain reads, which are much cheaper
+        // than reads inside a transaction. Only a custom create can make a code exist
+        // between this check and the commit, so the transaction re-checks the code index.
+        let mut fresh = Vec::with_capacity(batch.codes.len());
+        let mut rng = rand::rng();
+        for code in &batch.codes {
+            if length_of(code) == Some(length)
+                && !self.codes.contains_key(code.as_bytes()).map_err(backend)?
+                && !self
+                    .members
+                    .contains_key(code.as_bytes())
+                    .map_err(backend)?
+            {
+                // Drawn here, not in the transaction closure, which may run more than once.
+                let tiebreak = if batch.shuffle {
+                    rng.random::<u32>()
+                } else {
+                    0
+                };
+                fresh.push((code.as_str(), tiebreak));
+            }
+        }
+        // Bounded transactions: sled's cost per write grows with the transaction. A crash
+        // between chunks leaves the strategy state (written with the last chunk) behind the
+        // pooled codes; the strategy then offers those codes again and they are skipped, so
+        // nothing is lost or pooled twice.
+        let chunks: Vec<&[(&str, u32)]> = fresh.chunks(POOL_ADD_CHUNK).collect();
+        let last = chunks.len().saturating_sub(1);
+        let trees = (&self.codes, pool, &self.members, &self.counters, &self.meta);
+        let mut added = 0u64;
+        for (i, chunk) in chunks.iter().enumerate() {
+            let state = if i == last {
+                batch.state.as_ref()
+            } else {
+                None
+            };
+            added += trees
+                .transaction(|(codes, pool, members, counters, meta)| {
+                    let mut added = 0u64;
+                    for &(code, tiebreak) in *chunk {
+                        if codes.get(code.as_bytes())?.is_some() {
+                            continue;
+                        }
+                        pool.insert(keys::pool_key(batch.score, tiebreak, code), &[][..])?;
+                        let member = keys::member_value(batch.score, tiebreak);
+                        members.insert(code.as_bytes(), &member[..])?;
+                        added += 1;
+                    }
+                    let delta = i64::try_from(added).unwrap_or(i64::MAX);
+                    bump(counters, &counter::pool_size(length), delta)?;
+                    bump(counters, &counter::pool_generated(length), delta)?;
+                    bump(counters, counter::CODES_ISSUED, delta)?;
+                    if let Some(state) = state {
+                        meta.insert(state_key.as_bytes(), state.as_slice())?;
+                    }
+                    Ok(added)
+                })
+                .map_err(|e| tx_error(e, ""))?;
+        }
+        if chunks.is_empty() {
+            // Nothing new (every code exists already): still move the strategy on.
+            if let Some(state) = &batch.state {
+                self.meta
+                    .insert(state_key.as_bytes(), state.as_slice())
+                    .map_err(backend)?;
+            }
+        }
+        if batch.score > batch.now {
+            self.note_cooling(length, batch.score, i64::try_from(added).unwrap_or(0));
+        }
+        self.flusher.wait_durable()?;
+        Ok(PoolAdded {
+            added,
+            skipped: batch.codes.len() as u64 - added,
+        })
+    }
+
+    pub(super) fn pool_counts_impl(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
+        if self.pool(length).is_none() {
+            return Ok(PoolCounts::default());
+        }
+        let size = self.counter(&counter::pool_size(length))?;
+        let cooling: u64 = {
+            let mut map = self.cooling[usize::from(length) - 1].lock();
+            // Entries that became due no longer need tracking.
+            let keep = map.split_off(&now.saturating_add(1));
+            *map = keep;
+            map.values().sum()
+        };
+        Ok(PoolCounts {
+            available: size.saturating_sub(cooling),
+            cooling,
+            generated_total: self.counter(&counter::pool_generated(length))?,
+            recycled_total: self.counter(&counter::pool_recycled(length))?,
+        })
+    }
+
+    pub(super) fn pool_peek_impl(
+        &self,
+        length: u8,
+        limit: usize,
+    ) -> StoreResult<Vec<(Millis, String)>> {
+        let Some(pool) = self.pool(length) else {
+            return Ok(Vec::new());
+        };
+        pool.iter()
+            .keys()
+            .take(limit)
+            .map(|key| {
+                let key = key.map_err(backend)?;
+                keys::split_pool_key(&key, length)
+                    .map(|(score, code)| (score, code.to_string()))
+                    .ok_or_else(|| StoreError::Corrupt {
+                        tree: "pool",
+                        detail: "malformed key".into(),
+                    })
+            })
+            .collect()
+    }
+
+    pub(super) fn meta_get_impl(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self
+            .meta
+            .get(key.as_bytes())
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
+    }
+
+    pub(super) fn meta_init_impl(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        let previous = self
+            .meta
+            .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(value))
+            .map_err(backend)?;
+        match previous {
+            Ok(()) => {
+                self.flusher.wait_durable()?;
+                Ok(value.to_vec())
+            }
+            Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
+        }
+    }
+}
