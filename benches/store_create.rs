@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use vshortlink::clock::{Clock, SystemClock};
 use vshortlink::config::Config;
 use vshortlink::pools::Pools;
-use vshortlink::store::{CodeChoice, Durability, NewLink, SledStore, Store, StoreOptions};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::{CodeChoice, Durability, NewLink, Store};
 
 struct Outcome {
     per_second: f64,
@@ -34,7 +35,7 @@ fn run(durability: Durability, writers: usize, seconds: u64) -> Outcome {
         .unwrap_or(20_000);
     pools.refill(6, prefill).expect("prefill");
     pools.start_background().expect("refill worker");
-    let flushes_before = store.flush_stats().flushes;
+    let flushes_before = store.commit_stats().flushes;
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -67,7 +68,7 @@ fn run(durability: Durability, writers: usize, seconds: u64) -> Outcome {
         h.join().expect("writer");
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let flushes = store.flush_stats().flushes - flushes_before;
+    let flushes = store.commit_stats().flushes - flushes_before;
     pools.stop_background();
     store.close().expect("close");
     Outcome {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use axum::http::HeaderValue;
 use vshortlink::clock::SystemClock;
 use vshortlink::config::Config;
-use vshortlink::store::{Durability, NewVisit, SledStore, Store, StoreOptions, Visit};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::{Durability, NewVisit, Store, Visit};
 use vshortlink::visits::recorder::MAX_PENDING;
 use vshortlink::visits::Recorder;
 

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use vshortlink::clock::{Clock, SystemClock};
 use vshortlink::config::Config;
 use vshortlink::pools::Pools;
-use vshortlink::store::{CodeChoice, NewLink, SledStore, Store, StoreOptions};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::{CodeChoice, NewLink, Store};
 
 fn main() {
     let Some(dir) = std::env::args_os().nth(1).map(PathBuf::from) else {

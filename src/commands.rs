@@ -17,7 +17,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, Links};
 use crate::pools::Pools;
-use crate::store::{CheckReport, Link, SledStore, Store, StoreError};
+use crate::store::sled::{CheckReport, SledStore};
+use crate::store::{Link, Store, StoreError};
 use crate::BoxError;
 
 /// `vshortlink check`: prints each check and each fault; `Ok(false)` when there are faults.

@@ -14,10 +14,11 @@
 //! - [`codes`] is pure: the base-62 alphabet, each length's number space, reserved and blocked
 //!   words, and the three generation strategies (`random` with its Bloom filter, `step`,
 //!   `permute`).
-//! - [`store`] is the storage interface ([`store::Store`]) and its one implementation on sled
-//!   ([`store::SledStore`]): links, the active mapping that redirects read, the dedup index, one
-//!   ZSet-like pool tree per length, counters. Every write is one multi-tree transaction,
-//!   acknowledged after a group-committed flush. Nothing else in the crate touches sled.
+//! - [`store`] is the storage interface ([`store::Store`]) and its two backends: the embedded
+//!   default on sled ([`store::sled::SledStore`]: links, the active mapping that redirects
+//!   read, the dedup index, one ZSet-like pool tree per length, counters; every write one
+//!   multi-tree transaction acknowledged after a group-committed flush; nothing else in the
+//!   crate touches sled), and PostgreSQL for several instances ([`store::postgres::PgStore`]).
 //! - [`ui`] is the web pages: shorten, sign in, links, statistics, dashboard, in English and
 //!   Simplified Chinese, rendered on the server from embedded templates; [`qr`] draws QR codes.
 //! - [`keys`] is the API key ring (also what the pages' sign-in checks).
@@ -68,7 +69,9 @@ use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::state::AppState;
-use crate::store::{PgOptions, PgStore, SledStore, Store, StoreError, StoreOptions};
+use crate::store::postgres::{PgOptions, PgStore};
+use crate::store::sled::{SledStore, StoreOptions};
+use crate::store::{Store, StoreError};
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
 
@@ -124,7 +127,7 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BoxError> {
     }
 }
 
-fn log_open_report(report: &store::OpenReport) {
+fn log_open_report(report: &store::sled::OpenReport) {
     if report.recovered {
         tracing::info!("the store was not closed cleanly; sled recovered its log");
     }

@@ -211,7 +211,7 @@ impl Metrics {
         }
         set(&self.queue_depth, recorder.depth() as u64);
         set(&self.queue_capacity, recorder.capacity() as u64);
-        let flush = store.flush_stats();
+        let flush = store.commit_stats();
         set(&self.flushes, flush.flushes);
         self.flush_seconds.set(flush.total.as_secs_f64());
         self.last_flush_seconds

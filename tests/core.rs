@@ -13,9 +13,8 @@ use vshortlink::clock::{Clock, ManualClock, SystemClock};
 use vshortlink::codes::{decode, Space};
 use vshortlink::config::Config;
 use vshortlink::pools::{Pools, StrategyState};
-use vshortlink::store::{
-    CodeChoice, Created, LinkPatch, LinkStatus, NewLink, SledStore, Store, StoreError, StoreOptions,
-};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::{CodeChoice, Created, LinkPatch, LinkStatus, NewLink, Store, StoreError};
 
 fn open(dir: &Path) -> Arc<SledStore> {
     Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open store"))

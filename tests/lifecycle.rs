@@ -10,9 +10,8 @@ use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::jobs::lifecycle::{Lifecycle, MaintenanceReport};
 use vshortlink::links::{CreateLink, Links, Resolution};
-use vshortlink::store::{
-    CodeChoice, LinkStatus, NewLink, SledStore, Store, StoreError, StoreOptions,
-};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::{CodeChoice, LinkStatus, NewLink, Store, StoreError};
 
 const DAY: u64 = 86_400_000;
 const T0: u64 = 1_800_000_000_000;
@@ -236,8 +235,11 @@ fn test_store(dir: &std::path::Path) -> Arc<dyn Store> {
     if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
         let url = pg::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
         return Arc::new(
-            vshortlink::store::PgStore::open(&vshortlink::store::PgOptions { url, pool_size: 4 })
-                .expect("open postgres"),
+            vshortlink::store::postgres::PgStore::open(&vshortlink::store::postgres::PgOptions {
+                url,
+                pool_size: 4,
+            })
+            .expect("open postgres"),
         );
     }
     Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open sled"))

@@ -15,7 +15,8 @@ use serde_json::{json, Value};
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::links::CreateLink;
-use vshortlink::store::{PgOptions, PgStore, Store};
+use vshortlink::store::postgres::{PgOptions, PgStore};
+use vshortlink::store::Store;
 
 /// Two instances on one fresh database; `None` where PostgreSQL is not installed.
 fn pair() -> Option<(TestApp, TestApp, String)> {

@@ -8,9 +8,11 @@ mod pg;
 
 use std::sync::Arc;
 
+use vshortlink::store::postgres::{PgOptions, PgStore};
+use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{
-    CodeChoice, Created, LinkPatch, LinkQuery, LinkStatus, NewLink, NewVisit, PgOptions, PgStore,
-    PoolBatch, SledStore, Store, StoreError, StoreOptions, Visit,
+    CodeChoice, Created, LinkPatch, LinkQuery, LinkStatus, NewLink, NewVisit, PoolBatch, Store,
+    StoreError, Visit,
 };
 
 const T0: u64 = 1_800_000_000_000;

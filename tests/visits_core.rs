@@ -11,7 +11,8 @@ use tokio_stream::StreamExt;
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::http::stats::{csv_body, CSV_PAGE};
-use vshortlink::store::{NewVisit, SledStore, Store, StoreOptions, Visit};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::{NewVisit, Store, Visit};
 use vshortlink::visits::{Recorder, Statistics};
 
 const DAY: u64 = 86_400_000;
@@ -200,8 +201,11 @@ fn test_store(dir: &std::path::Path) -> Arc<dyn Store> {
     if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
         let url = pg::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
         return Arc::new(
-            vshortlink::store::PgStore::open(&vshortlink::store::PgOptions { url, pool_size: 4 })
-                .expect("open postgres"),
+            vshortlink::store::postgres::PgStore::open(&vshortlink::store::postgres::PgOptions {
+                url,
+                pool_size: 4,
+            })
+            .expect("open postgres"),
         );
     }
     Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open sled"))

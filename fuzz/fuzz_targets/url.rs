@@ -10,7 +10,8 @@ use vshortlink::clock::SystemClock;
 use vshortlink::config::Config;
 use vshortlink::links::Links;
 use vshortlink::pools::Pools;
-use vshortlink::store::{SledStore, Store, StoreOptions};
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::Store;
 
 fn links() -> &'static Links {
     static LINKS: OnceLock<(tempfile::TempDir, Links)> = OnceLock::new();

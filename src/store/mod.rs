@@ -1,22 +1,26 @@
 //! The storage interface: the [`Store`] trait, the records it keeps and its errors.
 //!
 //! Everything above this module (the domain services, jobs, handlers) talks to storage only
-//! through [`Store`], so that a networked backend (Redis + PostgreSQL, as in the reference
-//! designs) can be added later beside the embedded one. Only `store/sled/` knows about sled.
+//! through [`Store`], which two backends implement: [`sled`], embedded, the default, and
+//! [`postgres`], which several instances share. Only `store/sled/` knows about sled and only
+//! `store/postgres/` about PostgreSQL; the rules both apply (dedup eligibility, which status
+//! changes are allowed, what a patch does, how visits add up) live in the domain types here
+//! and in `visits::tally`, and one contract suite (`tests/store_contract.rs`) runs on both.
+//!
+//! The trait is blocking. sled answers in microseconds on the caller's thread; the PostgreSQL
+//! store waits for its own runtime inside `block_in_place` (see `store/postgres/mod.rs`).
 //!
 //! The store holds no clock: every method that depends on time takes `now` (milliseconds since
 //! the Unix epoch) from its caller, so lifecycle tests can move time forward.
 //!
-//! Every write method returns only after its change is durable in the configured
-//! [`Durability`] mode; concurrent writers share one flush (group commit).
+//! Every link write returns only after its change is durable: on sled in the configured
+//! [`Durability`] mode (concurrent writers share one flush), on PostgreSQL once committed.
+//! The lifecycle writes, imports and visit batches say where they differ.
 
 pub mod postgres;
 pub mod sled;
 
 use serde::{Deserialize, Serialize};
-
-pub use self::postgres::{PgOptions, PgStore};
-pub use self::sled::{CheckReport, FlushStats, OpenReport, SledStore, StoreOptions};
 
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
 pub type Millis = u64;
@@ -426,11 +430,11 @@ pub struct NewVisit {
 /// What a link's visits are broken down by in the `top` lists of its statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dimension {
-    Browser = 1,
-    Os = 2,
-    Device = 3,
-    Country = 4,
-    Referer = 5,
+    Browser,
+    Os,
+    Device,
+    Country,
+    Referer,
 }
 
 impl Dimension {
@@ -441,10 +445,6 @@ impl Dimension {
         Dimension::Country,
         Dimension::Referer,
     ];
-
-    pub fn from_u8(n: u8) -> Option<Dimension> {
-        Self::ALL.into_iter().find(|d| *d as u8 == n)
-    }
 }
 
 /// One page of a link's visits, oldest first.
@@ -490,6 +490,14 @@ pub struct DayCount {
     pub day: u64,
     pub creates: u64,
     pub visits: u64,
+}
+
+/// Group-commit figures since start: flushes made and the time spent in them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CommitStats {
+    pub flushes: u64,
+    pub total: std::time::Duration,
+    pub last: std::time::Duration,
 }
 
 /// A change another process made to the shared store, for the caches of this one.
@@ -684,8 +692,11 @@ pub trait Store: Send + Sync + 'static {
     /// System-wide creates and visits for each UTC day in `from_day..=to_day`.
     fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>>;
 
-    /// Group-commit statistics, for metrics.
-    fn flush_stats(&self) -> FlushStats;
+    /// How the store's own group commit has gone, for metrics. A backend whose server groups
+    /// commits itself (PostgreSQL) has none to report.
+    fn commit_stats(&self) -> CommitStats {
+        CommitStats::default()
+    }
 
     // ---- metadata ----
 

@@ -200,7 +200,7 @@ mod tests {
     fn sessions_expire_after_inactivity() {
         let dir = tempfile::tempdir().expect("dir");
         let store: Arc<dyn Store> = Arc::new(
-            crate::store::SledStore::open(&crate::store::StoreOptions::new(dir.path()))
+            crate::store::sled::SledStore::open(&crate::store::sled::StoreOptions::new(dir.path()))
                 .expect("store"),
         );
         let auth = crate::config::AuthConfig {

@@ -37,10 +37,9 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use crate::store::{
-    ActiveEntry, ChangeHandler, Created, DayCount, FlushStats, Imported, JobLock, Link, LinkCounts,
-    LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
-    PoolCounts, SharedRecords, Store, StoreError, StoreResult, VisitPage, VisitSummary,
-    VisitTotals,
+    ActiveEntry, ChangeHandler, Created, DayCount, Imported, JobLock, Link, LinkCounts, LinkPage,
+    LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
+    SharedRecords, Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// The schema, one file per version, applied in order at start-up.
@@ -603,11 +602,6 @@ impl Store for PgStore {
 
     fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
         self.block(self.shared.day_counts(from_day, to_day))
-    }
-
-    /// PostgreSQL commits (and groups commits) itself: nothing to report here.
-    fn flush_stats(&self) -> FlushStats {
-        FlushStats::default()
     }
 
     fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {

@@ -10,6 +10,7 @@
 //! sled 0.34's flush ends in `sync_file_range`, which survives a killed process but not a power
 //! cut (SPEC §13). This file owns no data; it never reads or writes records.
 
+use crate::store::CommitStats;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -51,14 +52,6 @@ struct State {
     flushes: u64,
     flush_nanos_total: u128,
     last_flush: Duration,
-}
-
-/// Flush statistics, read by metrics.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FlushStats {
-    pub flushes: u64,
-    pub total: Duration,
-    pub last: Duration,
 }
 
 /// The group-commit flusher of one sled database.
@@ -118,9 +111,9 @@ impl Flusher {
     }
 
     /// Flush statistics so far.
-    pub fn stats(&self) -> FlushStats {
+    pub fn stats(&self) -> CommitStats {
         let state = self.shared.state.lock();
-        FlushStats {
+        CommitStats {
             flushes: state.flushes,
             total: Duration::from_nanos(u64::try_from(state.flush_nanos_total).unwrap_or(u64::MAX)),
             last: state.last_flush,

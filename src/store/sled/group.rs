@@ -175,8 +175,7 @@ impl SledStore {
                         if let Some(existing) = dedup.get(dedup_key)? {
                             if let Some(bytes) = links.get(existing)? {
                                 let link = tx_decode_link(&bytes)?;
-                                if link.status == LinkStatus::Active && !link.is_expired_at(new.now)
-                                {
+                                if link.is_dedup_target(new.now) {
                                     out.push(Created::Existing(link));
                                     continue;
                                 }

@@ -38,7 +38,7 @@ impl SledStore {
             return Ok(None);
         };
         let link = self.link_by_id(stored_id("dedup", &id)?)?;
-        Ok(link.filter(|l| l.status == LinkStatus::Active && !l.is_expired_at(new.now)))
+        Ok(link.filter(|l| l.is_dedup_target(new.now)))
     }
 
     /// The create transaction. `taken` is the pool key to remove (pool creates) or `None`
@@ -71,7 +71,7 @@ impl SledStore {
                     if let Some(id) = dedup.get(key)? {
                         if let Some(bytes) = links.get(id)? {
                             let link = tx_decode_link(&bytes)?;
-                            if link.status == LinkStatus::Active && !link.is_expired_at(new.now) {
+                            if link.is_dedup_target(new.now) {
                                 return Ok((Created::Existing(link), None));
                             }
                         }
@@ -303,20 +303,7 @@ impl SledStore {
                 if old.status != LinkStatus::Active {
                     return abort(Abort::WrongStatus(old.status));
                 }
-                let mut link = old.clone();
-                if let Some(url) = &patch.url {
-                    link.url = url.clone();
-                }
-                if let Some(expires_at) = patch.expires_at {
-                    link.expires_at = expires_at;
-                }
-                if let Some(title) = &patch.title {
-                    link.title = title.clone();
-                }
-                if let Some(tags) = &patch.tags {
-                    link.tags = tags.clone();
-                }
-                link.updated_at = now;
+                let link = patch.apply(&old, now);
                 if link.url != old.url && !link.custom {
                     unlink_dedup(dedup, &old)?;
                     let key = keys::dedup_key(&link.space, link.length(), &link.url);
@@ -455,7 +442,7 @@ impl SledStore {
                     return Ok(None);
                 };
                 let old = tx_decode_link(&bytes)?;
-                if !matches!(old.status, LinkStatus::Expired | LinkStatus::Deleted) {
+                if !old.status.recyclable() {
                     return Ok(None);
                 }
                 if let Some(at) = old.ended_at() {

@@ -51,14 +51,13 @@ use self::codec::{bump, encode, tx_decode_link};
 pub(crate) use self::errors::classify;
 pub use self::errors::storage_fault;
 use self::errors::{backend, Abort};
-pub use self::flusher::FlushStats;
 use self::flusher::Flusher;
 use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::store::{
-    ActiveEntry, Created, DayCount, Durability, Imported, Link, LinkCounts, LinkPage, LinkPatch,
-    LinkQuery, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, StorageFault, Store,
-    StoreResult, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CommitStats, Created, DayCount, Durability, Imported, Link, LinkCounts, LinkPage,
+    LinkPatch, LinkQuery, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
+    StorageFault, Store, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -290,7 +289,7 @@ impl Store for SledStore {
         self.day_counts_impl(from_day, to_day)
     }
 
-    fn flush_stats(&self) -> FlushStats {
+    fn commit_stats(&self) -> CommitStats {
         self.flusher.stats()
     }
 

@@ -34,6 +34,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::codec::{dimension_byte, dimension_of};
 use super::keys::{counter, read_u64};
 use super::{backend, encode, SledStore, DAY_MS};
 use crate::store::{
@@ -103,7 +104,7 @@ impl DayRecord {
         for (dim, value) in values {
             // Unknown values are left out of the top lists rather than shown as "".
             if !value.is_empty() {
-                self.add_dim(dim as u8, value, 1);
+                self.add_dim(dimension_byte(dim), value, 1);
             }
         }
     }
@@ -747,7 +748,7 @@ impl SledStore {
         }
         summary.top = top
             .into_iter()
-            .filter_map(|((d, v), n)| Some((Dimension::from_u8(d)?, v, n)))
+            .filter_map(|((d, v), n)| Some((dimension_of(d)?, v, n)))
             .collect();
         summary.unique_visitors = uniques.estimate();
         Ok(summary)
