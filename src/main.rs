@@ -7,12 +7,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-/// mimalloc instead of glibc malloc: glibc keeps a heap arena per thread that touched it and
-/// returns freed memory late, which made the resident size grow with the runtime's threads;
-/// mimalloc is also faster on the redirect path's small allocations.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// A URL shortener in one binary with its storage embedded.
 #[derive(Parser)]
 #[command(version, about)]

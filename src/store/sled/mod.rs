@@ -130,6 +130,12 @@ pub struct SledStore {
     visit_index: sled::Tree,
     visit_days: sled::Tree,
     visit_totals: sled::Tree,
+    /// Whether `visit_totals` (totals of the layout before running totals) holds anything:
+    /// a store that never had it skips the read for every link counted the first time.
+    legacy_totals: bool,
+    /// The links whose record of one day the visit writer has written since the store opened
+    /// ([`visits::Counted`]): for those, a write reads that record straight away.
+    counted: Mutex<visits::Counted>,
     /// `pool/<L>` for L in 1..=16, index L-1.
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.

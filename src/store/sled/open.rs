@@ -73,6 +73,8 @@ impl SledStore {
             visit_index: tree("visit_index")?,
             visit_days: tree("visit_days")?,
             visit_totals: tree("visit_totals")?,
+            legacy_totals: !tree("visit_totals")?.is_empty(),
+            counted: Mutex::new(super::visits::Counted::default()),
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
             create_queues: (0..MAX_LEN)

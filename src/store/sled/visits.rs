@@ -349,6 +349,44 @@ fn corrupt(tree: &'static str, e: impl std::fmt::Display) -> StoreError {
     }
 }
 
+/// The links whose day record of `day` (the newest day written) the writer has written since
+/// the store opened, as a bitset over link ids. Memory, not a record: after a restart every
+/// link starts unknown and costs one more read the first time.
+#[derive(Default)]
+pub(super) struct Counted {
+    day: u64,
+    bits: Vec<u64>,
+}
+
+impl Counted {
+    /// Link ids above this are never remembered (their bitset would be too large).
+    const MAX_ID: u64 = 1 << 26;
+
+    fn contains(&self, day: u64, link_id: u64) -> bool {
+        day == self.day
+            && link_id < Self::MAX_ID
+            && self
+                .bits
+                .get((link_id / 64) as usize)
+                .is_some_and(|w| w & (1 << (link_id % 64)) != 0)
+    }
+
+    fn insert(&mut self, day: u64, link_id: u64) {
+        if day < self.day || link_id >= Self::MAX_ID {
+            return;
+        }
+        if day > self.day {
+            self.day = day;
+            self.bits.clear();
+        }
+        let word = (link_id / 64) as usize;
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        self.bits[word] |= 1 << (link_id % 64);
+    }
+}
+
 /// What one call changes in the counters, gathered before anything is written.
 #[derive(Default)]
 struct Deltas {
@@ -466,15 +504,24 @@ impl SledStore {
     /// its record (or, the first time in a day, of the link's last record) and one write.
     fn write_counters(&self, deltas: Deltas) -> StoreResult<()> {
         for ((link_id, day), (delta, hashes)) in deltas.days {
-            // The day's own record, when it exists (every write after a link's first of the
-            // day), is a point read; only the first write of a link's day looks further.
-            let last = match self
-                .visit_days
-                .get(link_key(link_id, day))
-                .map_err(backend)?
-            {
-                Some(bytes) => Some((sled::IVec::from(&link_key(link_id, day)[..]), bytes)),
-                None => self.last_day_record(link_id)?,
+            // A link already counted today: its record of the day is a point read. Otherwise
+            // one forward look finds the link's first record, which for most such links is
+            // none at all (or today's); only a link counted on an earlier day looks further.
+            let today = link_key(link_id, day);
+            let last = if self.counted.lock().contains(day, link_id) {
+                self.visit_days
+                    .get(today)
+                    .map_err(backend)?
+                    .map(|bytes| (sled::IVec::from(&today[..]), bytes))
+            } else {
+                match self.first_day_record(link_id)? {
+                    None => None,
+                    Some((key, bytes)) if key.as_ref() == today => Some((key, bytes)),
+                    Some(_) => match self.visit_days.get(today).map_err(backend)? {
+                        Some(bytes) => Some((sled::IVec::from(&today[..]), bytes)),
+                        None => self.last_day_record(link_id)?,
+                    },
+                }
             };
             let (mut record, before) = match last {
                 Some((key, bytes)) => {
@@ -533,8 +580,9 @@ impl SledStore {
                 record.uniques = hll.to_bytes();
             }
             self.visit_days
-                .insert(link_key(link_id, day), encode(&record))
+                .insert(today, encode(&record))
                 .map_err(backend)?;
+            self.counted.lock().insert(day, link_id);
         }
         for (day, n) in deltas.system {
             let key = counter::day_visits(day);
@@ -670,8 +718,20 @@ impl SledStore {
             .map_err(backend)
     }
 
+    /// The link's first day record, if any (one forward look).
+    fn first_day_record(&self, link_id: u64) -> StoreResult<Option<(sled::IVec, sled::IVec)>> {
+        self.visit_days
+            .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
+            .next()
+            .transpose()
+            .map_err(backend)
+    }
+
     /// A link's totals as the versions before running totals kept them.
     fn legacy_totals(&self, link_id: u64) -> StoreResult<(u64, u64)> {
+        if !self.legacy_totals {
+            return Ok((0, 0));
+        }
         Ok(self
             .visit_totals
             .get(link_id.to_be_bytes())
