@@ -6,11 +6,12 @@ use std::sync::Arc;
 #[path = "common/postgres.rs"]
 mod pg;
 
+use pg::test_store;
+
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::jobs::lifecycle::{Lifecycle, MaintenanceReport};
 use vshortlink::links::{CreateLink, Links, Resolution};
-use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{CodeChoice, LinkStatus, NewLink, Store, StoreError};
 
 const DAY: u64 = 86_400_000;
@@ -227,20 +228,4 @@ fn the_job_works_in_chunks_over_many_links() {
     assert_eq!(report.expired, 1200);
     assert_eq!(w.store.link_counts().unwrap().expired, 1200);
     assert_eq!(w.job.run().unwrap().expired, 0);
-}
-
-/// The store the cases run on: sled in `dir`, or with `TEST_STORE=postgres` a fresh database
-/// of the test PostgreSQL server (CI runs both).
-fn test_store(dir: &std::path::Path) -> Arc<dyn Store> {
-    if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
-        let url = pg::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
-        return Arc::new(
-            vshortlink::store::postgres::PgStore::open(&vshortlink::store::postgres::PgOptions {
-                url,
-                pool_size: 4,
-            })
-            .expect("open postgres"),
-        );
-    }
-    Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open sled"))
 }

@@ -7,11 +7,12 @@ use std::sync::Arc;
 #[path = "common/postgres.rs"]
 mod pg;
 
+use pg::test_store;
+
 use tokio_stream::StreamExt;
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::http::stats::{csv_body, CSV_PAGE};
-use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{NewVisit, Store, Visit};
 use vshortlink::visits::{Recorder, Statistics};
 
@@ -193,20 +194,4 @@ fn visit_pages_cross_blocks_in_id_order() {
         .iter()
         .all(|id| store.visits_page(2, Some(id - 1), 1).unwrap().items[0].id == *id));
     assert_eq!(store.visit_totals(1).unwrap().visits, 30);
-}
-
-/// The store the cases run on: sled in `dir`, or with `TEST_STORE=postgres` a fresh database
-/// of the test PostgreSQL server (CI runs both).
-fn test_store(dir: &std::path::Path) -> Arc<dyn Store> {
-    if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
-        let url = pg::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
-        return Arc::new(
-            vshortlink::store::postgres::PgStore::open(&vshortlink::store::postgres::PgOptions {
-                url,
-                pool_size: 4,
-            })
-            .expect("open postgres"),
-        );
-    }
-    Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open sled"))
 }

@@ -215,6 +215,27 @@ pub struct NewLink {
     pub now: Millis,
 }
 
+impl NewLink {
+    /// The record a create writes: active, stamped with the request's clock reading. `custom`
+    /// says whether the caller chose the code (custom links are never dedup targets).
+    pub fn record(&self, id: u64, code: &str, custom: bool) -> Link {
+        Link {
+            id,
+            code: code.to_string(),
+            url: self.url.clone(),
+            space: self.space.clone(),
+            custom,
+            created_at: self.now,
+            expires_at: self.expires_at,
+            status: LinkStatus::Active,
+            title: self.title.clone(),
+            tags: self.tags.clone(),
+            updated_at: self.now,
+            deleted_at: None,
+        }
+    }
+}
+
 /// The outcome of [`Store::create_link`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Created {
@@ -474,6 +495,30 @@ pub struct VisitSummary {
     pub top: Vec<(Dimension, String, u64)>,
     /// Distinct non-bot clients over the whole UTC days the range touches.
     pub unique_visitors: u64,
+}
+
+/// What a summary of visits at `from..to` covers: the hours inside it, and the whole UTC days
+/// it touches (dimension counts and distinct visitors are kept per day).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SummarySpan {
+    pub first_hour: u64,
+    pub last_hour: u64,
+    pub first_day: u64,
+    pub last_day: u64,
+}
+
+impl SummarySpan {
+    /// `None` for an empty range.
+    pub fn of(from: Millis, to: Millis) -> Option<SummarySpan> {
+        const HOUR_MS: u64 = 3_600_000;
+        const DAY_MS: u64 = 86_400_000;
+        (to > from).then(|| SummarySpan {
+            first_hour: from / HOUR_MS,
+            last_hour: (to - 1) / HOUR_MS,
+            first_day: from / DAY_MS,
+            last_day: (to - 1) / DAY_MS,
+        })
+    }
 }
 
 /// All-time visit counts of one link.

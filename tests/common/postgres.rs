@@ -244,3 +244,22 @@ impl Postgres {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 }
+
+/// The store a test runs on in process: sled in `dir`, or with `TEST_STORE=postgres` a fresh
+/// database of the test server (CI runs both).
+pub fn test_store(dir: &Path) -> std::sync::Arc<dyn vshortlink::store::Store> {
+    if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
+        let url = fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
+        return std::sync::Arc::new(
+            vshortlink::store::postgres::PgStore::open(&vshortlink::store::postgres::PgOptions {
+                url,
+                pool_size: 4,
+            })
+            .expect("open postgres"),
+        );
+    }
+    std::sync::Arc::new(
+        vshortlink::store::sled::SledStore::open(&vshortlink::store::sled::StoreOptions::new(dir))
+            .expect("open sled"),
+    )
+}

@@ -165,20 +165,7 @@ impl Shared {
                     (code.clone(), true)
                 }
             };
-            let link = Link {
-                id,
-                code: code.clone(),
-                url: new.url.clone(),
-                space: new.space.clone(),
-                custom,
-                created_at: new.now,
-                expires_at: new.expires_at,
-                status: LinkStatus::Active,
-                title: new.title.clone(),
-                tags: new.tags.clone(),
-                updated_at: new.now,
-                deleted_at: None,
-            };
+            let link = new.record(id, &code, custom);
             match insert_link(&tx, &link).await? {
                 None => {}
                 Some(Refused::CodeOwned) if custom => return Err(StoreError::CodeTaken(code)),

@@ -6,15 +6,13 @@ use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
 
-use super::{bump, db_error, rust_ms, sql_ms, Cached, Shared, DAY_MS};
+use super::{bump, db_error, rust_ms, sql_ms, Cached, Shared};
 use crate::store::{
-    Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, Visit, VisitPage,
+    Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit, VisitPage,
     VisitSummary, VisitTotals,
 };
 use crate::visits::hll::Hll;
 use crate::visits::tally::Tally;
-
-const HOUR_MS: u64 = 3_600_000;
 
 fn dim_code(dim: Dimension) -> i16 {
     match dim {
@@ -171,11 +169,15 @@ impl Shared {
         to: Millis,
     ) -> StoreResult<VisitSummary> {
         let mut summary = VisitSummary::default();
-        if to <= from {
+        let Some(SummarySpan {
+            first_hour,
+            last_hour,
+            first_day,
+            last_day,
+        }) = SummarySpan::of(from, to)
+        else {
             return Ok(summary);
-        }
-        let (first_hour, last_hour) = (from / HOUR_MS, (to - 1) / HOUR_MS);
-        let (first_day, last_day) = (from / DAY_MS, (to - 1) / DAY_MS);
+        };
         let client = self.client().await?;
         let link = sql_ms(link_id);
         for row in client

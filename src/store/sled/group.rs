@@ -23,7 +23,7 @@ use sled::Transactional;
 
 use super::keys::{self, counter, read_u64};
 use super::{bump, encode, tx_decode_link, Abort, SledStore, DAY_MS};
-use crate::store::{ActiveEntry, Created, Link, LinkStatus, NewLink, StoreError, StoreResult};
+use crate::store::{ActiveEntry, Created, LinkStatus, NewLink, StoreError, StoreResult};
 
 /// Most creates applied in one transaction: sled's cost per write grows with the
 /// transaction, and a group this size already shares the lock 64 ways.
@@ -204,20 +204,7 @@ impl SledStore {
                     members.remove(code.as_bytes())?;
                     taken += 1;
                     id += 1;
-                    let link = Link {
-                        id,
-                        code: code.clone(),
-                        url: new.url.clone(),
-                        space: new.space.clone(),
-                        custom: false,
-                        created_at: new.now,
-                        expires_at: new.expires_at,
-                        status: LinkStatus::Active,
-                        title: new.title.clone(),
-                        tags: new.tags.clone(),
-                        updated_at: new.now,
-                        deleted_at: None,
-                    };
+                    let link = new.record(id, code, false);
                     let id_key = keys::u64_key(id);
                     links.insert(&id_key[..], encode(&link))?;
                     codes.insert(code.as_bytes(), &id_key[..])?;

@@ -111,20 +111,7 @@ impl SledStore {
                     .unwrap_or(0)
                     + 1;
                 counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
-                let link = Link {
-                    id,
-                    code: code.to_string(),
-                    url: new.url.clone(),
-                    space: new.space.clone(),
-                    custom: taken.is_none(),
-                    created_at: new.now,
-                    expires_at: new.expires_at,
-                    status: LinkStatus::Active,
-                    title: new.title.clone(),
-                    tags: new.tags.clone(),
-                    updated_at: new.now,
-                    deleted_at: None,
-                };
+                let link = new.record(id, code, taken.is_none());
                 let id_key = keys::u64_key(id);
                 links.insert(&id_key[..], encode(&link))?;
                 codes.insert(code.as_bytes(), &id_key[..])?;

@@ -38,8 +38,8 @@ use super::codec::{dimension_byte, dimension_of};
 use super::keys::{counter, read_u64};
 use super::{backend, encode, SledStore, DAY_MS};
 use crate::store::{
-    DayCount, Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, Visit, VisitPage,
-    VisitSummary, VisitTotals,
+    DayCount, Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit,
+    VisitPage, VisitSummary, VisitTotals,
 };
 use crate::visits::hll::Hll;
 
@@ -778,11 +778,15 @@ impl SledStore {
         to: Millis,
     ) -> StoreResult<VisitSummary> {
         let mut summary = VisitSummary::default();
-        if to <= from {
+        let Some(SummarySpan {
+            first_hour,
+            last_hour,
+            first_day,
+            last_day,
+        }) = SummarySpan::of(from, to)
+        else {
             return Ok(summary);
-        }
-        let (first_hour, last_hour) = (from / HOUR_MS, (to - 1) / HOUR_MS);
-        let (first_day, last_day) = (from / DAY_MS, (to - 1) / DAY_MS);
+        };
         let mut top: HashMap<(u8, String), u64> = HashMap::new();
         let mut uniques = Hll::new();
         for item in self
