@@ -22,8 +22,9 @@ use sled::transaction::{abort, TransactionError};
 use sled::Transactional;
 
 use super::keys::{self, counter, read_u64};
-use super::{bump, encode, tx_decode_link, Abort, SledStore, DAY_MS};
-use crate::store::{ActiveEntry, Created, LinkStatus, NewLink, StoreError, StoreResult};
+use super::links::insert_active;
+use super::{bump, tx_decode_link, Abort, SledStore, DAY_MS};
+use crate::store::{Created, LinkStatus, NewLink, StoreError, StoreResult};
 
 /// Most creates applied in one transaction: sled's cost per write grows with the
 /// transaction, and a group this size already shares the lock 64 ways.
@@ -205,19 +206,11 @@ impl SledStore {
                     taken += 1;
                     id += 1;
                     let link = new.record(id, code, false);
-                    let id_key = keys::u64_key(id);
-                    links.insert(&id_key[..], encode(&link))?;
-                    codes.insert(code.as_bytes(), &id_key[..])?;
-                    let entry = ActiveEntry {
-                        id,
-                        url: link.url.clone(),
-                        expires_at: link.expires_at,
-                    };
-                    active.insert(code.as_bytes(), encode(&entry))?;
-                    dedup.insert(dedup_key.as_slice(), &id_key[..])?;
-                    if let Some(at) = link.expires_at {
-                        expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
-                    }
+                    insert_active(
+                        [links, codes, active, dedup, expiry],
+                        &link,
+                        Some(dedup_key.as_slice()),
+                    )?;
                     *per_day.entry(new.now / DAY_MS).or_default() += 1;
                     out.push(Created::New(link));
                 }

@@ -17,6 +17,32 @@ use crate::store::{
 };
 
 /// Removes a link's dedup entry if it still points at the link.
+/// Writes a new active link with every index it belongs to (record, code, active entry, dedup
+/// entry for a generated link, expiry), inside a create transaction: the one place a create,
+/// alone or in a group, lays out its writes.
+pub(super) fn insert_active(
+    [links, codes, active, dedup, expiry]: [&TransactionalTree; 5],
+    link: &Link,
+    dedup_key: Option<&[u8]>,
+) -> Result<(), UnabortableTransactionError> {
+    let id_key = keys::u64_key(link.id);
+    links.insert(&id_key[..], encode(link))?;
+    codes.insert(link.code.as_bytes(), &id_key[..])?;
+    let entry = ActiveEntry {
+        id: link.id,
+        url: link.url.clone(),
+        expires_at: link.expires_at,
+    };
+    active.insert(link.code.as_bytes(), encode(&entry))?;
+    if let Some(key) = dedup_key {
+        dedup.insert(key, &id_key[..])?;
+    }
+    if let Some(at) = link.expires_at {
+        expiry.insert(&keys::time_id_key(at, link.id)[..], &[][..])?;
+    }
+    Ok(())
+}
+
 pub(super) fn unlink_dedup(
     dedup: &TransactionalTree,
     link: &Link,
@@ -112,21 +138,11 @@ impl SledStore {
                     + 1;
                 counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
                 let link = new.record(id, code, taken.is_none());
-                let id_key = keys::u64_key(id);
-                links.insert(&id_key[..], encode(&link))?;
-                codes.insert(code.as_bytes(), &id_key[..])?;
-                let entry = ActiveEntry {
-                    id,
-                    url: link.url.clone(),
-                    expires_at: link.expires_at,
-                };
-                active.insert(code.as_bytes(), encode(&entry))?;
-                if let Some(key) = &dedup_key {
-                    dedup.insert(key.as_slice(), &id_key[..])?;
-                }
-                if let Some(at) = link.expires_at {
-                    expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
-                }
+                insert_active(
+                    [links, codes, active, dedup, expiry],
+                    &link,
+                    dedup_key.as_deref(),
+                )?;
                 bump_status(counters, None, LinkStatus::Active)?;
                 bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
                 Ok((Created::New(link), unpooled))
