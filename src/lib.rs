@@ -68,7 +68,7 @@ use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
-use crate::state::AppState;
+use crate::state::{AppState, Services};
 use crate::store::postgres::{PgOptions, PgStore};
 use crate::store::sled::{SledStore, StoreOptions};
 use crate::store::{Store, StoreError};
@@ -193,7 +193,11 @@ pub async fn build(
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;
     let limits = Arc::new(RateLimits::new(&config.limits.rates));
-    let mut metrics = Metrics::new(links.cache_counters(), &recorder);
+    let mut metrics = Metrics::new(
+        links.cache_counters(),
+        &recorder,
+        config.server.redirect_status,
+    );
     metrics.register_rate_limits(&limits);
     let metrics = Arc::new(metrics);
     let lifecycle = Arc::new(Lifecycle::new(
@@ -209,7 +213,7 @@ pub async fn build(
         clock.clone(),
         store.clone(),
     )?;
-    let state = AppState {
+    let state = AppState::new(Services {
         lifecycle,
         config: config.clone(),
         links,
@@ -221,7 +225,7 @@ pub async fn build(
         recorder,
         metrics,
         limits,
-    };
+    });
     Ok(App {
         router: http::router(state.clone()),
         state,

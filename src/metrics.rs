@@ -23,6 +23,10 @@ use crate::pools::Pools;
 use crate::store::{LinkStatus, Store, StoreResult};
 use crate::visits::Recorder;
 
+/// The redirect's route label. Labels write parameters as `:name`: braces inside label values
+/// trip up simple exposition parsers.
+pub const REDIRECT_LABEL: &str = "/:code";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// The route pattern (`/{code}`, `/api/v1/links`), never the raw path.
@@ -47,6 +51,11 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
+    /// `requests` of `GET /:code` answered with the configured redirect status, resolved
+    /// once: the family's lookup (a read lock and a hash of the labels) was a measurable part
+    /// of a redirect.
+    redirected: Counter,
+    redirect_status: u16,
     pub redirect_seconds: Histogram,
     pool_available: Family<LengthLabel, Gauge>,
     pool_cooling: Family<LengthLabel, Gauge>,
@@ -59,9 +68,28 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(cache: &CacheCounters, recorder: &Recorder) -> Metrics {
+    /// Counts one answered request.
+    pub fn count_request(&self, labels: &RequestLabels) {
+        if labels.status == self.redirect_status
+            && labels.route == REDIRECT_LABEL
+            && labels.method == "GET"
+        {
+            self.redirected.inc();
+        } else {
+            self.requests.get_or_create(labels).inc();
+        }
+    }
+
+    pub fn new(cache: &CacheCounters, recorder: &Recorder, redirect_status: u16) -> Metrics {
         let mut registry = Registry::with_prefix("vsl");
         let requests = Family::<RequestLabels, Counter>::default();
+        let redirected = requests
+            .get_or_create(&RequestLabels {
+                route: Cow::Borrowed(REDIRECT_LABEL),
+                method: Cow::Borrowed("GET"),
+                status: redirect_status,
+            })
+            .clone();
         registry.register(
             "http_requests",
             "HTTP requests by route pattern, method and status",
@@ -112,6 +140,8 @@ impl Metrics {
         );
         let metrics = Metrics {
             requests,
+            redirected,
+            redirect_status,
             redirect_seconds,
             pool_available: Family::default(),
             pool_cooling: Family::default(),

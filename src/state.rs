@@ -13,8 +13,28 @@ use crate::store::Store;
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
 
+/// axum clones the state for every request (the route layer, the handler, the `State`
+/// extractor), so it is one `Arc`: a clone is one atomic increment, not one per service on
+/// cache lines that both cores write (that was 7 % of a redirect's CPU in a profile).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The services behind [`AppState`].
+pub struct Services {
     pub config: Arc<Config>,
     /// The domain service; handlers call it, never the store, for link work.
     pub links: Arc<Links>,

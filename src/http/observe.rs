@@ -10,14 +10,11 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::metrics::RequestLabels;
+use crate::metrics::{RequestLabels, REDIRECT_LABEL};
 use crate::state::AppState;
 
 /// The route pattern of the redirect, whose latency is a histogram of its own.
 pub const REDIRECT_ROUTE: &str = "/{code}";
-/// Its label. Labels write parameters as `:name`: braces inside label values trip up simple
-/// exposition parsers.
-const REDIRECT_LABEL: &str = "/:code";
 
 /// `/api/v1/links/{code}` → `/api/v1/links/:code`.
 fn route_label(pattern: &str) -> Cow<'static, str> {
@@ -59,7 +56,7 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
         method,
         status: response.status().as_u16(),
     };
-    state.metrics.requests.get_or_create(&labels).inc();
+    state.metrics.count_request(&labels);
     response
 }
 
@@ -70,5 +67,5 @@ pub fn count_unmatched(state: &AppState, method: &Method, status: StatusCode) {
         method: method_label(method),
         status: status.as_u16(),
     };
-    state.metrics.requests.get_or_create(&labels).inc();
+    state.metrics.count_request(&labels);
 }
