@@ -182,8 +182,25 @@ keys = [
         self.child = Some(child);
     }
 
-    /// True when some log line of the current process contains `text`.
+    /// True when some log line of the current process contains `text`, waiting up to 5 s for
+    /// it: a thread copies the server's output into `log`, so a line the server wrote just
+    /// before answering may not be there yet when the answer arrives.
     pub fn logged(&self, text: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if self.logged_now(text) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// True when some log line copied so far contains `text` (for asserting that something
+    /// was not logged, once what would have logged it is over).
+    pub fn logged_now(&self, text: &str) -> bool {
         self.log
             .lock()
             .map(|l| l.iter().any(|line| line.contains(text)))
