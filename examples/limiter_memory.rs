@@ -27,6 +27,8 @@ fn main() {
         not_found_per_ip: Rate::PerHour(1),
         create_per_key: Rate::PerHour(1),
         create_per_ip: Rate::PerHour(1),
+        // Off: the README's figure is for the four limits above.
+        login_per_ip: Rate::Off,
     };
     let limits = RateLimits::new(&rates);
     let before = rss_kb();

@@ -253,6 +253,8 @@ pub struct RatesConfig {
     pub create_per_key: Rate,
     /// Anonymous creates, per client address.
     pub create_per_ip: Rate,
+    /// Sign-in attempts on `/ui/login`, per client address.
+    pub login_per_ip: Rate,
 }
 
 /// The YOURLS-compatible API (`/yourls-api.php`).

@@ -38,6 +38,8 @@ pub enum Limit {
     CreatePerKey,
     /// Anonymous creates per client address.
     CreatePerIp,
+    /// Sign-in attempts on `/ui/login` per client address, successful or not.
+    LoginPerIp,
 }
 
 impl Limit {
@@ -48,6 +50,7 @@ impl Limit {
             Limit::RedirectPerIp => "redirect_per_ip",
             Limit::CreatePerKey => "create_per_key",
             Limit::CreatePerIp => "create_per_ip",
+            Limit::LoginPerIp => "login_per_ip",
         }
     }
 }
@@ -159,6 +162,7 @@ pub struct RateLimits {
     redirect_per_ip: Option<Limiter<IpAddr>>,
     create_per_key: Option<Limiter<String>>,
     create_per_ip: Option<Limiter<IpAddr>>,
+    login_per_ip: Option<Limiter<IpAddr>>,
     /// Requests answered 429, by limit.
     pub refused: Family<LimitLabel, Counter>,
 }
@@ -177,6 +181,7 @@ impl RateLimits {
             Limit::RedirectPerIp,
             Limit::CreatePerKey,
             Limit::CreatePerIp,
+            Limit::LoginPerIp,
         ] {
             drop(refused.get_or_create(&LimitLabel {
                 limit: limit.as_str(),
@@ -187,6 +192,7 @@ impl RateLimits {
             redirect_per_ip: Limiter::new(Limit::RedirectPerIp, rates.redirect_per_ip, capacity),
             create_per_key: Limiter::new(Limit::CreatePerKey, rates.create_per_key, capacity),
             create_per_ip: Limiter::new(Limit::CreatePerIp, rates.create_per_ip, capacity),
+            login_per_ip: Limiter::new(Limit::LoginPerIp, rates.login_per_ip, capacity),
             refused,
         }
     }
@@ -197,12 +203,13 @@ impl RateLimits {
     }
 
     /// One request from `ip` against an address limit (`not_found_per_ip`, `redirect_per_ip`,
-    /// or `create_per_ip` with `cells` items).
+    /// `login_per_ip`, or `create_per_ip` with `cells` items).
     pub fn check_ip(&self, limit: Limit, ip: IpAddr, cells: u32) -> Result<(), RateLimited> {
         let limiter = match limit {
             Limit::NotFoundPerIp => &self.not_found_per_ip,
             Limit::RedirectPerIp => &self.redirect_per_ip,
             Limit::CreatePerIp => &self.create_per_ip,
+            Limit::LoginPerIp => &self.login_per_ip,
             Limit::CreatePerKey => return Ok(()),
         };
         self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&ip, cells)))
@@ -239,6 +246,7 @@ mod tests {
             not_found_per_ip: not_found,
             create_per_key: Rate::PerMinute(5),
             create_per_ip: Rate::Off,
+            login_per_ip: Rate::Off,
         }
     }
 

@@ -169,6 +169,45 @@ fn sign_in_cookie_is_strict_and_http_only_and_sign_out_ends_the_session() {
     assert_eq!(location(&after), "/ui/login?next=%2Fui%2Flinks");
 }
 
+/// `login_per_ip`: past the quota every attempt from the address is refused, the right key
+/// too, with the page's message and `Retry-After`; nothing is signed in.
+#[test]
+fn sign_in_attempts_are_rate_limited_per_address() {
+    let app = TestApp::start_with("[limits.rates]\nlogin_per_ip = \"3/m\"\n", &[]);
+    let page = PageClient::new(&app);
+    for _ in 0..3 {
+        let wrong = page.post_form("/ui/login", &[("key", "not-a-key")]);
+        assert_eq!(wrong.status(), 401);
+    }
+    let refused = page.post_form("/ui/login", &[("key", ADMIN)]);
+    assert_eq!(
+        refused.status(),
+        429,
+        "the right key is refused past the quota"
+    );
+    let retry: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    assert!(refused
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .all(|c| !c.to_str().unwrap().starts_with("vsl_session=")));
+    assert!(refused
+        .text()
+        .unwrap()
+        .contains("Too many sign-in attempts"));
+    assert_eq!(page.get("/ui/links").status(), 303, "not signed in");
+    let metrics = app.get("/metrics").text().unwrap();
+    assert!(
+        metrics.contains("vsl_rate_limited_total{limit=\"login_per_ip\"} 1"),
+        "{metrics}"
+    );
+}
+
 #[test]
 fn secure_cookie_on_an_https_base_url() {
     let app = TestApp::start_with("", &[("VSL_SERVER__BASE_URL", "https://sl.example")]);

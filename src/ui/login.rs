@@ -12,6 +12,7 @@ use super::forms::{field, CheckedForm};
 use super::i18n::{Lang, LANG_COOKIE};
 use super::render::{local_path, message, page, see_other, Visitor};
 use super::session::{cookie, set_cookie, SESSION_COOKIE};
+use crate::limits::Limit;
 use crate::state::AppState;
 
 /// Where signing in leads when the form does not say.
@@ -51,6 +52,21 @@ pub async fn sign_in(
     CheckedForm(fields): CheckedForm,
 ) -> Response {
     let next = local_path(field(&fields, "next"), AFTER_SIGN_IN);
+    // Every attempt counts, the right key too: were only failures counted, an answer other
+    // than 429 past the quota would tell a guesser that this guess was right.
+    if let Err(e) = state.limits.check_ip(Limit::LoginPerIp, visitor.ip, 1) {
+        let mut response = render(
+            &state,
+            &visitor,
+            StatusCode::TOO_MANY_REQUESTS,
+            &next,
+            Some("login.too_many"),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(e.retry_after_secs));
+        return response;
+    }
     let key = field(&fields, "key").unwrap_or_default();
     let Some(principal) = state.keys.lookup(key) else {
         return render(
