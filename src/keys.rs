@@ -134,6 +134,9 @@ fn read_or_create_admin_key(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    // Written beside it and renamed into place: whoever reads `admin.key` (a person, a
+    // script waiting for it to appear) finds the whole key or no file, never an empty one.
+    let partial = path.with_extension("key.partial");
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -141,8 +144,9 @@ fn read_or_create_admin_key(
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let mut file = options.open(path)?;
+    let mut file = options.open(&partial)?;
     writeln!(file, "{key}")?;
     file.sync_all()?;
+    std::fs::rename(&partial, path)?;
     Ok((key, created))
 }
