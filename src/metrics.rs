@@ -50,7 +50,7 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 /// Every metric the server exports.
 pub struct Metrics {
     registry: Registry,
-    pub requests: Family<RequestLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
     /// `requests` of `GET /:code` answered with the configured redirect status, resolved
     /// once: the family's lookup (a read lock and a hash of the labels) was a measurable part
     /// of a redirect.
