@@ -261,6 +261,7 @@ not_found_per_ip = "off"
     subprocess.run([ours_bin, "--config", config, "import", seed], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seed_secs = time.monotonic() - started
+    size_seeded = dir_mb(data)
     live = codes[expiring:]
     live_file = os.path.join(tmp, "codes.txt")
     with open(live_file, "w") as f:
@@ -337,9 +338,10 @@ not_found_per_ip = "off"
     rows.append({"row": f"{links:,} links: RSS seeded / after the rows", "ours": f"{rss_seeded:.0f} / {rss_after:.0f} MB",
                  "ceiling": "-", "ratio": "-", "target": "≤ 256 MB", "p99": "-", "dropped": "-",
                  "ok": "yes" if max(rss_seeded, rss_after) <= 256 else "NO"})
-    rows.append({"row": f"{links:,} links: data directory", "ours": f"{size:.0f} MB", "ceiling": "-",
+    rows.append({"row": f"{links:,} links: data directory seeded / after the rows",
+                 "ours": f"{size_seeded:.0f} / {size:.0f} MB", "ceiling": "-",
                  "ratio": "-", "target": "≤ 400 MB", "p99": "-", "dropped": "-",
-                 "ok": "yes" if size <= 400 else "NO"})
+                 "ok": "yes" if max(size_seeded, size) <= 400 else "NO"})
     rows.append({"row": f"{links:,} links: start-up to /healthz", "ours": f"{ours.startup:.2f} s",
                  "ceiling": "-", "ratio": "-", "target": "≤ 2 s", "p99": "-", "dropped": "-",
                  "ok": "yes" if ours.startup <= 2 else "NO"})
