@@ -317,7 +317,8 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
             );
         }
     };
-    http::server::serve(listener, router, options, stopping).await?;
+    let front = http::front::Front::new(router, state.clone());
+    http::server::serve(listener, front, options, stopping).await?;
 
     watchdog.abort();
     // No request is in flight any more: write every queued visit before the store closes.

@@ -78,6 +78,16 @@ fn every_route_is_in_the_openapi_document() {
     assert!(has("/yourls-api.php", &["get", "post"]), "{routes:?}");
     assert!(has("/{code}", &["get"]), "{routes:?}");
     assert!(has("/healthz", &["get"]), "{routes:?}");
+    // The redirect fast path takes every other one-segment GET for a code.
+    for (path, _) in &routes {
+        let one_segment = path.len() > 1 && !path[1..].contains('/');
+        if one_segment && path != "/{code}" {
+            assert!(
+                vshortlink::http::OWN_ROUTES.contains(&path.as_str()),
+                "{path} is a route of its own: add it to http::OWN_ROUTES"
+            );
+        }
+    }
     let app = TestApp::start();
     let response = app.get("/api/v1/openapi.json");
     assert_eq!(response.status().as_u16(), 200, "no key needed");

@@ -12,12 +12,14 @@
 //! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
 //! - `openapi` — `/api/v1/openapi.json`, generated from the handlers
 //! - `server` — the accept loop: header timeout and size, connection cap, drain
+//! - `front` — the first stop of a request: `GET /{code}` without the router, the rest to it
 //!
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod front;
 pub mod observe;
 pub mod openapi;
 pub mod qr;
@@ -38,6 +40,11 @@ use crate::state::AppState;
 
 /// Longest a request may take before it is answered 408; also bounds graceful shutdown.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The one-segment paths that are routes of their own in [`router`]. Every other
+/// `/{segment}` is a code, which [`front`] answers before the router; `tests/openapi.rs`
+/// fails when a one-segment route is missing here.
+pub const OWN_ROUTES: [&str; 4] = ["/healthz", "/metrics", "/yourls-api.php", "/robots.txt"];
 
 /// Every route of the server.
 pub fn router(state: AppState) -> Router {

@@ -39,17 +39,16 @@ fn method_label(method: &Method) -> Cow<'static, str> {
 
 pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = method_label(request.method());
+    let request_method = request.method().clone();
+    let method = method_label(&request_method);
     let route = match request.extensions().get::<MatchedPath>() {
         Some(p) => route_label(p.as_str()),
         None => Cow::Borrowed("unmatched"),
     };
     let response = next.run(request).await;
     if route == REDIRECT_LABEL {
-        state
-            .metrics
-            .redirect_seconds
-            .observe(started.elapsed().as_secs_f64());
+        count_redirect(&state, &request_method, started, response.status());
+        return response;
     }
     let labels = RequestLabels {
         route,
@@ -58,6 +57,19 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
     };
     state.metrics.count_request(&labels);
     response
+}
+
+/// Counts and times an answer of `/{code}` (from the router or from [`super::front`]).
+pub fn count_redirect(state: &AppState, method: &Method, started: Instant, status: StatusCode) {
+    state
+        .metrics
+        .redirect_seconds
+        .observe(started.elapsed().as_secs_f64());
+    state.metrics.count_request(&RequestLabels {
+        route: Cow::Borrowed(REDIRECT_LABEL),
+        method: method_label(method),
+        status: status.as_u16(),
+    });
 }
 
 /// Counts a request that matched no route.

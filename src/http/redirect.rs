@@ -1,4 +1,5 @@
-//! `GET`/`HEAD /{code}` (SPEC §6): resolve through the domain service and answer a redirect,
+//! `GET`/`HEAD /{code}` (SPEC §6; a `GET` comes here from [`super::front`], a `HEAD` through
+//! the router): resolve through the domain service and answer a redirect,
 //! or the 404/410 page (problem+json for clients that ask for JSON), and hand the visit to the
 //! visit queue. Never waits on background work.
 //!
@@ -37,18 +38,28 @@ pub async fn redirect(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
+    answer(&state, peer, path.ok().map(|Path(code)| code), &headers)
+}
+
+/// The answer to `/{code}` (`None`: a path that does not even decode, so no code), for the
+/// route above and for [`super::front`]'s fast path alike.
+pub fn answer(
+    state: &AppState,
+    peer: SocketAddr,
+    code: Option<String>,
+    headers: &HeaderMap,
+) -> Response {
     if state.limits.limits_redirects() {
-        let ip = client_ip(&state, peer, &headers);
+        let ip = client_ip(state, peer, headers);
         if let Err(e) = state.limits.check_ip(Limit::RedirectPerIp, ip, 1) {
-            return rate_limited(&state, e, &headers);
+            return rate_limited(state, e, headers);
         }
     }
-    // A path that does not even decode (bad percent-encoding) is no code.
-    let Ok(Path(code)) = path else {
-        return not_found(&state, peer, "", &headers);
+    let Some(code) = code else {
+        return not_found(state, peer, "", headers);
     };
     if let Some(code) = code.strip_suffix('+') {
-        return preview(&state, peer, code, &headers);
+        return preview(state, peer, code, headers);
     }
     match state.links.resolve(&code) {
         Ok(Resolution::Found { id, url }) => {
@@ -67,16 +78,16 @@ pub async fn redirect(
                 state.recorder.record(
                     id,
                     code,
-                    client::client_ip(peer.ip(), &headers, trust),
+                    client::client_ip(peer.ip(), headers, trust),
                     headers.get(header::USER_AGENT),
                     headers.get(header::REFERER),
                 );
             }
             response
         }
-        Ok(Resolution::Gone) => missing(&state, StatusCode::GONE, &code, &headers),
-        Ok(Resolution::NotFound) => not_found(&state, peer, &code, &headers),
-        Ok(Resolution::Blocked) => blocked(&state, &code, &headers),
+        Ok(Resolution::Gone) => missing(state, StatusCode::GONE, &code, headers),
+        Ok(Resolution::NotFound) => not_found(state, peer, &code, headers),
+        Ok(Resolution::Blocked) => blocked(state, &code, headers),
         Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -1,25 +1,23 @@
 //! The accept loop (SPEC §16 "slow and huge clients"): HTTP/1 connections served by hyper with
 //! a header read timeout (`server.header_timeout`), a header size limit answered 431
 //! (`server.max_header_bytes`), and a cap on concurrent connections (`server.max_connections`).
-//! `axum::serve` exposes none of these, so this replaces it; the router is the same.
+//! `axum::serve` exposes none of these, so this replaces it; the router is the same, behind [`Front`].
 //!
 //! Shutdown: stop accepting, ask every connection to finish its request and close, wait for them
 //! (bounded), return. Owns no application state.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tower::ServiceExt;
+
+use super::front::Front;
 
 /// How the server treats connections.
 #[derive(Clone, Copy, Debug)]
@@ -34,10 +32,10 @@ pub struct ServeOptions {
     pub drain_timeout: Duration,
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then drains.
+/// Serves `front` on `listener` until `shutdown` completes, then drains.
 pub async fn serve(
     listener: TcpListener,
-    app: Router,
+    front: Front,
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -73,12 +71,12 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            request
-                .extensions_mut()
-                .insert(ConnectInfo::<SocketAddr>(peer));
-            app.clone().oneshot(request.map(Body::new))
+        let front = front.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let front = front.clone();
+            async move {
+                Ok::<_, std::convert::Infallible>(front.handle(request.map(Body::new), peer).await)
+            }
         });
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
