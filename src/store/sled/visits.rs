@@ -32,6 +32,10 @@
 
 use std::collections::HashMap;
 
+/// The writer's maps are keyed by strings of one block and ids of one write: a fast seeded
+/// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 use serde::{Deserialize, Serialize};
 
 use super::codec::{dimension_byte, dimension_of};
@@ -184,7 +188,7 @@ struct Row {
 /// Builds a block's string table.
 #[derive(Default)]
 struct Strings<'a> {
-    index: HashMap<&'a str, u32>,
+    index: FastMap<&'a str, u32>,
     list: Vec<String>,
 }
 
@@ -391,9 +395,9 @@ impl Counted {
 #[derive(Default)]
 struct Deltas {
     /// Per (link, day): the counts to add, and the client hashes of non-bot visits.
-    days: HashMap<(u64, u64), (DayRecord, Vec<u64>)>,
+    days: FastMap<(u64, u64), (DayRecord, Vec<u64>)>,
     /// Per day: visits to add to the system-wide counter.
-    system: HashMap<u64, u64>,
+    system: FastMap<u64, u64>,
 }
 
 impl Deltas {
