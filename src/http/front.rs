@@ -42,7 +42,7 @@ impl Front {
                 .ok()
                 .map(|c| c.into_owned());
             let response = redirect::answer(&self.state, peer, code, request.headers());
-            count_redirect(&self.state, &Method::GET, started, response.status());
+            count_redirect(&self.state, started, response.status());
             return response;
         }
         request

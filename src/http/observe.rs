@@ -39,16 +39,14 @@ fn method_label(method: &Method) -> Cow<'static, str> {
 
 pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let request_method = request.method().clone();
-    let method = method_label(&request_method);
+    let method = method_label(request.method());
     let route = match request.extensions().get::<MatchedPath>() {
         Some(p) => route_label(p.as_str()),
         None => Cow::Borrowed("unmatched"),
     };
     let response = next.run(request).await;
     if route == REDIRECT_LABEL {
-        count_redirect(&state, &request_method, started, response.status());
-        return response;
+        time_redirect(&state, started);
     }
     let labels = RequestLabels {
         route,
@@ -59,17 +57,21 @@ pub async fn observe(State(state): State<AppState>, request: Request, next: Next
     response
 }
 
-/// Counts and times an answer of `/{code}` (from the router or from [`super::front`]).
-pub fn count_redirect(state: &AppState, method: &Method, started: Instant, status: StatusCode) {
+/// Counts and times a `GET /{code}` answered by [`super::front`], as this layer would have.
+pub fn count_redirect(state: &AppState, started: Instant, status: StatusCode) {
+    time_redirect(state, started);
+    state.metrics.count_request(&RequestLabels {
+        route: Cow::Borrowed(REDIRECT_LABEL),
+        method: Cow::Borrowed("GET"),
+        status: status.as_u16(),
+    });
+}
+
+fn time_redirect(state: &AppState, started: Instant) {
     state
         .metrics
         .redirect_seconds
         .observe(started.elapsed().as_secs_f64());
-    state.metrics.count_request(&RequestLabels {
-        route: Cow::Borrowed(REDIRECT_LABEL),
-        method: method_label(method),
-        status: status.as_u16(),
-    });
 }
 
 /// Counts a request that matched no route.

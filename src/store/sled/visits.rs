@@ -32,10 +32,6 @@
 
 use std::collections::HashMap;
 
-/// The writer's maps are keyed by strings of one block and ids of one write: a fast seeded
-/// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
 use serde::{Deserialize, Serialize};
 
 use super::codec::{dimension_byte, dimension_of};
@@ -48,6 +44,10 @@ use crate::store::{
 use crate::visits::hll::Hll;
 
 const HOUR_MS: u64 = 3_600_000;
+
+/// The writer's maps are keyed by strings of one block and ids of one write: a fast seeded
+/// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// Most visits in one block. Larger blocks store strings once for more visits, but a per-link
 /// listing decodes every block the link appears in, whole, and sled writes a tree node over
 /// 128 KB (a quarter segment) as a file of its own (a "blob"): with 1,024 visits (about 30 KB)
