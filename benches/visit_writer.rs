@@ -97,7 +97,7 @@ fn store_only(durability: Durability, visits: u64, links: u64) -> (f64, f64) {
                     link_id: n % links,
                     code: "abcdef".into(),
                     at: vshortlink::clock::system_now(),
-                    client_id: format!("{:040x}", n % 5_000),
+                    client_id: format!("{:040x}", n % 5_000).into(),
                     ip: Some("81.0.0.0".into()),
                     user_agent: AGENTS[(n % AGENTS.len() as u64) as usize].into(),
                     referer: "https://news.example.org/item?id=1".into(),

@@ -75,20 +75,20 @@ pub struct VisitRecord {
     pub link_id: u64,
     pub code: String,
     pub at: String,
-    pub client_id: String,
+    pub client_id: Arc<str>,
     pub ip: Option<String>,
-    pub user_agent: String,
-    pub referer: String,
-    pub browser: String,
-    pub browser_version: String,
-    pub os: String,
-    pub os_version: String,
-    pub device: String,
+    pub user_agent: Arc<str>,
+    pub referer: Arc<str>,
+    pub browser: Arc<str>,
+    pub browser_version: Arc<str>,
+    pub os: Arc<str>,
+    pub os_version: Arc<str>,
+    pub device: Arc<str>,
     pub is_bot: bool,
-    pub country: Option<String>,
-    pub region: Option<String>,
-    pub city: Option<String>,
-    pub isp: Option<String>,
+    pub country: Option<Arc<str>>,
+    pub region: Option<Arc<str>>,
+    pub city: Option<Arc<str>>,
+    pub isp: Option<Arc<str>>,
 }
 
 impl LinkRecord {
@@ -168,7 +168,8 @@ impl VisitRecord {
         let referer_host = url::Url::parse(&self.referer)
             .ok()
             .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into();
         Ok(NewVisit {
             visit: Visit {
                 // Kept only by `import_visits` (a store without visits); else numbered anew.

@@ -323,12 +323,12 @@ fn visits_are_counted_and_listed(make: Make) {
                 link_id: 7,
                 code: "code7".into(),
                 at: T0 + i,
-                client_id: format!("{i:040x}"),
+                client_id: format!("{i:040x}").into(),
                 is_bot: i == 4,
                 ..Visit::default()
             },
             client_hash: i,
-            referer_host: String::new(),
+            referer_host: "".into(),
         })
         .collect();
     store.record_visits(&mut batch).unwrap();

@@ -29,15 +29,15 @@ fn new_visit(link_id: u64, at: u64, i: u64) -> NewVisit {
             link_id,
             code: "abcdef".into(),
             at,
-            client_id: format!("{i:040x}"),
-            user_agent: format!("agent {i}"),
+            client_id: format!("{i:040x}").into(),
+            user_agent: format!("agent {i}").into(),
             browser: "Firefox".into(),
             os: "Linux".into(),
             device: "desktop".into(),
             ..Visit::default()
         },
         client_hash: i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        referer_host: String::new(),
+        referer_host: "".into(),
     }
 }
 

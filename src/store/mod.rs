@@ -20,6 +20,8 @@
 pub mod postgres;
 pub mod sled;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
@@ -411,6 +413,11 @@ fn contains_folded(haystack: &str, needle: &str) -> bool {
 // ---- visits ----
 
 /// One recorded visit (SPEC §7), as the visit writer enriched it.
+///
+/// The strings that repeat across visits (the user agent and what it says, the referer, the
+/// client id, the place) are shared: the writer parses each distinct agent and referer once
+/// per batch and every visit of the batch holds the same allocation, and a store's block of
+/// visits reads each distinct string once.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Visit {
     /// Assigned by the store, increasing in write order for each link; the cursor of visit
@@ -420,22 +427,22 @@ pub struct Visit {
     pub code: String,
     pub at: Millis,
     /// Hex SHA-1 of `ip & user_agent`, computed from the full address.
-    pub client_id: String,
+    pub client_id: Arc<str>,
     /// Full, truncated or absent, per `visits.ip`.
     pub ip: Option<String>,
-    pub user_agent: String,
-    pub referer: String,
-    pub browser: String,
-    pub browser_version: String,
-    pub os: String,
-    pub os_version: String,
+    pub user_agent: Arc<str>,
+    pub referer: Arc<str>,
+    pub browser: Arc<str>,
+    pub browser_version: Arc<str>,
+    pub os: Arc<str>,
+    pub os_version: Arc<str>,
     /// desktop, mobile, tablet, bot or other.
-    pub device: String,
+    pub device: Arc<str>,
     pub is_bot: bool,
-    pub country: Option<String>,
-    pub region: Option<String>,
-    pub city: Option<String>,
-    pub isp: Option<String>,
+    pub country: Option<Arc<str>>,
+    pub region: Option<Arc<str>>,
+    pub city: Option<Arc<str>>,
+    pub isp: Option<Arc<str>>,
 }
 
 /// A visit handed to [`Store::record_visits`], with what its counters need beside the record.
@@ -445,7 +452,7 @@ pub struct NewVisit {
     /// 64 uniformly distributed bits of the client id, for distinct-visitor counting.
     pub client_hash: u64,
     /// The referer's host (the value the `referer` top list counts); empty for none.
-    pub referer_host: String,
+    pub referer_host: Arc<str>,
 }
 
 /// What a link's visits are broken down by in the `top` lists of its statistics.

@@ -72,11 +72,11 @@ impl Tally {
 pub fn dimension_values(new: &NewVisit) -> [(Dimension, &str); 5] {
     let v = &new.visit;
     [
-        (Dimension::Browser, v.browser.as_str()),
-        (Dimension::Os, v.os.as_str()),
-        (Dimension::Device, v.device.as_str()),
+        (Dimension::Browser, &v.browser),
+        (Dimension::Os, &v.os),
+        (Dimension::Device, &v.device),
         (Dimension::Country, v.country.as_deref().unwrap_or("")),
-        (Dimension::Referer, new.referer_host.as_str()),
+        (Dimension::Referer, &new.referer_host),
     ]
 }
 
@@ -95,7 +95,7 @@ mod tests {
                 ..Visit::default()
             },
             client_hash: client,
-            referer_host: String::new(),
+            referer_host: "".into(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! User-agent parsing for visits (SPEC §7): browser, OS, device class and the bot flag, from the
 //! `woothee` crate plus a few rules of our own. Pure and synchronous; it must not do I/O.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use quick_cache::sync::Cache;
 
@@ -28,15 +28,31 @@ impl Device {
             Device::Other => "other",
         }
     }
+
+    /// The name as a shared string: every visit of a class holds the same allocation.
+    pub fn shared(self) -> Arc<str> {
+        static NAMES: LazyLock<[Arc<str>; 5]> = LazyLock::new(|| {
+            [
+                Device::Desktop,
+                Device::Mobile,
+                Device::Tablet,
+                Device::Bot,
+                Device::Other,
+            ]
+            .map(|d| Arc::from(d.as_str()))
+        });
+        Arc::clone(&NAMES[self as usize])
+    }
 }
 
-/// What a user agent string says about the client. Unknown parts are empty strings.
+/// What a user agent string says about the client. Unknown parts are empty strings. Shared,
+/// because every visit from the agent holds them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Agent {
-    pub browser: String,
-    pub browser_version: String,
-    pub os: String,
-    pub os_version: String,
+    pub browser: Arc<str>,
+    pub browser_version: Arc<str>,
+    pub os: Arc<str>,
+    pub os_version: Arc<str>,
     pub device: Device,
     /// True exactly when `device` is [`Device::Bot`]; kept separate because visitor counts
     /// filter on it (SPEC §7).
@@ -89,11 +105,11 @@ impl UaParser {
     pub fn parse_uncached(&self, user_agent: &str) -> Agent {
         let ua = user_agent.trim();
         let parsed = self.parser.parse(ua).unwrap_or_default();
-        let known = |s: &str| {
+        let known = |s: &str| -> Arc<str> {
             if s == woothee::woothee::VALUE_UNKNOWN {
-                String::new()
+                Arc::from("")
             } else {
-                s.to_owned()
+                Arc::from(s)
             }
         };
         let mut agent = Agent {
@@ -110,8 +126,8 @@ impl UaParser {
             // woothee names every library "HTTP Library" and puts the library's name in
             // `version`; the first product token (`curl/8.5.0`) says more.
             let (name, version) = first_product(ua);
-            agent.browser = name.to_owned();
-            agent.browser_version = version.to_owned();
+            agent.browser = name.into();
+            agent.browser_version = version.into();
         }
 
         agent.device = if library {
@@ -284,8 +300,8 @@ mod tests {
     #[test]
     fn a_zero_sized_cache_still_parses() {
         let parser = UaParser::new(0);
-        assert_eq!(parser.parse(CHROME_WINDOWS).browser, "Chrome");
-        assert_eq!(parser.parse(CHROME_WINDOWS).browser, "Chrome");
+        assert_eq!(&*parser.parse(CHROME_WINDOWS).browser, "Chrome");
+        assert_eq!(&*parser.parse(CHROME_WINDOWS).browser, "Chrome");
     }
 
     #[test]

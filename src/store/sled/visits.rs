@@ -31,6 +31,7 @@
 //! `visit_log`: [`SledStore::migrate_visit_chunks`] turns them into blocks when the store opens.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -94,35 +95,6 @@ fn decode_day_record(link_id: u64, day: u64, bytes: &[u8]) -> DayRecord {
 }
 
 impl DayRecord {
-    fn add(&mut self, new: &NewVisit) {
-        let v = &new.visit;
-        let hour = ((v.at % DAY_MS) / HOUR_MS) as u8;
-        self.add_hour(hour, 1, u64::from(v.is_bot));
-        let values = [
-            (Dimension::Browser, v.browser.as_str()),
-            (Dimension::Os, v.os.as_str()),
-            (Dimension::Device, v.device.as_str()),
-            (Dimension::Country, v.country.as_deref().unwrap_or("")),
-            (Dimension::Referer, new.referer_host.as_str()),
-        ];
-        for (dim, value) in values {
-            // Unknown values are left out of the top lists rather than shown as "".
-            if !value.is_empty() {
-                self.add_dim(dimension_byte(dim), value, 1);
-            }
-        }
-    }
-
-    fn add_hour(&mut self, hour: u8, visits: u64, bots: u64) {
-        match self.hours.binary_search_by_key(&hour, |h| h.0) {
-            Ok(i) => {
-                self.hours[i].1 += visits;
-                self.hours[i].2 += bots;
-            }
-            Err(i) => self.hours.insert(i, (hour, visits, bots)),
-        }
-    }
-
     fn add_dim(&mut self, dim: u8, value: &str, n: u64) {
         match self.dims.iter_mut().find(|d| d.0 == dim && d.1 == value) {
             Some(d) => d.2 += n,
@@ -130,21 +102,78 @@ impl DayRecord {
         }
     }
 
-    /// Visits and bots counted in this record's hours.
+    /// Adds a call's counts to this stored record.
+    fn merge(&mut self, delta: &DayDelta) {
+        for &(hour, visits, bots) in &delta.hours {
+            add_hour(&mut self.hours, hour, visits, bots);
+        }
+        for (dim, value, n) in &delta.dims {
+            self.add_dim(*dim, value, *n);
+        }
+    }
+}
+
+/// One link's counts of one day in one call, gathered before they are added to its stored
+/// [`DayRecord`]. It holds the visits' shared strings, so gathering allocates nothing per
+/// visit beyond the first of a (link, day).
+#[derive(Debug, Default)]
+struct DayDelta {
+    /// (hour of the day, visits, bots), by hour.
+    hours: Vec<(u8, u64, u64)>,
+    /// (dimension, value, visits).
+    dims: Vec<(u8, Arc<str>, u64)>,
+    /// The client hashes of the non-bot visits.
+    hashes: Vec<u64>,
+}
+
+impl DayDelta {
+    fn add(&mut self, new: &NewVisit) {
+        let v = &new.visit;
+        let hour = ((v.at % DAY_MS) / HOUR_MS) as u8;
+        add_hour(&mut self.hours, hour, 1, u64::from(v.is_bot));
+        if !v.is_bot {
+            self.hashes.push(new.client_hash);
+        }
+        let values = [
+            (Dimension::Browser, Some(&v.browser)),
+            (Dimension::Os, Some(&v.os)),
+            (Dimension::Device, Some(&v.device)),
+            (Dimension::Country, v.country.as_ref()),
+            (Dimension::Referer, Some(&new.referer_host)),
+        ];
+        for (dim, value) in values {
+            // Unknown values are left out of the top lists rather than shown as "".
+            let Some(value) = value.filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            let dim = dimension_byte(dim);
+            match self
+                .dims
+                .iter_mut()
+                .find(|d| d.0 == dim && (Arc::ptr_eq(&d.1, value) || d.1 == *value))
+            {
+                Some(d) => d.2 += 1,
+                None => self.dims.push((dim, Arc::clone(value), 1)),
+            }
+        }
+    }
+
+    /// Visits and bots counted.
     fn counts(&self) -> (u64, u64) {
         self.hours
             .iter()
             .fold((0, 0), |(v, b), h| (v + h.1, b + h.2))
     }
+}
 
-    /// Adds the counts of `delta` (a call's aggregate) to this stored record.
-    fn merge(&mut self, delta: &DayRecord) {
-        for &(hour, visits, bots) in &delta.hours {
-            self.add_hour(hour, visits, bots);
+/// Adds to an hour of a day's `(hour, visits, bots)` list, kept in hour order.
+fn add_hour(hours: &mut Vec<(u8, u64, u64)>, hour: u8, visits: u64, bots: u64) {
+    match hours.binary_search_by_key(&hour, |h| h.0) {
+        Ok(i) => {
+            hours[i].1 += visits;
+            hours[i].2 += bots;
         }
-        for (dim, value, n) in &delta.dims {
-            self.add_dim(*dim, value, *n);
-        }
+        Err(i) => hours.insert(i, (hour, visits, bots)),
     }
 }
 
@@ -156,8 +185,9 @@ struct Block {
     /// The smallest id and `at` of the rows, which store their own as offsets from these.
     base_id: u64,
     base_at: Millis,
-    /// The distinct strings of the block; rows refer to them by index.
-    strings: Vec<String>,
+    /// The distinct strings of the block; rows refer to them by index. Shared, so that the
+    /// visits read from a block hold one allocation per distinct string.
+    strings: Vec<Arc<str>>,
     rows: Vec<Row>,
 }
 
@@ -189,22 +219,44 @@ struct Row {
 #[derive(Default)]
 struct Strings<'a> {
     index: FastMap<&'a str, u32>,
-    list: Vec<String>,
+    /// Shared strings by address: most of a block's visits hold the same few allocations (see
+    /// [`Visit`]), and an address is cheaper to hash than a user agent.
+    shared: FastMap<usize, u32>,
+    list: Vec<Arc<str>>,
 }
 
 impl<'a> Strings<'a> {
     fn of(&mut self, s: &'a str) -> u32 {
+        self.find_or(s, || Arc::from(s))
+    }
+
+    fn find_or(&mut self, s: &'a str, make: impl FnOnce() -> Arc<str>) -> u32 {
         if let Some(i) = self.index.get(s) {
             return *i;
         }
         let i = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
-        self.list.push(s.to_string());
+        self.list.push(make());
         self.index.insert(s, i);
+        i
+    }
+
+    fn of_shared(&mut self, s: &'a Arc<str>) -> u32 {
+        // The visits outlive the block's building, so no address is reused meanwhile.
+        let address = Arc::as_ptr(s).cast::<u8>() as usize;
+        if let Some(i) = self.shared.get(&address) {
+            return *i;
+        }
+        let i = self.find_or(s, || Arc::clone(s));
+        self.shared.insert(address, i);
         i
     }
 
     fn of_opt(&mut self, s: Option<&'a str>) -> u32 {
         s.map_or(0, |s| self.of(s).saturating_add(1))
+    }
+
+    fn of_opt_shared(&mut self, s: Option<&'a Arc<str>>) -> u32 {
+        s.map_or(0, |s| self.of_shared(s).saturating_add(1))
     }
 }
 
@@ -220,20 +272,20 @@ impl Block {
                 link_id: v.link_id,
                 at: v.at - base_at,
                 code: strings.of(&v.code),
-                client_id: strings.of(&v.client_id),
+                client_id: strings.of_shared(&v.client_id),
                 ip: strings.of_opt(v.ip.as_deref()),
-                user_agent: strings.of(&v.user_agent),
-                referer: strings.of(&v.referer),
-                browser: strings.of(&v.browser),
-                browser_version: strings.of(&v.browser_version),
-                os: strings.of(&v.os),
-                os_version: strings.of(&v.os_version),
-                device: strings.of(&v.device),
+                user_agent: strings.of_shared(&v.user_agent),
+                referer: strings.of_shared(&v.referer),
+                browser: strings.of_shared(&v.browser),
+                browser_version: strings.of_shared(&v.browser_version),
+                os: strings.of_shared(&v.os),
+                os_version: strings.of_shared(&v.os_version),
+                device: strings.of_shared(&v.device),
                 is_bot: v.is_bot,
-                country: strings.of_opt(v.country.as_deref()),
-                region: strings.of_opt(v.region.as_deref()),
-                city: strings.of_opt(v.city.as_deref()),
-                isp: strings.of_opt(v.isp.as_deref()),
+                country: strings.of_opt_shared(v.country.as_ref()),
+                region: strings.of_opt_shared(v.region.as_ref()),
+                city: strings.of_opt_shared(v.city.as_ref()),
+                isp: strings.of_opt_shared(v.isp.as_ref()),
             })
             .collect();
         Block {
@@ -247,13 +299,13 @@ impl Block {
 
     /// The visit of a row; a string index out of range is corruption, not a panic.
     fn visit(&self, row: &Row) -> StoreResult<Visit> {
-        let s = |i: u32| -> StoreResult<String> {
+        let s = |i: u32| -> StoreResult<Arc<str>> {
             self.strings
                 .get(i as usize)
                 .cloned()
                 .ok_or_else(|| corrupt("visit_blocks", "string index out of range"))
         };
-        let opt = |i: u32| -> StoreResult<Option<String>> {
+        let opt = |i: u32| -> StoreResult<Option<Arc<str>>> {
             match i.checked_sub(1) {
                 None => Ok(None),
                 Some(i) => s(i).map(Some),
@@ -265,10 +317,10 @@ impl Block {
                 .checked_add(row.id)
                 .ok_or_else(|| corrupt("visit_blocks", "visit id out of range"))?,
             link_id: row.link_id,
-            code: s(row.code)?,
+            code: s(row.code)?.to_string(),
             at: self.base_at.saturating_add(row.at),
             client_id: s(row.client_id)?,
-            ip: opt(row.ip)?,
+            ip: opt(row.ip)?.map(|ip| ip.to_string()),
             user_agent: s(row.user_agent)?,
             referer: s(row.referer)?,
             browser: s(row.browser)?,
@@ -394,8 +446,8 @@ impl Counted {
 /// What one call changes in the counters, gathered before anything is written.
 #[derive(Default)]
 struct Deltas {
-    /// Per (link, day): the counts to add, and the client hashes of non-bot visits.
-    days: FastMap<(u64, u64), (DayRecord, Vec<u64>)>,
+    /// Per (link, day): the counts to add.
+    days: FastMap<(u64, u64), DayDelta>,
     /// Per day: visits to add to the system-wide counter.
     system: FastMap<u64, u64>,
 }
@@ -404,11 +456,7 @@ impl Deltas {
     fn add(&mut self, new: &NewVisit) {
         let v = &new.visit;
         let day = v.at / DAY_MS;
-        let (record, hashes) = self.days.entry((v.link_id, day)).or_default();
-        record.add(new);
-        if !v.is_bot {
-            hashes.push(new.client_hash);
-        }
+        self.days.entry((v.link_id, day)).or_default().add(new);
         *self.system.entry(day).or_default() += 1;
     }
 }
@@ -506,8 +554,14 @@ impl SledStore {
 
     /// Adds a call's counts to the stored counters: for each dirty (link, day), one read of
     /// its record (or, the first time in a day, of the link's last record) and one write.
+    ///
+    /// In key order: the dirty records of a call are spread over the whole tree, and visiting
+    /// them in order reads and rewrites each of sled's nodes once, while it is in the page
+    /// cache, instead of paging nodes in again and again in hash order.
     fn write_counters(&self, deltas: Deltas) -> StoreResult<()> {
-        for ((link_id, day), (delta, hashes)) in deltas.days {
+        let mut days: Vec<_> = deltas.days.into_iter().collect();
+        days.sort_unstable_by_key(|(key, _)| *key);
+        for ((link_id, day), delta) in days {
             // A link already counted today: its record of the day is a point read. Otherwise
             // one forward look finds the link's first record, which for most such links is
             // none at all (or today's); only a link counted on an earlier day looks further.
@@ -565,7 +619,7 @@ impl SledStore {
             record.merge(&delta);
             let (visits, bots) = delta.counts();
             record.totals = Some((before.0 + visits, before.1 + bots));
-            if !hashes.is_empty() {
+            if !delta.hashes.is_empty() {
                 let mut hll = if record.uniques.is_empty() {
                     Hll::default()
                 } else {
@@ -578,7 +632,7 @@ impl SledStore {
                         Hll::default()
                     })
                 };
-                for h in hashes {
+                for &h in &delta.hashes {
                     hll.insert_hash(h);
                 }
                 record.uniques = hll.to_bytes();
@@ -941,7 +995,7 @@ mod tests {
             client_id: "abc".into(),
             ip: (id % 2 == 0).then(|| "10.0.0.0".to_string()),
             user_agent: agent.into(),
-            referer: String::new(),
+            referer: "".into(),
             browser: "Chrome".into(),
             browser_version: "124".into(),
             os: "Windows".into(),
@@ -965,7 +1019,7 @@ mod tests {
             block
                 .strings
                 .iter()
-                .filter(|s| s.as_str() == "Mozilla/5.0 same agent")
+                .filter(|s| s.as_ref() == "Mozilla/5.0 same agent")
                 .count(),
             1
         );
@@ -1009,7 +1063,7 @@ mod tests {
                 ..visit(0, 7, 0, "agent")
             },
             client_hash: day,
-            referer_host: String::new(),
+            referer_host: "".into(),
         };
         for batch in [
             vec![new(10, false)],
