@@ -165,11 +165,7 @@ impl VisitRecord {
             .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
             .map(u64::from_be_bytes)
             .ok_or("`client_id` is not a hex SHA-1")?;
-        let referer_host = url::Url::parse(&self.referer)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-            .unwrap_or_default()
-            .into();
+        let referer_host = crate::visits::tally::referer_host(&self.referer).into();
         Ok(NewVisit {
             visit: Visit {
                 // Kept only by `import_visits` (a store without visits); else numbered anew.

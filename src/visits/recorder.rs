@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::client;
 use super::geo::{Geo, GeoDb, GeoError};
+use super::tally::referer_host;
 use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
 use crate::config::{IpMode, VisitsConfig};
@@ -388,10 +389,7 @@ impl Enricher {
             .entry(referer_bytes)
             .or_insert_with(|| {
                 let text = header_text(referer_bytes);
-                let host = url::Url::parse(&text)
-                    .ok()
-                    .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-                    .unwrap_or_default();
+                let host = referer_host(&text);
                 (text.into(), host.into())
             })
             .clone();

@@ -7,6 +7,7 @@
 //! locks rows while adding (PostgreSQL) always locks them in the same order.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::store::{Dimension, NewVisit};
 use crate::visits::hll::Hll;
@@ -51,13 +52,11 @@ impl Tally {
         total.0 += 1;
         total.1 += bot;
         *self.days.entry(day).or_default() += 1;
-        for (dim, value) in dimension_values(new) {
-            if !value.is_empty() {
-                *self
-                    .dims
-                    .entry((v.link_id, day, dim, value.to_string()))
-                    .or_default() += 1;
-            }
+        for (dim, value) in top_values(new) {
+            *self
+                .dims
+                .entry((v.link_id, day, dim, value.to_string()))
+                .or_default() += 1;
         }
         if !v.is_bot {
             self.uniques
@@ -68,16 +67,28 @@ impl Tally {
     }
 }
 
-/// The value a visit counts for in each top list.
-pub fn dimension_values(new: &NewVisit) -> [(Dimension, &str); 5] {
+/// The values a visit counts for in the top lists, one per dimension it has: unknown values
+/// (an empty browser, no referer, no country) are left out rather than shown as "".
+pub fn top_values(new: &NewVisit) -> impl Iterator<Item = (Dimension, &Arc<str>)> {
     let v = &new.visit;
     [
-        (Dimension::Browser, &v.browser),
-        (Dimension::Os, &v.os),
-        (Dimension::Device, &v.device),
-        (Dimension::Country, v.country.as_deref().unwrap_or("")),
-        (Dimension::Referer, &new.referer_host),
+        (Dimension::Browser, Some(&v.browser)),
+        (Dimension::Os, Some(&v.os)),
+        (Dimension::Device, Some(&v.device)),
+        (Dimension::Country, v.country.as_ref()),
+        (Dimension::Referer, Some(&new.referer_host)),
     ]
+    .into_iter()
+    .filter_map(|(dim, value)| Some((dim, value.filter(|s| !s.is_empty())?)))
+}
+
+/// The referer's host, lower-cased: the value the `referer` top list counts; empty when the
+/// referer is not a URL with a host.
+pub fn referer_host(referer: &str) -> String {
+    url::Url::parse(referer)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -39,10 +39,11 @@ use super::codec::{dimension_byte, dimension_of};
 use super::keys::{counter, read_u64};
 use super::{backend, encode, SledStore, DAY_MS};
 use crate::store::{
-    DayCount, Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit,
-    VisitPage, VisitSummary, VisitTotals,
+    DayCount, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit, VisitPage,
+    VisitSummary, VisitTotals,
 };
 use crate::visits::hll::Hll;
+use crate::visits::tally::top_values;
 
 const HOUR_MS: u64 = 3_600_000;
 
@@ -134,24 +135,9 @@ impl DayDelta {
         if !v.is_bot {
             self.hashes.push(new.client_hash);
         }
-        let values = [
-            (Dimension::Browser, Some(&v.browser)),
-            (Dimension::Os, Some(&v.os)),
-            (Dimension::Device, Some(&v.device)),
-            (Dimension::Country, v.country.as_ref()),
-            (Dimension::Referer, Some(&new.referer_host)),
-        ];
-        for (dim, value) in values {
-            // Unknown values are left out of the top lists rather than shown as "".
-            let Some(value) = value.filter(|s| !s.is_empty()) else {
-                continue;
-            };
+        for (dim, value) in top_values(new) {
             let dim = dimension_byte(dim);
-            match self
-                .dims
-                .iter_mut()
-                .find(|d| d.0 == dim && (Arc::ptr_eq(&d.1, value) || d.1 == *value))
-            {
+            match self.dims.iter_mut().find(|d| d.0 == dim && d.1 == *value) {
                 Some(d) => d.2 += 1,
                 None => self.dims.push((dim, Arc::clone(value), 1)),
             }
