@@ -23,7 +23,7 @@ fn run(durability: Durability, writers: usize, seconds: u64) -> Outcome {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut options = StoreOptions::new(dir.path());
     options.durability = durability;
-    let store = Arc::new(SledStore::open(&options).expect("open"));
+    let store = SledStore::open(&options).expect("open");
     // The default tier (batch 1000, low_water 100) with the background refill running, as in
     // the server; the pool starts with PREFILL codes (default 20000).
     let config = Config::from_toml("").expect("config");

@@ -43,7 +43,7 @@ fn open(durability: Durability) -> (tempfile::TempDir, Arc<dyn Store>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut options = StoreOptions::new(dir.path());
     options.durability = durability;
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(&options).expect("open"));
+    let store: Arc<dyn Store> = SledStore::open(&options).expect("open");
     (dir, store)
 }
 

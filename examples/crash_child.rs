@@ -20,8 +20,7 @@ fn main() {
         eprintln!("usage: crash_child DATA_DIR");
         std::process::exit(2);
     };
-    let store: Arc<dyn Store> =
-        Arc::new(SledStore::open(&StoreOptions::new(&dir)).expect("open store"));
+    let store: Arc<dyn Store> = SledStore::open(&StoreOptions::new(&dir)).expect("open store");
     let config = Config::from_toml("[tiers.6]\nbatch = 5000\n").expect("config");
     let pools = Arc::new(Pools::new(store, Arc::new(SystemClock), &config).expect("pools"));
     let handles: Vec<_> = (0..32)

@@ -117,7 +117,7 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BoxError> {
                 Err(e) => return Err(e.into()),
             };
             log_open_report(sled.open_report());
-            Ok(Arc::new(sled))
+            Ok(sled)
         }
         Backend::Postgres => {
             let pg = PgStore::open(&pg_options(config))?;

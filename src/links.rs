@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::pools::Pools;
 use crate::store::{
     CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
-    StoreChange, StoreError,
+    StoreChange, StoreError, StoreResult,
 };
 
 /// Longest `space` name.
@@ -202,25 +202,30 @@ impl Links {
 
     /// Creates a link, or returns the existing one for a dedup hit (`false`).
     pub fn create(&self, req: CreateLink) -> Result<(Link, bool)> {
-        let now = self.clock.now();
-        let new = self.validate_create(req, now)?;
-        let length = match &new.code {
-            CodeChoice::Pool(l) => *l,
-            CodeChoice::Custom(c) => u8::try_from(c.len()).unwrap_or(0),
-        };
-        match self.pools.create(&new) {
-            Ok(Created::New(link)) => Ok((link, true)),
-            Ok(Created::Existing(link)) => Ok((link, false)),
-            Err(StoreError::CodeTaken(code)) => Err(LinkError::CodeTaken(code)),
-            Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
-            Err(e) => Err(e.into()),
-        }
+        let new = self.validate_create(req, self.clock.now())?;
+        let length = new.length();
+        created(self.pools.create(&new), length)
     }
 
-    /// Creates many links at once, answers in request order. Creates run side by side (up to
-    /// [`CREATE_PARALLELISM`]) so that they share durable flushes, leaving threads for others.
+    /// [`Links::create`] for async callers: a pooled create is awaited without holding a
+    /// thread ([`Pools::create_async`]).
+    pub async fn create_async(&self, req: CreateLink) -> Result<(Link, bool)> {
+        let new = self.validate_create(req, self.clock.now())?;
+        let length = new.length();
+        created(self.pools.create_async(new).await, length)
+    }
+
+    /// Creates many links at once, answers in request order. Creates run side by side so that
+    /// they share transactions and flushes: all at once where the store queues them (they
+    /// hold no thread while queued), else up to [`CREATE_PARALLELISM`], leaving threads for
+    /// others.
     pub async fn create_many(self: &Arc<Self>, reqs: Vec<CreateLink>) -> Vec<Result<(Link, bool)>> {
-        let permits = Arc::new(tokio::sync::Semaphore::new(CREATE_PARALLELISM));
+        let parallel = if self.pools.queues_creates() {
+            reqs.len().max(1)
+        } else {
+            CREATE_PARALLELISM
+        };
+        let permits = Arc::new(tokio::sync::Semaphore::new(parallel));
         let mut tasks = tokio::task::JoinSet::new();
         let count = reqs.len();
         for (index, req) in reqs.into_iter().enumerate() {
@@ -228,14 +233,7 @@ impl Links {
             let permits = permits.clone();
             tasks.spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                let outcome = tokio::task::spawn_blocking(move || links.create(req))
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(LinkError::Store(StoreError::Backend(format!(
-                            "create task failed: {e}"
-                        ))))
-                    });
-                (index, outcome)
+                (index, links.create_async(req).await)
             });
         }
         let mut results: Vec<Option<Result<(Link, bool)>>> = (0..count).map(|_| None).collect();
@@ -605,4 +603,15 @@ pub fn rfc3339(ms: Millis) -> String {
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .unwrap_or_default()
+}
+
+/// A store's answer to a create as the domain's: the link and whether it is new.
+fn created(outcome: StoreResult<Created>, length: u8) -> Result<(Link, bool)> {
+    match outcome {
+        Ok(Created::New(link)) => Ok((link, true)),
+        Ok(Created::Existing(link)) => Ok((link, false)),
+        Err(StoreError::CodeTaken(code)) => Err(LinkError::CodeTaken(code)),
+        Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -218,6 +218,45 @@ impl Pools {
         Err(StoreError::PoolEmpty(length))
     }
 
+    /// Whether pooled creates are queued to the store's committer (see [`Pools::create_async`]).
+    pub fn queues_creates(&self) -> bool {
+        self.store.queues_creates()
+    }
+
+    /// Creates a link without blocking the caller's thread where the store allows: a pooled
+    /// create is queued to a store that commits creates itself ([`Store::queues_creates`]) and
+    /// awaited; everything else (custom codes, other stores, an empty pool that needs a
+    /// synchronous refill) runs [`Pools::create`] on a blocking thread.
+    pub async fn create_async(self: &Arc<Self>, new: NewLink) -> StoreResult<Created> {
+        if let CodeChoice::Pool(length) = new.code {
+            if self.tiers.contains_key(&length) && self.store.queues_creates() {
+                let (answer, answered) = tokio::sync::oneshot::channel();
+                self.store.submit_create(
+                    new.clone(),
+                    Box::new(move |outcome| {
+                        let _ = answer.send(outcome);
+                    }),
+                );
+                match answered.await {
+                    Ok(Err(StoreError::PoolEmpty(_))) => {}
+                    Ok(outcome) => {
+                        // Reads counters in memory for such a store: cheap enough for the
+                        // runtime's threads.
+                        self.check_low_water(length, new.now);
+                        return outcome;
+                    }
+                    Err(_) => {
+                        return Err(StoreError::Backend("the create was dropped".into()));
+                    }
+                }
+            }
+        }
+        let pools = self.clone();
+        tokio::task::spawn_blocking(move || pools.create(&new))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Backend(format!("create task failed: {e}"))))
+    }
+
     /// The synchronous refill of a create that found its pool empty. Creates that found it
     /// empty at the same moment queue on the refill lock; the first one refills and the others
     /// find codes available and generate nothing.

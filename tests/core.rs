@@ -17,7 +17,7 @@ use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{CodeChoice, Created, LinkPatch, LinkStatus, NewLink, Store, StoreError};
 
 fn open(dir: &Path) -> Arc<SledStore> {
-    Arc::new(SledStore::open(&StoreOptions::new(dir)).expect("open store"))
+    SledStore::open(&StoreOptions::new(dir)).expect("open store")
 }
 
 fn pools(store: &Arc<SledStore>, overlay: &str) -> Pools {

@@ -22,9 +22,7 @@ const DAY: u64 = 86_400_000;
 type Make = fn(&tempfile::TempDir) -> Arc<dyn Store>;
 
 fn sled(dir: &tempfile::TempDir) -> Option<Arc<dyn Store>> {
-    Some(Arc::new(
-        SledStore::open(&StoreOptions::new(dir.path())).expect("open sled"),
-    ))
+    Some(SledStore::open(&StoreOptions::new(dir.path())).expect("open sled"))
 }
 
 /// A store on a fresh database of the test server; `None` where PostgreSQL is not installed.

@@ -19,7 +19,7 @@ fn links() -> &'static Links {
         .get_or_init(|| {
             let dir = tempfile::tempdir().expect("temp dir");
             let store: Arc<dyn Store> =
-                Arc::new(SledStore::open(&StoreOptions::new(dir.path())).expect("store"));
+                SledStore::open(&StoreOptions::new(dir.path())).expect("store");
             let config = Arc::new(
                 Config::from_toml("[limits]\nblocked_hosts = [\"blocked.example\"]\n")
                     .expect("config"),

@@ -206,8 +206,7 @@ pub async fn create_link(
     let JsonBody(req) = JsonBody::<CreateLink>::from_request(request, &()).await?;
     let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
     authorize_create(&state, &caller, &space)?;
-    let links = state.links.clone();
-    let (link, created) = blocking(move || links.create(req)).await?;
+    let (link, created) = state.links.create_async(req).await?;
     let mut view = LinkView::new(&state, &link);
     view.created = Some(created);
     let status = if created {

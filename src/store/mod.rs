@@ -32,7 +32,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 /// What can go wrong in storage. Callers map these to domain errors; only `Backend` and
 /// `Corrupt` are server faults.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The custom code is already used by a link (active, expired, deleted or retired).
     #[error("code `{0}` is already taken")]
@@ -218,6 +218,14 @@ pub struct NewLink {
 }
 
 impl NewLink {
+    /// The length of the code this create asks for.
+    pub fn length(&self) -> u8 {
+        match &self.code {
+            CodeChoice::Pool(length) => *length,
+            CodeChoice::Custom(code) => u8::try_from(code.len()).unwrap_or(0),
+        }
+    }
+
     /// The record a create writes: active, stamped with the request's clock reading. `custom`
     /// says whether the caller chose the code (custom links are never dedup targets).
     pub fn record(&self, id: u64, code: &str, custom: bool) -> Link {
@@ -602,6 +610,9 @@ pub trait SharedRecords: Send + Sync {
     fn delete(&self, kind: &str, id: &[u8]) -> StoreResult<()>;
 }
 
+/// Called with the outcome of a create queued by [`Store::submit_create`], once it is durable.
+pub type CreateDone = Box<dyn FnOnce(StoreResult<Created>) + Send>;
+
 /// Storage for links, code pools and their metadata.
 ///
 /// Implementations must make every write atomic across the records it touches and durable
@@ -612,6 +623,19 @@ pub trait Store: Send + Sync + 'static {
     /// Creates a link: takes its code (from a pool or as a custom code), writes the record,
     /// the code index, the active mapping and the dedup entry, in one transaction.
     fn create_link(&self, new: &NewLink) -> StoreResult<Created>;
+
+    /// Whether [`Store::submit_create`] queues a pooled create on the store's own committer
+    /// and returns at once (so an async caller may call it on the runtime), rather than
+    /// running [`Store::create_link`] on the caller's thread.
+    fn queues_creates(&self) -> bool {
+        false
+    }
+
+    /// Creates a link like [`Store::create_link`] and hands the outcome to `done`. The
+    /// default runs `create_link` on the caller's thread; see [`Store::queues_creates`].
+    fn submit_create(&self, new: NewLink, done: CreateDone) {
+        done(self.create_link(&new));
+    }
 
     /// The active mapping's entry for a code: the only read of the redirect path.
     fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>>;

@@ -13,7 +13,7 @@ use super::batch::BatchLine;
 use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
 use super::render::{message, page, Visitor};
 use crate::config::Role;
-use crate::http::api::{authorize_create, blocking, check_create_rate};
+use crate::http::api::{authorize_create, check_create_rate};
 use crate::http::error::ApiError;
 use crate::links::{rfc3339, CreateLink, DEFAULT_SPACE};
 use crate::state::AppState;
@@ -125,8 +125,7 @@ pub async fn shorten(
     let mut req = options.request(url);
     req.code = field(&fields, "code").map(str::to_string);
     req.title = field(&fields, "title").map(str::to_string);
-    let links = state.links.clone();
-    match blocking(move || links.create(req)).await {
+    match state.links.create_async(req).await.map_err(ApiError::from) {
         Ok((link, created)) => {
             let short_url = state.links.short_url(&link.code);
             let qr = crate::qr::svg(&short_url).unwrap_or_default();

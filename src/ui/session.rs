@@ -199,10 +199,9 @@ mod tests {
     #[test]
     fn sessions_expire_after_inactivity() {
         let dir = tempfile::tempdir().expect("dir");
-        let store: Arc<dyn Store> = Arc::new(
+        let store: Arc<dyn Store> =
             crate::store::sled::SledStore::open(&crate::store::sled::StoreOptions::new(dir.path()))
-                .expect("store"),
-        );
+                .expect("store");
         let auth = crate::config::AuthConfig {
             anonymous_create: false,
             keys: vec![crate::config::ApiKey {

@@ -258,8 +258,6 @@ pub fn test_store(dir: &Path) -> std::sync::Arc<dyn vshortlink::store::Store> {
             .expect("open postgres"),
         );
     }
-    std::sync::Arc::new(
-        vshortlink::store::sled::SledStore::open(&vshortlink::store::sled::StoreOptions::new(dir))
-            .expect("open sled"),
-    )
+    vshortlink::store::sled::SledStore::open(&vshortlink::store::sled::StoreOptions::new(dir))
+        .expect("open sled")
 }

@@ -9,6 +9,10 @@
 //! In `power` durability the thread also fsyncs the store's files after sled's flush, because
 //! sled 0.34's flush ends in `sync_file_range`, which survives a killed process but not a power
 //! cut (SPEC §13). This file owns no data; it never reads or writes records.
+//!
+//! A writer that must not block (the create committer, [`super::group`]) hands over a callback
+//! instead ([`Flusher::when_durable`]); the flusher thread calls it after the flush that covers
+//! it, so that the writer goes on committing while the flush runs.
 
 use crate::store::CommitStats;
 use std::fs::File;
@@ -47,12 +51,17 @@ struct State {
     /// Tickets up to this one were covered by a flush that failed.
     failed_upto: u64,
     last_error: Option<String>,
+    /// Callbacks waiting for their ticket to be covered, in ticket order.
+    callbacks: Vec<(u64, Durable)>,
     shutdown: bool,
     /// Flush statistics for /metrics.
     flushes: u64,
     flush_nanos_total: u128,
     last_flush: Duration,
 }
+
+/// Called with the outcome of the flush that covers a commit.
+pub type Durable = Box<dyn FnOnce(StoreResult<()>) + Send>;
 
 /// The group-commit flusher of one sled database.
 pub struct Flusher {
@@ -103,11 +112,22 @@ impl Flusher {
         while state.durable < ticket {
             self.shared.done.wait(&mut state);
         }
-        if ticket <= state.failed_upto {
-            let detail = state.last_error.clone().unwrap_or_default();
-            return Err(super::classify(format!("flush failed: {detail}")));
+        state.outcome(ticket)
+    }
+
+    /// Returns at once; `then` is called on the flusher's thread once everything committed
+    /// before this call is durable (or its flush failed, or the store closed first).
+    pub fn when_durable(&self, then: Durable) {
+        let mut state = self.shared.state.lock();
+        if state.shutdown {
+            drop(state);
+            then(Err(StoreError::Backend("store is closed".into())));
+            return;
         }
-        Ok(())
+        state.requested += 1;
+        let ticket = state.requested;
+        state.callbacks.push((ticket, then));
+        self.shared.work.notify_one();
     }
 
     /// Flush statistics so far.
@@ -130,6 +150,17 @@ impl Flusher {
         if let Some(handle) = self.thread.lock().take() {
             let _ = handle.join();
         }
+    }
+}
+
+impl State {
+    /// What a writer holding `ticket` learns once `durable` covers it.
+    fn outcome(&self, ticket: u64) -> StoreResult<()> {
+        if ticket <= self.failed_upto {
+            let detail = self.last_error.clone().unwrap_or_default();
+            return Err(super::classify(format!("flush failed: {detail}")));
+        }
+        Ok(())
     }
 }
 
@@ -194,6 +225,20 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
             state.last_error = Some(e);
         }
         shared.done.notify_all();
+        // The callbacks up to `target` are covered (tickets are pushed in order, under the
+        // lock); they run outside it, so that they may take other locks.
+        let upto = state
+            .callbacks
+            .partition_point(|(ticket, _)| *ticket <= target);
+        let covered: Vec<_> = state.callbacks.drain(..upto).collect();
+        let outcomes: Vec<_> = covered
+            .into_iter()
+            .map(|(ticket, then)| (state.outcome(ticket), then))
+            .collect();
+        drop(state);
+        for (outcome, then) in outcomes {
+            then(outcome);
+        }
     }
 }
 

@@ -12,8 +12,8 @@ use super::keys::{self, counter, read_u64};
 use super::pools::{length_of, take_out_of_pool};
 use super::{SledStore, DAY_MS, LIST_SCAN_BUDGET};
 use crate::store::{
-    ActiveEntry, CodeChoice, Created, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus,
-    Millis, NewLink, Store, StoreError, StoreResult,
+    ActiveEntry, CodeChoice, CreateDone, Created, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
+    LinkStatus, Millis, NewLink, Store, StoreError, StoreResult,
 };
 
 /// Removes a link's dedup entry if it still points at the link.
@@ -229,21 +229,45 @@ impl SledStore {
         Ok(out)
     }
 
+    /// A blocking create: a pooled one waits for the committer ([`super::group`]), a custom
+    /// one commits on the caller's thread.
     pub(super) fn create_link_impl(&self, new: &NewLink) -> StoreResult<Created> {
-        let created = {
-            let _committing = self.flusher.committing();
-            match &new.code {
-                CodeChoice::Pool(length) if self.pool(*length).is_some() => {
-                    self.create_from_pool_grouped(new, *length)?
-                }
-                CodeChoice::Pool(length) => return Err(StoreError::PoolEmpty(*length)),
-                CodeChoice::Custom(code) => self.create_custom(new, code)?,
+        let created = match &new.code {
+            CodeChoice::Pool(length) if self.pool(*length).is_some() => {
+                let (answer, answered) = std::sync::mpsc::sync_channel(1);
+                self.committer.submit(
+                    new.clone(),
+                    *length,
+                    Box::new(move |outcome| {
+                        let _ = answer.send(outcome);
+                    }),
+                );
+                // Answered after the flush that covers it.
+                return answered
+                    .recv()
+                    .unwrap_or_else(|_| Err(backend("the create thread stopped")));
+            }
+            CodeChoice::Pool(length) => return Err(StoreError::PoolEmpty(*length)),
+            CodeChoice::Custom(code) => {
+                let _committing = self.flusher.committing();
+                self.create_custom(new, code)?
             }
         };
         // A dedup hit may return a link whose own create is still waiting for its flush:
         // answer only once that link is durable too.
         self.flusher.wait_durable()?;
         Ok(created)
+    }
+
+    /// A create that returns at once: a pooled one is queued to the committer, which calls
+    /// `done` after the flush; a custom one runs here.
+    pub(super) fn submit_create_impl(&self, new: NewLink, done: CreateDone) {
+        match new.code {
+            CodeChoice::Pool(length) if self.pool(length).is_some() => {
+                self.committer.submit(new, length, done)
+            }
+            _ => done(self.create_link_impl(&new)),
+        }
     }
 
     pub(super) fn resolve_impl(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {

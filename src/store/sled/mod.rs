@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `open.rs` | opening, recovery checks, the code filter and its checkpoints, closing |
 //! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing |
-//! | `group.rs` | pooled creates applied many to one transaction |
+//! | `group.rs` | the create committer: pooled creates applied many to one transaction |
 //! | `pools.rs` | the code pools, their counters and cooling counts, strategy states |
 //! | `visits.rs` | visit blocks, their index and counters, pruning |
 //! | `import.rs` | bulk import of links |
@@ -55,9 +55,9 @@ use self::flusher::Flusher;
 use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::store::{
-    ActiveEntry, CommitStats, Created, DayCount, Durability, Imported, Link, LinkCounts, LinkPage,
-    LinkPatch, LinkQuery, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
-    StorageFault, Store, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CommitStats, CreateDone, Created, DayCount, Durability, Imported, Link,
+    LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
+    PoolCounts, StorageFault, Store, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -140,8 +140,8 @@ pub struct SledStore {
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.
     takers: Vec<Mutex<()>>,
-    /// One per length: pooled creates waiting to be applied together ([`group`]).
-    create_queues: Vec<group::CreateQueue>,
+    /// Applies pooled creates many to a transaction ([`group`]).
+    committer: group::Committer,
     /// One per length: cooling entries (score in the future) by score, so that `cooling`
     /// and `available` are answered without scanning the pool.
     cooling: Vec<Mutex<BTreeMap<Millis, u64>>>,
@@ -159,6 +159,14 @@ pub struct SledStore {
 impl Store for SledStore {
     fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
         self.create_link_impl(new)
+    }
+
+    fn queues_creates(&self) -> bool {
+        true
+    }
+
+    fn submit_create(&self, new: NewLink, done: CreateDone) {
+        self.submit_create_impl(new, done)
     }
 
     fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -25,8 +26,8 @@ pub(super) fn open_error(e: sled::Error, path: &Path) -> StoreError {
 
 impl SledStore {
     /// Opens (or creates) the store in `options.path`, rebuilding the code filter if it is
-    /// missing or stale.
-    pub fn open(options: &StoreOptions) -> StoreResult<Self> {
+    /// missing or stale, and starts its create committer ([`group`]).
+    pub fn open(options: &StoreOptions) -> StoreResult<Arc<Self>> {
         std::fs::create_dir_all(&options.path).map_err(|e| {
             backend(format!(
                 "cannot create data directory {}: {e}",
@@ -77,9 +78,7 @@ impl SledStore {
             counted: Mutex::new(super::visits::Counted::default()),
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
-            create_queues: (0..MAX_LEN)
-                .map(|_| group::CreateQueue::default())
-                .collect(),
+            committer: group::Committer::default(),
             cooling: (0..MAX_LEN).map(|_| Mutex::new(BTreeMap::new())).collect(),
             filter: RwLock::new(CodeFilter::new(1000, options.filter_fp_rate)),
             saved_watermark: Mutex::new(None),
@@ -102,6 +101,8 @@ impl SledStore {
         }
         store.load_cooling()?;
         store.load_filter(options.filter_capacity)?;
+        let store = Arc::new(store);
+        group::Committer::start(&store)?;
         Ok(store)
     }
 
@@ -203,6 +204,7 @@ impl SledStore {
     }
 
     pub(super) fn close_impl(&self) -> StoreResult<()> {
+        self.committer.stop();
         self.checkpoint_impl()?;
         self.db.flush().map_err(backend)?;
         self.flusher.shutdown();
