@@ -433,6 +433,66 @@ fn import_keeps_records_and_is_idempotent(make: Make) {
     assert_eq!((counts.active, counts.deleted, counts.archived), (2, 1, 1));
 }
 
+/// Creates handed over with `submit_create` (many at once, as the API's handlers do) are each
+/// answered once, take distinct codes, dedup against each other, and are there
+/// when answered; a pool that runs dry answers `PoolEmpty` for the creates it cannot serve.
+fn submitted_creates_are_answered_once_each(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let codes: Vec<String> = (0..150).map(|i| format!("2{i:05}")).collect();
+    let refs: Vec<&str> = codes.iter().map(String::as_str).collect();
+    fill(&*store, 6, &refs, T0);
+    let (answer, answers) = std::sync::mpsc::channel();
+    // 160 creates of 150 distinct URLs: the last ten repeat earlier ones (dedup hits).
+    for i in 0..160 {
+        let answer = answer.clone();
+        let url = format!("https://submitted.example/{}", i % 150);
+        store.submit_create(
+            new_link(CodeChoice::Pool(6), &url),
+            Box::new(move |outcome| answer.send((i, outcome)).expect("send")),
+        );
+    }
+    drop(answer);
+    let mut outcomes: Vec<_> = answers.iter().collect();
+    assert_eq!(outcomes.len(), 160, "every create is answered exactly once");
+    outcomes.sort_by_key(|(i, _)| *i);
+    let mut by_url = std::collections::HashMap::new();
+    let mut taken = std::collections::HashSet::new();
+    for (i, outcome) in outcomes {
+        let link = match outcome.expect("create") {
+            Created::New(link) => {
+                assert!(
+                    taken.insert(link.code.clone()),
+                    "code {} given twice",
+                    link.code
+                );
+                link
+            }
+            Created::Existing(link) => link,
+        };
+        assert_eq!(link.url, format!("https://submitted.example/{}", i % 150));
+        let first = by_url
+            .entry(link.url.clone())
+            .or_insert_with(|| link.code.clone());
+        assert_eq!(*first, link.code, "one URL, one link");
+        assert_eq!(
+            store.resolve(&link.code).unwrap().map(|e| e.url),
+            Some(link.url)
+        );
+    }
+    assert_eq!(taken.len(), 150);
+    assert_eq!(store.pool_counts(6, T0).unwrap().available, 0);
+    let (answer, answers) = std::sync::mpsc::channel();
+    store.submit_create(
+        new_link(CodeChoice::Pool(6), "https://submitted.example/more"),
+        Box::new(move |outcome| answer.send(outcome).expect("send")),
+    );
+    assert!(matches!(
+        answers.recv().expect("answered"),
+        Err(StoreError::PoolEmpty(6))
+    ));
+}
+
 macro_rules! backend {
     ($backend:ident; $($case:ident),+ $(,)?) => {
         mod $backend {
@@ -461,6 +521,7 @@ backend!(
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,
     import_keeps_records_and_is_idempotent,
+    submitted_creates_are_answered_once_each,
 );
 
 backend!(
@@ -475,4 +536,5 @@ backend!(
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,
     import_keeps_records_and_is_idempotent,
+    submitted_creates_are_answered_once_each,
 );
