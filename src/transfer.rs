@@ -76,7 +76,7 @@ pub struct VisitRecord {
     pub code: String,
     pub at: String,
     pub client_id: Arc<str>,
-    pub ip: Option<String>,
+    pub ip: Option<Arc<str>>,
     pub user_agent: Arc<str>,
     pub referer: Arc<str>,
     pub browser: Arc<str>,

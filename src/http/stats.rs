@@ -108,7 +108,7 @@ struct VisitView {
     at: String,
     code: String,
     client_id: Arc<str>,
-    ip: Option<String>,
+    ip: Option<Arc<str>>,
     user_agent: Arc<str>,
     referer: Arc<str>,
     browser: Arc<str>,

@@ -437,7 +437,7 @@ pub struct Visit {
     /// Hex SHA-1 of `ip & user_agent`, computed from the full address.
     pub client_id: Arc<str>,
     /// Full, truncated or absent, per `visits.ip`.
-    pub ip: Option<String>,
+    pub ip: Option<Arc<str>>,
     pub user_agent: Arc<str>,
     pub referer: Arc<str>,
     pub browser: Arc<str>,

@@ -237,10 +237,6 @@ impl<'a> Strings<'a> {
         i
     }
 
-    fn of_opt(&mut self, s: Option<&'a str>) -> u32 {
-        s.map_or(0, |s| self.of(s).saturating_add(1))
-    }
-
     fn of_opt_shared(&mut self, s: Option<&'a Arc<str>>) -> u32 {
         s.map_or(0, |s| self.of_shared(s).saturating_add(1))
     }
@@ -259,7 +255,7 @@ impl Block {
                 at: v.at - base_at,
                 code: strings.of(&v.code),
                 client_id: strings.of_shared(&v.client_id),
-                ip: strings.of_opt(v.ip.as_deref()),
+                ip: strings.of_opt_shared(v.ip.as_ref()),
                 user_agent: strings.of_shared(&v.user_agent),
                 referer: strings.of_shared(&v.referer),
                 browser: strings.of_shared(&v.browser),
@@ -306,7 +302,7 @@ impl Block {
             code: s(row.code)?.to_string(),
             at: self.base_at.saturating_add(row.at),
             client_id: s(row.client_id)?,
-            ip: opt(row.ip)?.map(|ip| ip.to_string()),
+            ip: opt(row.ip)?,
             user_agent: s(row.user_agent)?,
             referer: s(row.referer)?,
             browser: s(row.browser)?,
@@ -979,7 +975,7 @@ mod tests {
             code: format!("c{link_id}"),
             at,
             client_id: "abc".into(),
-            ip: (id % 2 == 0).then(|| "10.0.0.0".to_string()),
+            ip: (id % 2 == 0).then(|| "10.0.0.0".into()),
             user_agent: agent.into(),
             referer: "".into(),
             browser: "Chrome".into(),
