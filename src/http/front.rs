@@ -37,11 +37,11 @@ impl Front {
         if let Some(segment) = code_segment(&request) {
             let started = Instant::now();
             // Decoded as axum's `Path` decodes: a segment that does not decode is no code.
+            // Borrowed unless the segment has escapes: no allocation for a plain code.
             let code = percent_encoding::percent_decode_str(segment)
                 .decode_utf8()
-                .ok()
-                .map(|c| c.into_owned());
-            let response = redirect::answer(&self.state, peer, code, request.headers());
+                .ok();
+            let response = redirect::answer(&self.state, peer, code.as_deref(), request.headers());
             count_redirect(&self.state, started, response.status());
             return response;
         }

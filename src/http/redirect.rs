@@ -38,7 +38,8 @@ pub async fn redirect(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
-    answer(&state, peer, path.ok().map(|Path(code)| code), &headers)
+    let code = path.ok().map(|Path(code)| code);
+    answer(&state, peer, code.as_deref(), &headers)
 }
 
 /// The answer to `/{code}` (`None`: a path that does not even decode, so no code), for the
@@ -46,7 +47,7 @@ pub async fn redirect(
 pub fn answer(
     state: &AppState,
     peer: SocketAddr,
-    code: Option<String>,
+    code: Option<&str>,
     headers: &HeaderMap,
 ) -> Response {
     if state.limits.limits_redirects() {
@@ -61,7 +62,7 @@ pub fn answer(
     if let Some(code) = code.strip_suffix('+') {
         return preview(state, peer, code, headers);
     }
-    match state.links.resolve(&code) {
+    match state.links.resolve(code) {
         Ok(Resolution::Found { id, url }) => {
             let Ok(location) = HeaderValue::from_str(&url) else {
                 return ApiError::internal(format!("stored URL of `{code}` is not a header value"))
@@ -85,9 +86,9 @@ pub fn answer(
             }
             response
         }
-        Ok(Resolution::Gone) => missing(state, StatusCode::GONE, &code, headers),
-        Ok(Resolution::NotFound) => not_found(state, peer, &code, headers),
-        Ok(Resolution::Blocked) => blocked(state, &code, headers),
+        Ok(Resolution::Gone) => missing(state, StatusCode::GONE, code, headers),
+        Ok(Resolution::NotFound) => not_found(state, peer, code, headers),
+        Ok(Resolution::Blocked) => blocked(state, code, headers),
         Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -1,8 +1,9 @@
 //! The visit queue and its writer (SPEC §6, §7).
 //!
-//! The redirect handler calls [`Recorder::record`], which stamps the visit and offers it to a
-//! bounded channel without waiting: when the channel is full the visit is dropped and counted,
-//! so recording never slows or fails a redirect. One writer task takes whatever has queued
+//! The redirect handler calls [`Recorder::record`], which stamps the visit, copies what it
+//! needs of the request into a fixed-size record ([`RawVisit`]) and offers it to a bounded
+//! channel without waiting: when the channel is full the visit is dropped and counted, so
+//! recording never slows or fails a redirect. One writer task takes whatever has queued
 //! (up to [`BATCH`] visits, gathering for [`GATHER`] between partial batches) and enriches it
 //! on a blocking thread (user agent, geolocation, client id, stored address). Once per
 //! [`INTERVAL`] (or sooner when [`MAX_PENDING`] visits are waiting) it hands everything
@@ -19,6 +20,7 @@ use axum::http::HeaderValue;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use smallvec::SmallVec;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
@@ -50,20 +52,75 @@ pub const INTERVAL: Duration = Duration::from_secs(1);
 pub const MAX_PENDING: usize = 65_536;
 /// Longest user agent or referer kept; longer ones are cut (at a character boundary).
 const MAX_HEADER_CHARS: usize = 1024;
+/// Bytes of a user agent or referer the redirect copies: enough for [`MAX_HEADER_CHARS`]
+/// characters of any width, so the cut the writer makes is the same as without this one.
+const MAX_HEADER_BYTES: usize = 4 * MAX_HEADER_CHARS;
+/// Bytes of a visit's code, user agent and referer held in its queue slot itself. A browser's
+/// user agent is 100 to 250 bytes and a referer usually less; longer ones go to the heap.
+const INLINE_BYTES: usize = 384;
 /// Distinct user agents whose parse is remembered.
 const UA_CACHE: usize = 4096;
 
 /// A visit as the redirect saw it; enriched later by the writer.
+///
+/// A fixed-size record: the code, user agent and referer are copied into the record itself,
+/// so the redirect allocates nothing for it (before, each visit was three heap allocations
+/// made on a runtime worker and freed on the writer's thread). Copied rather than shared: a
+/// `HeaderValue` clone would keep the connection's whole read buffer alive while the visit
+/// waits in the queue.
 #[derive(Debug)]
 pub struct RawVisit {
     pub link_id: u64,
-    pub code: String,
     pub at: Millis,
     pub ip: IpAddr,
-    /// Copied out of the request: a `HeaderValue` clone would share (and keep alive) the
-    /// connection's whole read buffer while the visit waits in the queue.
-    pub user_agent: Option<Box<[u8]>>,
-    pub referer: Option<Box<[u8]>>,
+    /// The code, the user agent and the referer, back to back.
+    text: SmallVec<[u8; INLINE_BYTES]>,
+    code_len: u16,
+    agent_len: u16,
+}
+
+impl RawVisit {
+    /// A missing header and an empty one are the same to the writer. Headers are cut at
+    /// [`MAX_HEADER_BYTES`].
+    pub fn new(
+        link_id: u64,
+        code: &str,
+        at: Millis,
+        ip: IpAddr,
+        user_agent: Option<&[u8]>,
+        referer: Option<&[u8]>,
+    ) -> Self {
+        // Codes are at most 16 characters (their syntax is checked before a lookup); the cut
+        // only keeps the length within its field.
+        let code = &code.as_bytes()[..code.len().min(usize::from(u16::MAX))];
+        let (agent, referer) = (cut_header(user_agent), cut_header(referer));
+        let mut text = SmallVec::with_capacity(code.len() + agent.len() + referer.len());
+        text.extend_from_slice(code);
+        text.extend_from_slice(agent);
+        text.extend_from_slice(referer);
+        RawVisit {
+            link_id,
+            at,
+            ip,
+            text,
+            // Both within u16 by the cuts above.
+            code_len: code.len() as u16,
+            agent_len: agent.len() as u16,
+        }
+    }
+
+    fn code(&self) -> &[u8] {
+        &self.text[..usize::from(self.code_len)]
+    }
+
+    fn user_agent(&self) -> &[u8] {
+        let start = usize::from(self.code_len);
+        &self.text[start..start + usize::from(self.agent_len)]
+    }
+
+    fn referer(&self) -> &[u8] {
+        &self.text[usize::from(self.code_len) + usize::from(self.agent_len)..]
+    }
 }
 
 /// Counters of the visit pipeline, shared with `/metrics`.
@@ -158,7 +215,7 @@ impl Recorder {
     pub fn record(
         &self,
         link_id: u64,
-        code: String,
+        code: &str,
         ip: IpAddr,
         user_agent: Option<&HeaderValue>,
         referer: Option<&HeaderValue>,
@@ -166,14 +223,14 @@ impl Recorder {
         let Some(sender) = &self.sender else {
             return;
         };
-        let visit = RawVisit {
+        let visit = RawVisit::new(
             link_id,
             code,
-            at: self.clock.now(),
+            self.clock.now(),
             ip,
-            user_agent: user_agent.map(|v| v.as_bytes().into()),
-            referer: referer.map(|v| v.as_bytes().into()),
-        };
+            user_agent.map(HeaderValue::as_bytes),
+            referer.map(HeaderValue::as_bytes),
+        );
         match sender.try_send(visit) {
             Ok(()) => self.metrics.accepted.inc(),
             Err(_) => self.metrics.dropped.inc(),
@@ -358,25 +415,13 @@ struct Seen<'a> {
 
 impl Enricher {
     /// Enriches a batch, in order.
-    fn enrich_all(&self, mut raw: Vec<RawVisit>) -> Vec<NewVisit> {
+    fn enrich_all(&self, raw: Vec<RawVisit>) -> Vec<NewVisit> {
         let mut seen = Seen::default();
-        raw.iter_mut().map(|v| self.enrich(v, &mut seen)).collect()
+        raw.iter().map(|v| self.enrich(v, &mut seen)).collect()
     }
 
-    fn enrich<'a>(&self, raw: &'a mut RawVisit, seen: &mut Seen<'a>) -> NewVisit {
-        let RawVisit {
-            link_id,
-            code,
-            at,
-            ip,
-            user_agent,
-            referer,
-        } = raw;
-        let (ip, agent_bytes, referer_bytes): (IpAddr, &'a [u8], &'a [u8]) = (
-            *ip,
-            user_agent.as_deref().unwrap_or_default(),
-            referer.as_deref().unwrap_or_default(),
-        );
+    fn enrich<'a>(&self, raw: &'a RawVisit, seen: &mut Seen<'a>) -> NewVisit {
+        let (ip, agent_bytes, referer_bytes) = (raw.ip, raw.user_agent(), raw.referer());
         let (user_agent, agent) = seen
             .agents
             .entry(agent_bytes)
@@ -415,9 +460,9 @@ impl Enricher {
         NewVisit {
             visit: Visit {
                 id: 0,
-                link_id: *link_id,
-                code: std::mem::take(code),
-                at: *at,
+                link_id: raw.link_id,
+                code: String::from_utf8_lossy(raw.code()).into_owned(),
+                at: raw.at,
                 client_id,
                 ip: stored_ip,
                 user_agent,
@@ -439,6 +484,12 @@ impl Enricher {
     }
 }
 
+/// A header's bytes (none: empty), cut to [`MAX_HEADER_BYTES`].
+fn cut_header(value: Option<&[u8]>) -> &[u8] {
+    let value = value.unwrap_or_default();
+    &value[..value.len().min(MAX_HEADER_BYTES)]
+}
+
 /// A header as text (lossy for non-UTF-8 bytes), cut to a bounded length.
 fn header_text(value: &[u8]) -> String {
     let text = String::from_utf8_lossy(value);
@@ -458,14 +509,14 @@ mod tests {
         (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36";
 
     fn raw(ip: u8, agent: &str, referer: Option<&str>) -> RawVisit {
-        RawVisit {
-            link_id: 1,
-            code: "abc".into(),
-            at: 0,
-            ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, ip)),
-            user_agent: Some(agent.as_bytes().into()),
-            referer: referer.map(|r| r.as_bytes().into()),
-        }
+        RawVisit::new(
+            1,
+            "abc",
+            0,
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, ip)),
+            Some(agent.as_bytes()),
+            referer.map(str::as_bytes),
+        )
     }
 
     #[test]
@@ -505,6 +556,40 @@ mod tests {
         assert_eq!(a.client_hash, b.client_hash);
         assert_eq!(a.visit.ip.as_deref(), Some("10.0.0.0"));
         assert_eq!(d.visit.code, "abc");
+    }
+
+    #[test]
+    fn a_raw_visit_gives_back_its_code_and_headers() {
+        let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let v = RawVisit::new(
+            7,
+            "abc123",
+            5,
+            local,
+            Some(CHROME.as_bytes()),
+            Some(b"https://a/"),
+        );
+        assert_eq!((v.link_id, v.at, v.ip), (7, 5, local));
+        assert_eq!(v.code(), b"abc123");
+        assert_eq!(v.user_agent(), CHROME.as_bytes());
+        assert_eq!(v.referer(), b"https://a/");
+        assert!(!v.text.spilled(), "a browser's visit fits its slot");
+        let v = RawVisit::new(7, "abc123", 5, local, None, None);
+        assert_eq!((v.user_agent(), v.referer()), (&b""[..], &b""[..]));
+        // A header longer than the writer keeps is cut, to the same text the writer keeps.
+        let long = "é".repeat(3000);
+        let v = RawVisit::new(
+            7,
+            "c",
+            5,
+            local,
+            Some(long.as_bytes()),
+            Some(long.as_bytes()),
+        );
+        assert_eq!(v.user_agent().len(), MAX_HEADER_BYTES);
+        assert_eq!(v.referer().len(), MAX_HEADER_BYTES);
+        assert_eq!(header_text(v.user_agent()), header_text(long.as_bytes()));
+        assert_eq!(v.code(), b"c");
     }
 
     #[test]
