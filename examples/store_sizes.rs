@@ -10,17 +10,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+const USAGE: &str = "usage: store_sizes DATA_DIR [--copy NEW_DB_DIR]";
+
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (Some(data), copy) = (args.next(), args.next()) else {
-        eprintln!("usage: store_sizes DATA_DIR [--copy NEW_DB_DIR]");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
     let copy = match (copy.as_deref(), args.next()) {
         (None, _) => None,
         (Some("--copy"), Some(dir)) => Some(PathBuf::from(dir)),
         _ => {
-            eprintln!("usage: store_sizes DATA_DIR [--copy NEW_DB_DIR]");
+            eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
     };

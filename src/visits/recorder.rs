@@ -398,9 +398,9 @@ type ClientKey<'a> = (IpAddr, &'a [u8]);
 
 /// One batch's memory of what it has enriched: each distinct user agent is cut, parsed and
 /// allocated once, each referer once, each client's id hashed once and each address written
-/// out once, and every visit of the batch shares the results. Keyed by the raw header bytes, so that a repeat costs one
-/// hash and no UTF-8 check. (Before, every visit allocated a dozen strings of its own, and
-/// the allocator was a quarter of the writer's time.)
+/// out once, and every visit of the batch shares the results. Keyed by the raw header bytes,
+/// so that a repeat costs one hash and no UTF-8 check. (Before, every visit allocated a dozen
+/// strings of its own, and the allocator was a quarter of the writer's time.)
 #[derive(Default)]
 struct Seen<'a> {
     /// User agent → its text and what it says.
