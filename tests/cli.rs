@@ -80,7 +80,7 @@ fn create_and_stats_offline_then_check_finds_planted_faults() {
     assert!(report.contains("ok: no fault found"), "{report}");
 
     // Plant faults: the live code `abc` also sits in pool 3, and the generated link loses its
-    // active mapping entry.
+    // redirect entry.
     {
         let db = sled::open(dir.path().join("data/db")).expect("open sled");
         let pool = db.open_tree("pool/3").expect("pool tree");
@@ -91,10 +91,11 @@ fn create_and_stats_offline_then_check_finds_planted_faults() {
             .expect("members")
             .insert(b"abc", &0u64.to_be_bytes()[..])
             .expect("insert");
-        db.open_tree("active")
-            .expect("active")
-            .remove(code.as_bytes())
-            .expect("remove");
+        // Its code index entry keeps the owner's id but no redirect entry.
+        db.open_tree("codes")
+            .expect("codes")
+            .insert(code.as_bytes(), &2u64.to_be_bytes()[..])
+            .expect("insert");
         db.flush().expect("flush");
     }
     let out = vsl(&config, &["check"]);

@@ -452,6 +452,82 @@ fn update_delete_expire_and_recycle_move_a_code_through_its_life() {
     assert!(store.due_for_recycling(u64::MAX, 10).unwrap().is_empty());
 }
 
+/// The store's sled database, opened directly once the store's handle has let go of it (its
+/// background threads release the lock a moment after the last handle is dropped).
+fn raw_db(dir: &Path) -> sled::Db {
+    let started = Instant::now();
+    loop {
+        match sled::open(dir.join("db")) {
+            Ok(db) => return db,
+            Err(e) if started.elapsed() > Duration::from_secs(5) => panic!("open sled: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Stores written before an active link's redirect entry moved into `codes` kept it in an
+/// `active` tree, with the id alone in `codes`. Opening one moves the entries over and drops
+/// the old tree; redirects, reads and `check` then work as on a new store.
+#[test]
+fn a_store_with_the_old_active_tree_is_moved_into_the_code_index_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = now();
+    {
+        let store = open(dir.path());
+        for (code, url) in [
+            ("keep", "https://example.com/keep"),
+            ("gone", "https://example.com/gone"),
+        ] {
+            store.create_link(&custom(code, url, t0)).unwrap();
+        }
+        store.delete_link("gone", t0).unwrap();
+        store.close().unwrap();
+    }
+    // Write the old layout by hand: each active entry in `active`, the id alone in `codes`.
+    {
+        let db = raw_db(dir.path());
+        let (codes, active) = (
+            db.open_tree("codes").unwrap(),
+            db.open_tree("active").unwrap(),
+        );
+        let mut moved = 0;
+        for item in codes.iter() {
+            let (code, value) = item.unwrap();
+            if value.len() != 8 {
+                let entry: vshortlink::store::ActiveEntry = rmp_serde::from_slice(&value).unwrap();
+                active.insert(&code, value).unwrap();
+                codes.insert(&code, &entry.id.to_be_bytes()[..]).unwrap();
+                moved += 1;
+            }
+        }
+        assert_eq!(moved, 1, "one active link");
+        assert!(codes.get("keep").unwrap().unwrap().len() == 8);
+        db.flush().unwrap();
+    }
+    let store = open(dir.path());
+    assert_eq!(
+        store.resolve("keep").unwrap().unwrap().url,
+        "https://example.com/keep"
+    );
+    assert!(
+        store.resolve("gone").unwrap().is_none(),
+        "deleted: no redirect"
+    );
+    assert_eq!(
+        store.link_by_code("gone").unwrap().unwrap().status,
+        LinkStatus::Deleted
+    );
+    let report = store.check().unwrap();
+    assert!(report.faults.is_empty(), "{:?}", report.faults);
+    store.close().unwrap();
+    drop(store);
+    let db = raw_db(dir.path());
+    assert!(
+        !db.tree_names().iter().any(|n| n.as_ref() == b"active"),
+        "the old tree is dropped"
+    );
+}
+
 // ---- crash safety ----
 
 /// `examples/crash_child.rs`, built by `cargo test` beside this test binary: 32 threads create

@@ -8,7 +8,7 @@ use vshortlink::store::sled::check_record;
 
 const TREES: &[&str] = &[
     "links",
-    "active",
+    "codes",
     "visits",
     "days",
     "pool_members",

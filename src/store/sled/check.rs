@@ -1,8 +1,8 @@
 //! `vshortlink check`: reads every tree and verifies the invariants the writes keep, without
 //! changing anything. Each check says what it covered; each fault names the record.
 //!
-//! - every active link is in the active mapping (same id, URL, expiry), and every mapping
-//!   entry belongs to an active link of that code;
+//! - every active link's code carries its redirect entry (same id, URL, expiry), an expired or
+//!   deleted link's code its id alone, and every entry belongs to a link that owns that code;
 //! - every active generated link has a dedup entry that leads to an active link of the same
 //!   space, length and URL;
 //! - every code a link owns is indexed to that link, and every non-archived link's code is;
@@ -13,10 +13,10 @@
 
 use std::collections::HashMap;
 
-use super::codec::{check_record, decode_link};
+use super::codec::{check_record, decode_code_value, decode_link, CodeValue};
 use super::keys::{self, counter, read_u64};
 use super::SledStore;
-use crate::store::{ActiveEntry, LinkStatus, StoreError, StoreResult};
+use crate::store::{LinkStatus, StoreError, StoreResult};
 
 /// At most this many faults of one kind are listed (the count is always given).
 const MAX_LISTED: usize = 20;
@@ -87,7 +87,7 @@ impl SledStore {
             let mut read = 0u64;
             let mut trees: Vec<(String, &sled::Tree)> = vec![
                 ("links".into(), &self.links),
-                ("active".into(), &self.active),
+                ("codes".into(), &self.codes),
                 ("expiry".into(), &self.expiry),
                 ("ended".into(), &self.ended),
                 ("pool_members".into(), &self.members),
@@ -129,89 +129,118 @@ impl SledStore {
                 let id = read_u64(&key).unwrap_or(0);
                 max_id = max_id.max(id);
                 *by_status.entry(link.status).or_default() += 1;
+                let value = self
+                    .codes
+                    .get(link.code.as_bytes())
+                    .map_err(backend)?
+                    .map(|v| decode_code_value(&v));
                 if link.status != LinkStatus::Archived {
                     owned += 1;
-                    match self.codes.get(link.code.as_bytes()).map_err(backend)? {
-                        Some(v) if read_u64(&v) == Some(id) => {}
-                        other => index.push(format!(
-                            "link {id} (`{}`) is indexed to {:?}",
+                    match &value {
+                        Some(Ok(v)) if v.owner() == id => {}
+                        Some(Ok(v)) => index.push(format!(
+                            "link {id} (`{}`) is indexed to link {}",
                             link.code,
-                            other.and_then(|v| read_u64(&v))
+                            v.owner()
                         )),
-                    }
-                }
-                let entry = self.active.get(link.code.as_bytes()).map_err(backend)?;
-                let entry: Option<ActiveEntry> = entry.and_then(|e| rmp_serde::from_slice(&e).ok());
-                if link.status == LinkStatus::Active {
-                    match entry {
-                        Some(e)
-                            if e.id == id
-                                && e.url == link.url
-                                && e.expires_at == link.expires_at => {}
-                        Some(e) => mapping.add(format!(
-                            "active link {id} (`{}`) maps to link {} / {}",
-                            link.code, e.id, e.url
-                        )),
-                        None => mapping.add(format!(
-                            "active link {id} (`{}`) is missing from the active mapping",
+                        Some(Err(e)) => index.push(format!(
+                            "link {id} (`{}`) has a damaged index entry: {e}",
                             link.code
                         )),
+                        None => index.push(format!("link {id} (`{}`) is not indexed", link.code)),
                     }
-                    if !link.custom {
-                        let key = keys::dedup_key(&link.space, link.length(), &link.url);
-                        let target = self
-                            .dedup
-                            .get(key)
-                            .map_err(backend)?
-                            .and_then(|v| read_u64(&v))
-                            .map(|t| self.links.get(keys::u64_key(t)))
-                            .transpose()
-                            .map_err(backend)?
-                            .flatten()
-                            .and_then(|b| decode_link(&b).ok());
-                        let fine = target.is_some_and(|t| {
-                            t.status == LinkStatus::Active
-                                && t.url == link.url
-                                && t.space == link.space
-                                && t.length() == link.length()
-                        });
-                        if !fine {
-                            dedup.push(format!(
-                                "active generated link {id} (`{}`) has no dedup entry leading to an active link of its URL",
-                                link.code
-                            ));
-                        }
+                }
+                match (link.status, &value) {
+                    (LinkStatus::Active, Some(Ok(CodeValue::Active(e))))
+                        if e.id == id && e.url == link.url && e.expires_at == link.expires_at => {}
+                    (LinkStatus::Active, Some(Ok(CodeValue::Active(e)))) if e.id == id => mapping
+                        .add(format!(
+                            "active link {id} (`{}`) maps to {} (expiring {:?})",
+                            link.code, e.url, e.expires_at
+                        )),
+                    (LinkStatus::Active, Some(Ok(CodeValue::Owned(owner)))) if *owner == id => {
+                        mapping.add(format!(
+                            "active link {id} (`{}`) is missing from the active mapping",
+                            link.code
+                        ))
+                    }
+                    (LinkStatus::Expired | LinkStatus::Deleted, Some(Ok(CodeValue::Active(e))))
+                        if e.id == id =>
+                    {
+                        mapping.add(format!(
+                            "{} link {id} (`{}`) still redirects",
+                            link.status.as_str(),
+                            link.code
+                        ))
+                    }
+                    // Any other disagreement is the code index's fault, listed there.
+                    _ => {}
+                }
+                if link.status == LinkStatus::Active && !link.custom {
+                    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+                    let target = self
+                        .dedup
+                        .get(key)
+                        .map_err(backend)?
+                        .and_then(|v| read_u64(&v))
+                        .map(|t| self.links.get(keys::u64_key(t)))
+                        .transpose()
+                        .map_err(backend)?
+                        .flatten()
+                        .and_then(|b| decode_link(&b).ok());
+                    let fine = target.is_some_and(|t| {
+                        t.status == LinkStatus::Active
+                            && t.url == link.url
+                            && t.space == link.space
+                            && t.length() == link.length()
+                    });
+                    if !fine {
+                        dedup.push(format!(
+                            "active generated link {id} (`{}`) has no dedup entry leading to an active link of its URL",
+                            link.code
+                        ));
                     }
                 }
             }
+            // The other way round: every entry of the code index belongs to a link that owns
+            // that code.
             let active_links = by_status.get(&LinkStatus::Active).copied().unwrap_or(0);
-            let mut stray = 0usize;
-            for item in self.active.iter() {
+            let (mut entries, mut stray) = (0u64, 0u64);
+            for item in self.codes.iter() {
                 let (code, bytes) = item.map_err(backend)?;
-                let code = String::from_utf8_lossy(&code).into_owned();
-                let entry: Option<ActiveEntry> = rmp_serde::from_slice(&bytes).ok();
+                // A damaged entry is listed with the damaged records.
+                let Ok(value) = decode_code_value(&bytes) else {
+                    continue;
+                };
+                let redirects = matches!(value, CodeValue::Active(_));
+                entries += u64::from(redirects);
                 let owner = self
-                    .codes
-                    .get(code.as_bytes())
+                    .links
+                    .get(keys::u64_key(value.owner()))
                     .map_err(backend)?
-                    .and_then(|v| read_u64(&v))
-                    .map(|id| self.links.get(keys::u64_key(id)))
-                    .transpose()
-                    .map_err(backend)?
-                    .flatten()
                     .and_then(|b| decode_link(&b).ok());
-                let fine = matches!((&entry, &owner), (Some(e), Some(l)) if l.status == LinkStatus::Active && l.id == e.id);
+                // Whether it redirects as its owner's status says is checked from the links.
+                let fine = owner.is_some_and(|l| {
+                    l.code.as_bytes() == code.as_ref() && l.status != LinkStatus::Archived
+                });
                 if !fine {
                     stray += 1;
-                    mapping.add(format!(
-                        "the active mapping has `{code}`, which no active link owns"
-                    ));
+                    let code = String::from_utf8_lossy(&code);
+                    if redirects {
+                        mapping.add(format!(
+                            "the active mapping has `{code}`, which no active link owns"
+                        ));
+                    } else {
+                        index.push(format!(
+                            "the code index has `{code}` for link {}, which does not own it",
+                            value.owner()
+                        ));
+                    }
                 }
             }
             mapping.done();
             report.ok(format!(
-                "{active_links} active links against the active mapping ({} entries, {stray} stray)",
-                self.active.len()
+                "{active_links} active links against the active mapping ({entries} entries, {stray} stray)"
             ));
             let mut f = Faults::new(&mut report, "code index");
             let index_len = index.len();

@@ -219,64 +219,61 @@ impl SledStore {
         let trees = (
             &self.links,
             &self.codes,
-            &self.active,
             &self.dedup,
             &self.expiry,
             pool,
             &self.members,
             &self.counters,
         );
-        trees.transaction(
-            |(links, codes, active, dedup, expiry, pool, members, counters)| {
-                let mut out = Vec::with_capacity(group.len());
-                let mut id = counters
-                    .get(counter::LINK_ID)?
-                    .and_then(|v| read_u64(&v))
-                    .unwrap_or(0);
-                let mut per_day: HashMap<u64, i64> = HashMap::new();
-                let mut taken = 0i64;
-                let mut heads = heads.iter();
-                for (new, dedup_key) in group.iter().zip(&dedup_keys) {
-                    if new.dedup {
-                        if let Some(existing) = dedup.get(dedup_key)? {
-                            if let Some(bytes) = links.get(existing)? {
-                                let link = tx_decode_link(&bytes)?;
-                                if link.is_dedup_target(new.now) {
-                                    out.push(Created::Existing(link));
-                                    continue;
-                                }
+        trees.transaction(|(links, codes, dedup, expiry, pool, members, counters)| {
+            let mut out = Vec::with_capacity(group.len());
+            let mut id = counters
+                .get(counter::LINK_ID)?
+                .and_then(|v| read_u64(&v))
+                .unwrap_or(0);
+            let mut per_day: HashMap<u64, i64> = HashMap::new();
+            let mut taken = 0i64;
+            let mut heads = heads.iter();
+            for (new, dedup_key) in group.iter().zip(&dedup_keys) {
+                if new.dedup {
+                    if let Some(existing) = dedup.get(dedup_key)? {
+                        if let Some(bytes) = links.get(existing)? {
+                            let link = tx_decode_link(&bytes)?;
+                            if link.is_dedup_target(new.now) {
+                                out.push(Created::Existing(link));
+                                continue;
                             }
                         }
                     }
-                    let Some((pool_key, code)) = heads.next() else {
-                        return abort(Abort::Raced);
-                    };
-                    if pool.remove(pool_key.as_slice())?.is_none() {
-                        return abort(Abort::Raced);
-                    }
-                    if codes.get(code.as_bytes())?.is_some() {
-                        return abort(Abort::Owned);
-                    }
-                    members.remove(code.as_bytes())?;
-                    taken += 1;
-                    id += 1;
-                    let link = new.record(id, code, false);
-                    insert_active(
-                        [links, codes, active, dedup, expiry],
-                        &link,
-                        Some(dedup_key.as_slice()),
-                    )?;
-                    *per_day.entry(new.now / DAY_MS).or_default() += 1;
-                    out.push(Created::New(link));
                 }
-                counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
-                bump(counters, &counter::pool_size(length), -taken)?;
-                bump(counters, &counter::links(LinkStatus::Active), taken)?;
-                for (day, n) in per_day {
-                    bump(counters, &counter::day_creates(day), n)?;
+                let Some((pool_key, code)) = heads.next() else {
+                    return abort(Abort::Raced);
+                };
+                if pool.remove(pool_key.as_slice())?.is_none() {
+                    return abort(Abort::Raced);
                 }
-                Ok(out)
-            },
-        )
+                if codes.get(code.as_bytes())?.is_some() {
+                    return abort(Abort::Owned);
+                }
+                members.remove(code.as_bytes())?;
+                taken += 1;
+                id += 1;
+                let link = new.record(id, code, false);
+                insert_active(
+                    [links, codes, dedup, expiry],
+                    &link,
+                    Some(dedup_key.as_slice()),
+                )?;
+                *per_day.entry(new.now / DAY_MS).or_default() += 1;
+                out.push(Created::New(link));
+            }
+            counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
+            bump(counters, &counter::pool_size(length), -taken)?;
+            bump(counters, &counter::links(LinkStatus::Active), taken)?;
+            for (day, n) in per_day {
+                bump(counters, &counter::day_creates(day), n)?;
+            }
+            Ok(out)
+        })
     }
 }

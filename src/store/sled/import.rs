@@ -7,12 +7,12 @@
 use sled::transaction::{abort, TransactionError};
 use sled::Transactional;
 
-use super::codec::{bump, bump_status, encode, tx_decode_link};
+use super::codec::{active_code_value, bump, bump_status, encode, tx_code_owner, tx_decode_link};
 use super::errors::{tx_error, Abort};
 use super::keys::{self, counter, read_u64};
 use super::pools::{length_of, take_out_of_pool};
 use super::{SledStore, DAY_MS};
-use crate::store::{ActiveEntry, Imported, Link, LinkStatus, StoreError, StoreResult};
+use crate::store::{Imported, Link, LinkStatus, StoreError, StoreResult};
 
 impl SledStore {
     /// Imports records in one transaction (an archived record alone, on its own path). Every
@@ -47,7 +47,6 @@ impl SledStore {
         let trees = (
             &self.links,
             &self.codes,
-            &self.active,
             &self.dedup,
             &self.expiry,
             &self.ended,
@@ -57,7 +56,7 @@ impl SledStore {
         );
         let outcome = trees
             .transaction(
-                |(links, codes, active, dedup, expiry, ended, pool, members, counters)| {
+                |(links, codes, dedup, expiry, ended, pool, members, counters)| {
                     let mut results = Vec::with_capacity(batch.len());
                     let mut last = counters
                         .get(counter::LINK_ID)?
@@ -69,8 +68,9 @@ impl SledStore {
                     let mut days: Vec<(u64, i64)> = Vec::new();
                     for link in batch {
                         let code = link.code.as_str();
-                        if let Some(id) = codes.get(code.as_bytes())? {
-                            let Some(bytes) = links.get(id)? else {
+                        if let Some(value) = codes.get(code.as_bytes())? {
+                            let id = tx_code_owner(&value)?;
+                            let Some(bytes) = links.get(&keys::u64_key(id)[..])? else {
                                 return abort(Abort::Corrupt(
                                     "codes",
                                     format!("`{code}` has no record"),
@@ -99,15 +99,9 @@ impl SledStore {
                         record.id = id;
                         let id_key = keys::u64_key(id);
                         links.insert(&id_key[..], encode(&record))?;
-                        codes.insert(code.as_bytes(), &id_key[..])?;
                         match record.status {
                             LinkStatus::Active => {
-                                let entry = ActiveEntry {
-                                    id,
-                                    url: record.url.clone(),
-                                    expires_at: record.expires_at,
-                                };
-                                active.insert(code.as_bytes(), encode(&entry))?;
+                                codes.insert(code.as_bytes(), active_code_value(&record))?;
                                 if !record.custom {
                                     let key = keys::dedup_key(&record.space, length, &record.url);
                                     if dedup.get(&key)?.is_none() {
@@ -119,6 +113,7 @@ impl SledStore {
                                 }
                             }
                             LinkStatus::Expired | LinkStatus::Deleted => {
+                                codes.insert(code.as_bytes(), &id_key[..])?;
                                 if let Some(at) = record.ended_at() {
                                     ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
                                 }

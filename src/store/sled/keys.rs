@@ -3,8 +3,7 @@
 //! | tree           | key                                   | value                         |
 //! |----------------|---------------------------------------|-------------------------------|
 //! | `links`        | id u64                                | `Link` (MessagePack)          |
-//! | `codes`        | code                                  | id u64 (every code a link owns)|
-//! | `active`       | code                                  | `ActiveEntry` (active only)   |
+//! | `codes`        | code                                  | every code a link owns: `ActiveEntry` (MessagePack) if the link is active, else its id u64 |
 //! | `dedup`        | space, 0, length u8, SHA-256(url)[..16]| id u64 (active generated)    |
 //! | `expiry`       | expires_at u64, id u64                | empty (active links expiring) |
 //! | `ended`        | ended_at u64, id u64                  | empty (expired/deleted, awaiting recycling) |
@@ -19,6 +18,10 @@
 //! and for recycled codes, which keep code order. Keys written before the tiebreak existed
 //! (`score ++ code`, member value `score` alone) are still read: the code is the last L bytes
 //! of a key in `pool/<L>`, and a member value of 8 bytes names a key without a tiebreak.
+//!
+//! An active link's `codes` value is what a redirect needs (one read on a cache miss); stores
+//! written before it moved there kept it in an `active` tree of its own, which opening moves
+//! into `codes` (`links.rs`, `fold_active_tree`).
 //!
 //! The visit trees are described in `visits.rs`.
 

@@ -1,12 +1,15 @@
 //! Links in sled: creating (one at a time; groups are in `group.rs`), resolving, reading,
 //! updating, deleting, expiring, recycling and listing them, with the indexes each change keeps
-//! in step (`codes`, `active`, `dedup`, `expiry`, `ended`) in the same transaction. Pool
+//! in step (`codes`, `dedup`, `expiry`, `ended`) in the same transaction. Pool
 //! bookkeeping it shares with `pools.rs`; it does not touch visits.
 
 use sled::transaction::{abort, TransactionError, TransactionalTree, UnabortableTransactionError};
 use sled::Transactional;
 
-use super::codec::{bump, bump_status, decode_link, encode, stored_id, tx_decode_link};
+use super::codec::{
+    active_code_value, bump, bump_status, code_owner, decode_code_value, decode_link, encode,
+    owned_code_value, stored_id, tx_code_owner, tx_decode_link, CodeValue,
+};
 use super::errors::{backend, tx_error, Abort, TxResult};
 use super::keys::{self, counter, read_u64};
 use super::pools::{length_of, take_out_of_pool};
@@ -16,24 +19,17 @@ use crate::store::{
     LinkStatus, Millis, NewLink, Store, StoreError, StoreResult,
 };
 
-/// Removes a link's dedup entry if it still points at the link.
-/// Writes a new active link with every index it belongs to (record, code, active entry, dedup
-/// entry for a generated link, expiry), inside a create transaction: the one place a create,
-/// alone or in a group, lays out its writes.
+/// Writes a new active link with every index it belongs to (record, code with its redirect
+/// entry, dedup entry for a generated link, expiry), inside a create transaction: the one
+/// place a create, alone or in a group, lays out its writes.
 pub(super) fn insert_active(
-    [links, codes, active, dedup, expiry]: [&TransactionalTree; 5],
+    [links, codes, dedup, expiry]: [&TransactionalTree; 4],
     link: &Link,
     dedup_key: Option<&[u8]>,
 ) -> Result<(), UnabortableTransactionError> {
     let id_key = keys::u64_key(link.id);
     links.insert(&id_key[..], encode(link))?;
-    codes.insert(link.code.as_bytes(), &id_key[..])?;
-    let entry = ActiveEntry {
-        id: link.id,
-        url: link.url.clone(),
-        expires_at: link.expires_at,
-    };
-    active.insert(link.code.as_bytes(), encode(&entry))?;
+    codes.insert(link.code.as_bytes(), active_code_value(link))?;
     if let Some(key) = dedup_key {
         dedup.insert(key, &id_key[..])?;
     }
@@ -43,6 +39,7 @@ pub(super) fn insert_active(
     Ok(())
 }
 
+/// Removes a link's dedup entry if it still points at the link.
 pub(super) fn unlink_dedup(
     dedup: &TransactionalTree,
     link: &Link,
@@ -58,6 +55,36 @@ pub(super) fn unlink_dedup(
 }
 
 impl SledStore {
+    /// Stores written before an active link's redirect entry moved into `codes` kept the
+    /// entries in an `active` tree of their own: this copies each over its code's id in
+    /// `codes`, makes the copy durable, then drops the old tree. It runs at open, before
+    /// anything else writes; a crash part way repeats it (the copy is idempotent, and the old
+    /// tree goes only once the copy is durable). Returns the entries moved.
+    pub(super) fn fold_active_tree(&self) -> StoreResult<u64> {
+        if !self.db.tree_names().iter().any(|n| n.as_ref() == b"active") {
+            return Ok(0);
+        }
+        let active = self.db.open_tree("active").map_err(backend)?;
+        let mut moved = 0u64;
+        let mut batch = sled::Batch::default();
+        for item in active.iter() {
+            let (code, entry) = item.map_err(backend)?;
+            batch.insert(code, entry);
+            moved += 1;
+            if moved % 4096 == 0 {
+                self.codes
+                    .apply_batch(std::mem::take(&mut batch))
+                    .map_err(backend)?;
+            }
+        }
+        self.codes.apply_batch(batch).map_err(backend)?;
+        self.db.flush().map_err(backend)?;
+        drop(active);
+        self.db.drop_tree("active").map_err(backend)?;
+        self.db.flush().map_err(backend)?;
+        Ok(moved)
+    }
+
     pub(super) fn find_dedup(&self, new: &NewLink, length: u8) -> StoreResult<Option<Link>> {
         let key = keys::dedup_key(&new.space, length, &new.url);
         let Some(id) = self.dedup.get(key).map_err(backend)? else {
@@ -84,70 +111,63 @@ impl SledStore {
         let trees = (
             &self.links,
             &self.codes,
-            &self.active,
             &self.dedup,
             &self.expiry,
             pool,
             &self.members,
             &self.counters,
         );
-        trees.transaction(
-            |(links, codes, active, dedup, expiry, pool, members, counters)| {
-                if let (Some(key), true) = (&dedup_key, new.dedup) {
-                    if let Some(id) = dedup.get(key)? {
-                        if let Some(bytes) = links.get(id)? {
-                            let link = tx_decode_link(&bytes)?;
-                            if link.is_dedup_target(new.now) {
-                                return Ok((Created::Existing(link), None));
-                            }
+        trees.transaction(|(links, codes, dedup, expiry, pool, members, counters)| {
+            if let (Some(key), true) = (&dedup_key, new.dedup) {
+                if let Some(id) = dedup.get(key)? {
+                    if let Some(bytes) = links.get(id)? {
+                        let link = tx_decode_link(&bytes)?;
+                        if link.is_dedup_target(new.now) {
+                            return Ok((Created::Existing(link), None));
                         }
                     }
                 }
-                let mut unpooled = None;
-                match taken {
-                    Some(pool_key) => {
-                        if pool.remove(pool_key)?.is_none() {
-                            return abort(Abort::Raced);
-                        }
-                        if codes.get(code.as_bytes())?.is_some() {
-                            // Never reachable when the trees agree; if they ever disagree,
-                            // refuse to give one code to two links.
-                            return abort(Abort::Owned);
-                        }
-                        members.remove(code.as_bytes())?;
-                        bump(counters, &counter::pool_size(length), -1)?;
+            }
+            let mut unpooled = None;
+            match taken {
+                Some(pool_key) => {
+                    if pool.remove(pool_key)?.is_none() {
+                        return abort(Abort::Raced);
                     }
-                    None => {
-                        if codes.get(code.as_bytes())?.is_some() {
-                            return abort(Abort::CodeTaken);
+                    if codes.get(code.as_bytes())?.is_some() {
+                        // Never reachable when the trees agree; if they ever disagree,
+                        // refuse to give one code to two links.
+                        return abort(Abort::Owned);
+                    }
+                    members.remove(code.as_bytes())?;
+                    bump(counters, &counter::pool_size(length), -1)?;
+                }
+                None => {
+                    if codes.get(code.as_bytes())?.is_some() {
+                        return abort(Abort::CodeTaken);
+                    }
+                    match take_out_of_pool(members, pool, code)? {
+                        Some(score) => {
+                            unpooled = Some(score);
+                            bump(counters, &counter::pool_size(length), -1)?;
                         }
-                        match take_out_of_pool(members, pool, code)? {
-                            Some(score) => {
-                                unpooled = Some(score);
-                                bump(counters, &counter::pool_size(length), -1)?;
-                            }
-                            // A code never issued before: it counts as issued now.
-                            None => bump(counters, counter::CODES_ISSUED, 1)?,
-                        }
+                        // A code never issued before: it counts as issued now.
+                        None => bump(counters, counter::CODES_ISSUED, 1)?,
                     }
                 }
-                let id = counters
-                    .get(counter::LINK_ID)?
-                    .and_then(|v| read_u64(&v))
-                    .unwrap_or(0)
-                    + 1;
-                counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
-                let link = new.record(id, code, taken.is_none());
-                insert_active(
-                    [links, codes, active, dedup, expiry],
-                    &link,
-                    dedup_key.as_deref(),
-                )?;
-                bump_status(counters, None, LinkStatus::Active)?;
-                bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
-                Ok((Created::New(link), unpooled))
-            },
-        )
+            }
+            let id = counters
+                .get(counter::LINK_ID)?
+                .and_then(|v| read_u64(&v))
+                .unwrap_or(0)
+                + 1;
+            counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
+            let link = new.record(id, code, taken.is_none());
+            insert_active([links, codes, dedup, expiry], &link, dedup_key.as_deref())?;
+            bump_status(counters, None, LinkStatus::Active)?;
+            bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
+            Ok((Created::New(link), unpooled))
+        })
     }
 
     pub(super) fn create_from_pool(&self, new: &NewLink, length: u8) -> StoreResult<Created> {
@@ -198,10 +218,11 @@ impl SledStore {
         links: &TransactionalTree,
         code: &str,
     ) -> TxResult<Link> {
-        let Some(id) = codes.get(code.as_bytes())? else {
+        let Some(value) = codes.get(code.as_bytes())? else {
             return abort(Abort::NotFound);
         };
-        let Some(bytes) = links.get(id)? else {
+        let id = tx_code_owner(&value)?;
+        let Some(bytes) = links.get(&keys::u64_key(id)[..])? else {
             return abort(Abort::NotFound);
         };
         tx_decode_link(&bytes)
@@ -271,22 +292,25 @@ impl SledStore {
     }
 
     pub(super) fn resolve_impl(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
-        let Some(bytes) = self.active.get(code.as_bytes()).map_err(backend)? else {
+        let Some(bytes) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
-        rmp_serde::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                tree: "active",
+        match decode_code_value(&bytes) {
+            Ok(CodeValue::Active(entry)) => Ok(Some(entry)),
+            // Owned by a link that is not active: nothing to redirect to.
+            Ok(CodeValue::Owned(_)) => Ok(None),
+            Err(e) => Err(StoreError::Corrupt {
+                tree: "codes",
                 detail: format!("code `{code}`: {e}"),
-            })
+            }),
+        }
     }
 
     pub(super) fn link_by_code_impl(&self, code: &str) -> StoreResult<Option<Link>> {
-        let Some(id) = self.codes.get(code.as_bytes()).map_err(backend)? else {
+        let Some(value) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
-        self.link_by_id(stored_id("codes", &id).map_err(|e| match e {
+        self.link_by_id(code_owner(&value).map_err(|e| match e {
             StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
                 tree,
                 detail: format!("{detail} (code `{code}`)"),
@@ -317,15 +341,9 @@ impl SledStore {
         patch: &LinkPatch,
         now: Millis,
     ) -> StoreResult<Link> {
-        let trees = (
-            &self.links,
-            &self.codes,
-            &self.active,
-            &self.dedup,
-            &self.expiry,
-        );
+        let trees = (&self.links, &self.codes, &self.dedup, &self.expiry);
         let link = trees
-            .transaction(|(links, codes, active, dedup, expiry)| {
+            .transaction(|(links, codes, dedup, expiry)| {
                 let old = Self::tx_link_by_code(codes, links, code)?;
                 if old.status != LinkStatus::Active {
                     return abort(Abort::WrongStatus(old.status));
@@ -347,12 +365,7 @@ impl SledStore {
                         expiry.insert(&keys::time_id_key(at, link.id)[..], &[][..])?;
                     }
                 }
-                let entry = ActiveEntry {
-                    id: link.id,
-                    url: link.url.clone(),
-                    expires_at: link.expires_at,
-                };
-                active.insert(code.as_bytes(), encode(&entry))?;
+                codes.insert(code.as_bytes(), active_code_value(&link))?;
                 links.insert(&keys::u64_key(link.id)[..], encode(&link))?;
                 Ok(link)
             })
@@ -365,18 +378,18 @@ impl SledStore {
         let trees = (
             &self.links,
             &self.codes,
-            &self.active,
             &self.dedup,
             &self.expiry,
             &self.ended,
             &self.counters,
         );
         let link = trees
-            .transaction(|(links, codes, active, dedup, expiry, ended, counters)| {
+            .transaction(|(links, codes, dedup, expiry, ended, counters)| {
                 let old = Self::tx_link_by_code(codes, links, code)?;
                 match old.status {
                     LinkStatus::Active => {
-                        active.remove(code.as_bytes())?;
+                        // It keeps its code until it is recycled, but redirects no more.
+                        codes.insert(code.as_bytes(), &owned_code_value(old.id)[..])?;
                         unlink_dedup(dedup, &old)?;
                         if let Some(at) = old.expires_at {
                             expiry.remove(&keys::time_id_key(at, old.id)[..])?;
@@ -407,7 +420,7 @@ impl SledStore {
     pub(super) fn expire_link_impl(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
         let trees = (
             &self.links,
-            &self.active,
+            &self.codes,
             &self.dedup,
             &self.expiry,
             &self.ended,
@@ -415,7 +428,7 @@ impl SledStore {
         );
         let id_key = keys::u64_key(id);
         let link = trees
-            .transaction(|(links, active, dedup, expiry, ended, counters)| {
+            .transaction(|(links, codes, dedup, expiry, ended, counters)| {
                 let Some(bytes) = links.get(&id_key[..])? else {
                     return Ok(None);
                 };
@@ -431,7 +444,7 @@ impl SledStore {
                     expiry.remove(&keys::time_id_key(at, id)[..])?;
                     return Ok(None);
                 }
-                active.remove(old.code.as_bytes())?;
+                codes.insert(old.code.as_bytes(), &owned_code_value(id)[..])?;
                 unlink_dedup(dedup, &old)?;
                 expiry.remove(&keys::time_id_key(at, id)[..])?;
                 ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
@@ -475,7 +488,10 @@ impl SledStore {
                 if let Some(at) = old.ended_at() {
                     ended.remove(&keys::time_id_key(at, id)[..])?;
                 }
-                let owned = codes.get(old.code.as_bytes())?.and_then(|v| read_u64(&v)) == Some(id);
+                let owned = match codes.get(old.code.as_bytes())? {
+                    Some(value) => tx_code_owner(&value)? == id,
+                    None => false,
+                };
                 if !owned {
                     // The code belongs to someone else: archive without pooling it.
                     let mut link = old.clone();

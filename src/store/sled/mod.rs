@@ -118,8 +118,9 @@ pub struct OpenReport {
 pub struct SledStore {
     db: sled::Db,
     links: sled::Tree,
+    /// Code → its owner: an active link's [`ActiveEntry`] (what a redirect needs, one read),
+    /// or the id alone of an expired or deleted link ([`codec::CodeValue`]).
     codes: sled::Tree,
-    active: sled::Tree,
     dedup: sled::Tree,
     expiry: sled::Tree,
     ended: sled::Tree,

@@ -63,7 +63,6 @@ impl SledStore {
         let mut store = Self {
             links: tree("links")?,
             codes: tree("codes")?,
-            active: tree("active")?,
             dedup: tree("dedup")?,
             expiry: tree("expiry")?,
             ended: tree("ended")?,
@@ -98,6 +97,10 @@ impl SledStore {
         if moved > 0 {
             tracing::info!(visits = moved, "visit records moved into blocks");
             store.report.visits_migrated = moved;
+        }
+        let folded = store.fold_active_tree()?;
+        if folded > 0 {
+            tracing::info!(codes = folded, "active entries moved into the code index");
         }
         store.load_cooling()?;
         store.load_filter(options.filter_capacity)?;
