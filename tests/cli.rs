@@ -87,10 +87,6 @@ fn create_and_stats_offline_then_check_finds_planted_faults() {
         let mut key = 0u64.to_be_bytes().to_vec();
         key.extend_from_slice(b"abc");
         pool.insert(key, &[][..]).expect("insert");
-        db.open_tree("pool_members")
-            .expect("members")
-            .insert(b"abc", &0u64.to_be_bytes()[..])
-            .expect("insert");
         // Its code index entry keeps the owner's id but no redirect entry.
         db.open_tree("codes")
             .expect("codes")

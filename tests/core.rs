@@ -371,6 +371,26 @@ fn dedup_custom_codes_and_pool_membership() {
         .create_link(&custom("mine2", "https://example.com/same", t))
         .unwrap();
     assert_ne!(c1.link().id, c2.link().id);
+    assert!(
+        !store.in_pool(&a.code).unwrap(),
+        "a taken head left the pool"
+    );
+
+    // Membership is rebuilt from the pool at open: a pooled code is still found and taken out.
+    drop(pools);
+    store.close().unwrap();
+    drop(store);
+    let store = open(dir.path());
+    let (_, pooled) = store.pool_peek(4, 1).unwrap().remove(0);
+    assert!(store.in_pool(&pooled).unwrap());
+    let before = store.pool_counts(4, t).unwrap().available;
+    store
+        .create_link(&custom(&pooled, "https://example.com/d", t))
+        .unwrap();
+    assert!(!store.in_pool(&pooled).unwrap());
+    assert_eq!(store.pool_counts(4, t).unwrap().available, before - 1);
+    let report = store.check().unwrap();
+    assert!(report.faults.is_empty(), "{:?}", report.faults);
 }
 
 #[test]
@@ -501,6 +521,11 @@ fn a_store_with_the_old_active_tree_is_moved_into_the_code_index_at_open() {
             }
         }
         assert_eq!(moved, 1, "one active link");
+        // Pool membership was a tree of its own too.
+        db.open_tree("pool_members")
+            .unwrap()
+            .insert("zzzz", &0u64.to_be_bytes()[..])
+            .unwrap();
         assert!(codes.get("keep").unwrap().unwrap().len() == 8);
         db.flush().unwrap();
     }
@@ -526,6 +551,10 @@ fn a_store_with_the_old_active_tree_is_moved_into_the_code_index_at_open() {
         !db.tree_names().iter().any(|n| n.as_ref() == b"active"),
         "the old tree is dropped"
     );
+    assert!(!db
+        .tree_names()
+        .iter()
+        .any(|n| n.as_ref() == b"pool_members"));
 }
 
 // ---- crash safety ----

@@ -11,7 +11,6 @@ const TREES: &[&str] = &[
     "codes",
     "visits",
     "days",
-    "pool_members",
     "expiry",
     "ended",
     "counters",

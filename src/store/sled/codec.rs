@@ -92,7 +92,7 @@ pub(super) fn tx_code_owner(bytes: &[u8]) -> TxResult<u64> {
 }
 
 /// Decodes one stored record of `tree` (`links`, `codes`, `visit_blocks`, `days`, `pool/<L>`,
-/// `pool_members`, `expiry`, `ended`, `counters`) the way the store reads it. A corrupt record
+/// `expiry`, `ended`, `counters`) the way the store reads it. A corrupt record
 /// is an error, never a panic: the fuzz targets (`fuzz/`) feed this arbitrary bytes.
 pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
     let malformed = |tree: &'static str| StoreError::Corrupt {
@@ -106,12 +106,6 @@ pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
         // `visits` is the fuzz target's older name for the same records.
         "visit_blocks" | "visits" => visits::check_block(value),
         "days" => visits::decode_day(value),
-        "pool_members" => {
-            let code = std::str::from_utf8(key).map_err(|_| malformed("pool_members"))?;
-            keys::pool_key_of_member(code, value)
-                .map(drop)
-                .ok_or_else(|| malformed("pool_members"))
-        }
         "expiry" | "ended" => keys::split_time_id(key)
             .map(drop)
             .ok_or_else(|| malformed("expiry")),

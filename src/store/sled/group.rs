@@ -177,7 +177,17 @@ impl SledStore {
             }
         };
         match self.group_tx(group, &heads, length, pool) {
-            Ok(created) => created.into_iter().map(Ok).collect(),
+            Ok(created) => {
+                if let Some(mut members) = self.members(length) {
+                    for link in created.iter().filter_map(|c| match c {
+                        Created::New(link) => Some(link),
+                        Created::Existing(_) => None,
+                    }) {
+                        members.taken(&link.code);
+                    }
+                }
+                created.into_iter().map(Ok).collect()
+            }
             Err(_) => {
                 drop(_taker);
                 group.iter().map(alone).collect()
@@ -222,10 +232,9 @@ impl SledStore {
             &self.dedup,
             &self.expiry,
             pool,
-            &self.members,
             &self.counters,
         );
-        trees.transaction(|(links, codes, dedup, expiry, pool, members, counters)| {
+        trees.transaction(|(links, codes, dedup, expiry, pool, counters)| {
             let mut out = Vec::with_capacity(group.len());
             let mut id = counters
                 .get(counter::LINK_ID)?
@@ -255,7 +264,6 @@ impl SledStore {
                 if codes.get(code.as_bytes())?.is_some() {
                     return abort(Abort::Owned);
                 }
-                members.remove(code.as_bytes())?;
                 taken += 1;
                 id += 1;
                 let link = new.record(id, code, false);

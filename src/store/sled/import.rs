@@ -44,6 +44,8 @@ impl SledStore {
         // Into the filter before the commit, like a custom create.
         self.filter_insert(batch.iter().map(|l| l.code.as_str()));
         let committing = self.flusher.committing();
+        let mut members = self.members(length).ok_or(StoreError::NotFound)?;
+        let held = &*members;
         let trees = (
             &self.links,
             &self.codes,
@@ -51,107 +53,109 @@ impl SledStore {
             &self.expiry,
             &self.ended,
             pool,
-            &self.members,
             &self.counters,
         );
         let outcome = trees
-            .transaction(
-                |(links, codes, dedup, expiry, ended, pool, members, counters)| {
-                    let mut results = Vec::with_capacity(batch.len());
-                    let mut last = counters
-                        .get(counter::LINK_ID)?
-                        .and_then(|v| read_u64(&v))
-                        .unwrap_or(0);
-                    let mut by_status: [i64; 4] = [0; 4];
-                    let mut issued = 0i64;
-                    let mut unpooled_count = 0i64;
-                    let mut days: Vec<(u64, i64)> = Vec::new();
-                    for link in batch {
-                        let code = link.code.as_str();
-                        if let Some(value) = codes.get(code.as_bytes())? {
-                            let id = tx_code_owner(&value)?;
-                            let Some(bytes) = links.get(&keys::u64_key(id)[..])? else {
-                                return abort(Abort::Corrupt(
-                                    "codes",
-                                    format!("`{code}` has no record"),
-                                ));
-                            };
-                            let existing = tx_decode_link(&bytes)?;
-                            results.push(if existing.url == link.url {
-                                (Imported::Unchanged(existing), None)
-                            } else {
-                                (Imported::Conflict(existing), None)
-                            });
-                            continue;
+            .transaction(|(links, codes, dedup, expiry, ended, pool, counters)| {
+                let mut results = Vec::with_capacity(batch.len());
+                let mut last = counters
+                    .get(counter::LINK_ID)?
+                    .and_then(|v| read_u64(&v))
+                    .unwrap_or(0);
+                let mut by_status: [i64; 4] = [0; 4];
+                let mut issued = 0i64;
+                let mut unpooled_count = 0i64;
+                let mut days: Vec<(u64, i64)> = Vec::new();
+                for link in batch {
+                    let code = link.code.as_str();
+                    if let Some(value) = codes.get(code.as_bytes())? {
+                        let id = tx_code_owner(&value)?;
+                        let Some(bytes) = links.get(&keys::u64_key(id)[..])? else {
+                            return abort(Abort::Corrupt(
+                                "codes",
+                                format!("`{code}` has no record"),
+                            ));
+                        };
+                        let existing = tx_decode_link(&bytes)?;
+                        results.push(if existing.url == link.url {
+                            (Imported::Unchanged(existing), None)
+                        } else {
+                            (Imported::Conflict(existing), None)
+                        });
+                        continue;
+                    }
+                    let mut unpooled = None;
+                    match take_out_of_pool(held, pool, code)? {
+                        Some(score) => {
+                            unpooled = Some(score);
+                            unpooled_count += 1;
                         }
-                        let mut unpooled = None;
-                        match take_out_of_pool(members, pool, code)? {
-                            Some(score) => {
-                                unpooled = Some(score);
-                                unpooled_count += 1;
-                            }
-                            None => issued += 1,
-                        }
-                        let free = link.id > 0 && links.get(keys::u64_key(link.id))?.is_none();
-                        let id = if free { link.id } else { last + 1 };
-                        last = last.max(id);
-                        let mut record = link.clone();
-                        record.id = id;
-                        let id_key = keys::u64_key(id);
-                        links.insert(&id_key[..], encode(&record))?;
-                        match record.status {
-                            LinkStatus::Active => {
-                                codes.insert(code.as_bytes(), active_code_value(&record))?;
-                                if !record.custom {
-                                    let key = keys::dedup_key(&record.space, length, &record.url);
-                                    if dedup.get(&key)?.is_none() {
-                                        dedup.insert(key, &id_key[..])?;
-                                    }
-                                }
-                                if let Some(at) = record.expires_at {
-                                    expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                        None => issued += 1,
+                    }
+                    let free = link.id > 0 && links.get(keys::u64_key(link.id))?.is_none();
+                    let id = if free { link.id } else { last + 1 };
+                    last = last.max(id);
+                    let mut record = link.clone();
+                    record.id = id;
+                    let id_key = keys::u64_key(id);
+                    links.insert(&id_key[..], encode(&record))?;
+                    match record.status {
+                        LinkStatus::Active => {
+                            codes.insert(code.as_bytes(), active_code_value(&record))?;
+                            if !record.custom {
+                                let key = keys::dedup_key(&record.space, length, &record.url);
+                                if dedup.get(&key)?.is_none() {
+                                    dedup.insert(key, &id_key[..])?;
                                 }
                             }
-                            LinkStatus::Expired | LinkStatus::Deleted => {
-                                codes.insert(code.as_bytes(), &id_key[..])?;
-                                if let Some(at) = record.ended_at() {
-                                    ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
-                                }
+                            if let Some(at) = record.expires_at {
+                                expiry.insert(&keys::time_id_key(at, id)[..], &[][..])?;
                             }
-                            LinkStatus::Archived => {}
                         }
-                        if let Some(slot) = LinkStatus::ALL.iter().position(|s| *s == record.status)
-                        {
-                            by_status[slot] += 1;
+                        LinkStatus::Expired | LinkStatus::Deleted => {
+                            codes.insert(code.as_bytes(), &id_key[..])?;
+                            if let Some(at) = record.ended_at() {
+                                ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                            }
                         }
-                        let day = record.created_at / DAY_MS;
-                        match days.iter_mut().find(|(d, _)| *d == day) {
-                            Some((_, n)) => *n += 1,
-                            None => days.push((day, 1)),
-                        }
-                        results.push((Imported::Created(record), unpooled));
+                        LinkStatus::Archived => {}
                     }
-                    counters.insert(counter::LINK_ID, &last.to_be_bytes()[..])?;
-                    for (status, n) in LinkStatus::ALL.iter().zip(by_status) {
-                        if n != 0 {
-                            bump(counters, &counter::links(*status), n)?;
-                        }
+                    if let Some(slot) = LinkStatus::ALL.iter().position(|s| *s == record.status) {
+                        by_status[slot] += 1;
                     }
-                    if issued != 0 {
-                        bump(counters, counter::CODES_ISSUED, issued)?;
+                    let day = record.created_at / DAY_MS;
+                    match days.iter_mut().find(|(d, _)| *d == day) {
+                        Some((_, n)) => *n += 1,
+                        None => days.push((day, 1)),
                     }
-                    if unpooled_count != 0 {
-                        bump(counters, &counter::pool_size(length), -unpooled_count)?;
+                    results.push((Imported::Created(record), unpooled));
+                }
+                counters.insert(counter::LINK_ID, &last.to_be_bytes()[..])?;
+                for (status, n) in LinkStatus::ALL.iter().zip(by_status) {
+                    if n != 0 {
+                        bump(counters, &counter::links(*status), n)?;
                     }
-                    for (day, n) in &days {
-                        bump(counters, &counter::day_creates(*day), *n)?;
-                    }
-                    Ok(results)
-                },
-            )
+                }
+                if issued != 0 {
+                    bump(counters, counter::CODES_ISSUED, issued)?;
+                }
+                if unpooled_count != 0 {
+                    bump(counters, &counter::pool_size(length), -unpooled_count)?;
+                }
+                for (day, n) in &days {
+                    bump(counters, &counter::day_creates(*day), *n)?;
+                }
+                Ok(results)
+            })
             .map_err(|e: TransactionError<Abort>| tx_error(e, &first.code));
         drop(committing);
         let results = outcome?;
+        for (imported, unpooled) in &results {
+            if let (Imported::Created(link), Some(_)) = (imported, unpooled) {
+                members.taken(&link.code);
+            }
+        }
+        drop(members);
         Ok(results
             .into_iter()
             .map(|(imported, unpooled)| {

@@ -8,7 +8,6 @@
 //! | `expiry`       | expires_at u64, id u64                | empty (active links expiring) |
 //! | `ended`        | ended_at u64, id u64                  | empty (expired/deleted, awaiting recycling) |
 //! | `pool/<L>`     | score u64, tiebreak u32, code         | empty (the ZSet of length L)  |
-//! | `pool_members` | code                                  | score u64, tiebreak u32       |
 //! | `counters`     | name                                  | u64                           |
 //! | `meta`         | name                                  | bytes                         |
 //!
@@ -16,8 +15,9 @@
 //! strategies (a batch's codes share one score, and `score ++ code` would hand them out in
 //! ascending order, so each code would tell a scanner where the next one lies), 0 for `step`
 //! and for recycled codes, which keep code order. Keys written before the tiebreak existed
-//! (`score ++ code`, member value `score` alone) are still read: the code is the last L bytes
-//! of a key in `pool/<L>`, and a member value of 8 bytes names a key without a tiebreak.
+//! (`score ++ code`) are still read: the code is the last L bytes of a key in `pool/<L>`.
+//! Where each pooled code sits is held in memory (`pools.rs`, `Members`); stores written
+//! before kept it in a `pool_members` tree, which opening drops.
 //!
 //! An active link's `codes` value is what a redirect needs (one read on a cache miss); stores
 //! written before it moved there kept it in an `active` tree of its own, which opening moves
@@ -72,32 +72,6 @@ pub fn pool_key(score: Millis, tiebreak: u32, code: &str) -> Vec<u8> {
     key.extend_from_slice(&tiebreak.to_be_bytes());
     key.extend_from_slice(code.as_bytes());
     key
-}
-
-/// The `pool_members` value that points at `pool_key(score, tiebreak, _)`.
-pub fn member_value(score: Millis, tiebreak: u32) -> [u8; 8 + TIEBREAK_LEN] {
-    let mut value = [0u8; 8 + TIEBREAK_LEN];
-    value[..8].copy_from_slice(&score.to_be_bytes());
-    value[8..].copy_from_slice(&tiebreak.to_be_bytes());
-    value
-}
-
-/// The pool key a `pool_members` value points at, with its score; `None` if the value is
-/// malformed. A value of 8 bytes is the older layout, whose key has no tiebreak.
-pub fn pool_key_of_member(code: &str, value: &[u8]) -> Option<(Millis, Vec<u8>)> {
-    let score = read_u64(value)?;
-    match value.len() {
-        8 => {
-            let mut key = score.to_be_bytes().to_vec();
-            key.extend_from_slice(code.as_bytes());
-            Some((score, key))
-        }
-        12 => {
-            let tiebreak = u32::from_be_bytes(value.get(8..12)?.try_into().ok()?);
-            Some((score, pool_key(score, tiebreak, code)))
-        }
-        _ => None,
-    }
 }
 
 /// Score and code of a key of `pool/<length>` (the code is its last `length` bytes).
@@ -175,20 +149,10 @@ mod tests {
     }
 
     #[test]
-    fn members_point_at_their_pool_key_in_both_layouts() {
-        let value = member_value(7, 99);
-        assert_eq!(
-            pool_key_of_member("abc", &value),
-            Some((7, pool_key(7, 99, "abc")))
-        );
-        // The layout before the tiebreak: `score ++ code`, member value `score`.
+    fn pool_keys_before_the_tiebreak_still_split() {
+        // The layout before the tiebreak: `score ++ code`.
         let old_key = [&7u64.to_be_bytes()[..], b"abc"].concat();
-        assert_eq!(
-            pool_key_of_member("abc", &7u64.to_be_bytes()),
-            Some((7, old_key.clone()))
-        );
         assert_eq!(split_pool_key(&old_key, 3), Some((7, "abc")));
-        assert_eq!(pool_key_of_member("abc", &[0; 9]), None);
         assert_eq!(split_pool_key(&old_key, 5), None);
     }
 

@@ -108,16 +108,19 @@ impl SledStore {
             .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
         let dedup_key = (!matches!(new.code, CodeChoice::Custom(_)))
             .then(|| keys::dedup_key(&new.space, length, &new.url));
+        let mut members = self
+            .members(length)
+            .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
+        let held = &*members;
         let trees = (
             &self.links,
             &self.codes,
             &self.dedup,
             &self.expiry,
             pool,
-            &self.members,
             &self.counters,
         );
-        trees.transaction(|(links, codes, dedup, expiry, pool, members, counters)| {
+        let outcome = trees.transaction(|(links, codes, dedup, expiry, pool, counters)| {
             if let (Some(key), true) = (&dedup_key, new.dedup) {
                 if let Some(id) = dedup.get(key)? {
                     if let Some(bytes) = links.get(id)? {
@@ -139,14 +142,13 @@ impl SledStore {
                         // refuse to give one code to two links.
                         return abort(Abort::Owned);
                     }
-                    members.remove(code.as_bytes())?;
                     bump(counters, &counter::pool_size(length), -1)?;
                 }
                 None => {
                     if codes.get(code.as_bytes())?.is_some() {
                         return abort(Abort::CodeTaken);
                     }
-                    match take_out_of_pool(members, pool, code)? {
+                    match take_out_of_pool(held, pool, code)? {
                         Some(score) => {
                             unpooled = Some(score);
                             bump(counters, &counter::pool_size(length), -1)?;
@@ -167,7 +169,11 @@ impl SledStore {
             bump_status(counters, None, LinkStatus::Active)?;
             bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
             Ok((Created::New(link), unpooled))
-        })
+        })?;
+        if let (Created::New(_), true) = (&outcome.0, taken.is_some() || outcome.1.is_some()) {
+            members.taken(code);
+        }
+        Ok(outcome)
     }
 
     pub(super) fn create_from_pool(&self, new: &NewLink, length: u8) -> StoreResult<Created> {
@@ -467,17 +473,11 @@ impl SledStore {
             return Ok(None);
         };
         let pool = self.pool(length).ok_or(StoreError::NotFound)?;
-        let trees = (
-            &self.links,
-            &self.codes,
-            &self.ended,
-            pool,
-            &self.members,
-            &self.counters,
-        );
+        let mut members = self.members(length).ok_or(StoreError::NotFound)?;
+        let trees = (&self.links, &self.codes, &self.ended, pool, &self.counters);
         let id_key = keys::u64_key(id);
         let link = trees
-            .transaction(|(links, codes, ended, pool, members, counters)| {
+            .transaction(|(links, codes, ended, pool, counters)| {
                 let Some(bytes) = links.get(&id_key[..])? else {
                     return Ok(None);
                 };
@@ -503,7 +503,6 @@ impl SledStore {
                 codes.remove(old.code.as_bytes())?;
                 // Recycled codes have scores of their own: no tiebreak needed.
                 pool.insert(keys::pool_key(score, 0, &old.code), &[][..])?;
-                members.insert(old.code.as_bytes(), &keys::member_value(score, 0)[..])?;
                 let mut link = old.clone();
                 link.status = LinkStatus::Archived;
                 links.insert(&id_key[..], encode(&link))?;
@@ -517,6 +516,8 @@ impl SledStore {
             return Ok(None);
         };
         if pooled {
+            members.pooled(&link.code, &keys::pool_key(score, 0, &link.code));
+            drop(members);
             self.note_cooling(length, score, 1);
         }
         Ok(Some(link))

@@ -124,7 +124,9 @@ pub struct SledStore {
     dedup: sled::Tree,
     expiry: sled::Tree,
     ended: sled::Tree,
-    members: sled::Tree,
+    /// One per length: where each pooled code sits, and the lock that keeps it true
+    /// ([`pools::Members`]).
+    members: Vec<Mutex<pools::Members>>,
     counters: sled::Tree,
     meta: sled::Tree,
     visit_blocks: sled::Tree,
@@ -239,7 +241,7 @@ impl Store for SledStore {
     }
 
     fn in_pool(&self, code: &str) -> StoreResult<bool> {
-        self.members.contains_key(code.as_bytes()).map_err(backend)
+        Ok(self.in_pool_impl(code))
     }
 
     fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>> {

@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use super::errors::backend;
 use super::flusher::Flusher;
 use super::keys::{self, counter, read_u64};
-use super::{filter_file, group, OpenReport, SledStore, StoreOptions, MAX_LEN};
+use super::{filter_file, group, pools, OpenReport, SledStore, StoreOptions, MAX_LEN};
 use crate::codes::filter::CodeFilter;
 use crate::store::{StoreError, StoreResult};
 
@@ -66,7 +66,11 @@ impl SledStore {
             dedup: tree("dedup")?,
             expiry: tree("expiry")?,
             ended: tree("ended")?,
-            members: tree("pool_members")?,
+            members: pools
+                .iter()
+                .zip(1..=MAX_LEN)
+                .map(|(pool, length)| pools::Members::load(pool, length).map(Mutex::new))
+                .collect::<StoreResult<Vec<_>>>()?,
             counters: tree("counters")?,
             meta: tree("meta")?,
             visit_blocks: tree("visit_blocks")?,
@@ -97,6 +101,15 @@ impl SledStore {
         if moved > 0 {
             tracing::info!(visits = moved, "visit records moved into blocks");
             store.report.visits_migrated = moved;
+        }
+        // Pool membership was a tree before it was held in memory (built above).
+        if store
+            .db
+            .tree_names()
+            .iter()
+            .any(|n| n.as_ref() == b"pool_members")
+        {
+            store.db.drop_tree("pool_members").map_err(backend)?;
         }
         let folded = store.fold_active_tree()?;
         if folded > 0 {
@@ -169,12 +182,15 @@ impl SledStore {
     /// Codes only ever move between these two places, so their union is every code issued.
     pub(super) fn rebuild_filter(&self, capacity: u64) -> StoreResult<CodeFilter> {
         let mut filter = CodeFilter::new(capacity, self.filter_fp_rate);
-        for tree in [&self.codes, &self.members] {
-            for item in tree.iter().keys() {
-                let key = item.map_err(backend)?;
-                if let Ok(code) = std::str::from_utf8(&key) {
-                    filter.insert(code);
-                }
+        for item in self.codes.iter().keys() {
+            let key = item.map_err(backend)?;
+            if let Ok(code) = std::str::from_utf8(&key) {
+                filter.insert(code);
+            }
+        }
+        for members in &self.members {
+            for code in members.lock().codes() {
+                filter.insert(code);
             }
         }
         Ok(filter)

@@ -1,8 +1,11 @@
-//! The code pools in sled: `pool/<L>` (a sorted set by score) and `pool_members` (where each
-//! pooled code sits), their size counters, the in-memory count of cooling codes, and the
-//! strategies' saved states in `meta`. Adding codes and reading the head live here; taking a
-//! head is part of a create (`links.rs`, `group.rs`).
+//! The code pools in sled: `pool/<L>` (a sorted set by score), where each pooled code sits
+//! ([`Members`], in memory), their size counters, the in-memory count of cooling codes, and
+//! the strategies' saved states in `meta`. Adding codes and reading the head live here; taking
+//! a head is part of a create (`links.rs`, `group.rs`).
 
+use std::collections::HashMap;
+
+use parking_lot::MutexGuard;
 use rand::RngExt;
 use sled::transaction::{abort, TransactionError, TransactionalTree};
 use sled::Transactional;
@@ -13,25 +16,80 @@ use super::keys::{self, counter};
 use super::{SledStore, MAX_LEN, POOL_ADD_CHUNK};
 use crate::store::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreError, StoreResult};
 
-/// Takes a chosen code (custom or imported) out of its pool, inside a transaction: the member
-/// entry names the pool key, tiebreak included. Returns the score it had, or `None` when the code
-/// was not pooled. The caller adjusts the pool's size counter.
+/// Where each pooled code of one length sits: code → its key in `pool/<L>`, tiebreak
+/// included. Held in memory and rebuilt from the pool at every open: a pool is small (the
+/// refill keeps it near its low water), and the `pool_members` tree that held this before
+/// cost every create a write and every refilled code two reads and a write.
+///
+/// Its mutex ([`SledStore::members`]) is held across every transaction that can make a code
+/// of its length exist or give a pooled code an owner other than by taking the pool's head:
+/// a pool add, a custom or one-at-a-time create, an import, a recycle. While it is held, a code
+/// exists exactly when it is in the map or in `codes`, so a pool add checks fresh codes
+/// outside its transaction. The committer takes heads without it (their keys come from the
+/// pool itself) and removes the taken codes after its commit: until then a taken code is both
+/// here and owned, which every reader checks in that order.
+#[derive(Default)]
+pub(super) struct Members(HashMap<Box<str>, Box<[u8]>>);
+
+impl Members {
+    /// The map of one pool, read from the pool tree.
+    pub(super) fn load(pool: &sled::Tree, length: u8) -> StoreResult<Self> {
+        let mut map = HashMap::with_capacity(pool.len());
+        for key in pool.iter().keys() {
+            let key = key.map_err(backend)?;
+            // A malformed key names no code; `check` lists it, and the head reader stops at
+            // it with an error of its own.
+            if let Some((_, code)) = keys::split_pool_key(&key, length) {
+                map.insert(code.into(), key.as_ref().into());
+            }
+        }
+        Ok(Self(map))
+    }
+
+    pub(super) fn contains(&self, code: &str) -> bool {
+        self.0.contains_key(code)
+    }
+
+    pub(super) fn key_of(&self, code: &str) -> Option<&[u8]> {
+        self.0.get(code).map(|key| &key[..])
+    }
+
+    /// After a commit that pooled `code` under `key`.
+    pub(super) fn pooled(&mut self, code: &str, key: &[u8]) {
+        self.0.insert(code.into(), key.into());
+    }
+
+    /// After a commit that took `code` out of the pool.
+    pub(super) fn taken(&mut self, code: &str) {
+        self.0.remove(code);
+    }
+
+    /// Every pooled code (for the code filter's rebuild).
+    pub(super) fn codes(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(|code| &**code)
+    }
+}
+
+/// Takes a chosen code (custom or imported) out of its pool, inside a transaction, under the
+/// members' lock. Returns the score it had, or `None` when the code was not pooled. The caller
+/// adjusts the pool's size counter, and removes the code from `members` after the commit.
 pub(super) fn take_out_of_pool(
-    members: &TransactionalTree,
+    members: &Members,
     pool: &TransactionalTree,
     code: &str,
 ) -> TxResult<Option<Millis>> {
-    let Some(member) = members.remove(code.as_bytes())? else {
+    let Some(key) = members.key_of(code) else {
         return Ok(None);
     };
-    let Some((score, key)) = keys::pool_key_of_member(code, &member) else {
-        return abort(Abort::Corrupt(
-            "pool_members",
-            format!("malformed entry of `{code}`"),
-        ));
-    };
-    pool.remove(key)?;
-    Ok(Some(score))
+    // Gone already: the committer took it as a head a moment ago, and it is owned now (the
+    // callers check the code index first).
+    if pool.remove(key)?.is_none() {
+        return Ok(None);
+    }
+    match length_of(code).and_then(|length| keys::split_pool_key(key, length)) {
+        Some((score, _)) => Ok(Some(score)),
+        None => abort(Abort::Corrupt("pool", format!("malformed key of `{code}`"))),
+    }
 }
 
 /// The code length of `pools[index]`.
@@ -48,6 +106,21 @@ pub(super) fn length_of(code: &str) -> Option<u8> {
 impl SledStore {
     pub(super) fn pool(&self, length: u8) -> Option<&sled::Tree> {
         self.pools.get(usize::from(length).checked_sub(1)?)
+    }
+
+    /// The pool members of `length`, locked ([`Members`] says for what).
+    pub(super) fn members(&self, length: u8) -> Option<MutexGuard<'_, Members>> {
+        Some(
+            self.members
+                .get(usize::from(length).checked_sub(1)?)?
+                .lock(),
+        )
+    }
+
+    pub(super) fn in_pool_impl(&self, code: &str) -> bool {
+        length_of(code)
+            .and_then(|length| self.members(length))
+            .is_some_and(|members| members.contains(code))
     }
 
     /// Counters change in the same transactions as the trees, so they cannot drift; this
@@ -128,15 +201,19 @@ impl SledStore {
         code: &str,
     ) -> StoreResult<()> {
         let length = length_of(code).unwrap_or(0);
-        (pool, &self.members, &self.counters)
-            .transaction(|(pool, members, counters)| {
+        let mut members = self.members(length);
+        (pool, &self.counters)
+            .transaction(|(pool, counters)| {
                 if pool.remove(key)?.is_some() {
-                    members.remove(code.as_bytes())?;
                     bump(counters, &counter::pool_size(length), -1)?;
                 }
                 Ok(())
             })
-            .map_err(|e: TransactionError<Abort>| tx_error(e, code))
+            .map_err(|e: TransactionError<Abort>| tx_error(e, code))?;
+        if let Some(members) = members.as_mut() {
+            members.taken(code);
+        }
+        Ok(())
     }
 
     pub(super) fn pool_add_impl(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
@@ -145,21 +222,21 @@ impl SledStore {
             .pool(length)
             .ok_or_else(|| backend(format!("no pool of length {length}")))?;
         let state_key = keys::strategy_state_key(length);
-        // Into the filter before the commit (see `checkpoint`); codes the transaction skips
-        // exist already, so they belong in the filter anyway.
-        self.filter_insert(batch.codes.iter().map(String::as_str));
-        // Most codes are new: weed out the others with plain reads, which are much cheaper
-        // than reads inside a transaction. Only a custom create can make a code exist
-        // between this check and the commit, so the transaction re-checks the code index.
+        let mut members = self
+            .members(length)
+            .ok_or_else(|| backend(format!("no pool of length {length}")))?;
+        // Under the members' lock no other write can make a code of this length exist, so
+        // fresh codes are told apart here, once, not inside the transaction. A code the filter
+        // has never seen does not exist (the filter is checked before this batch goes in),
+        // which spares most codes a random read of the code index.
         let mut fresh = Vec::with_capacity(batch.codes.len());
         let mut rng = rand::rng();
+        let filter = self.filter.read();
         for code in &batch.codes {
             if length_of(code) == Some(length)
-                && !self.codes.contains_key(code.as_bytes()).map_err(backend)?
-                && !self
-                    .members
-                    .contains_key(code.as_bytes())
-                    .map_err(backend)?
+                && !members.contains(code)
+                && (!filter.check(code)
+                    || !self.codes.contains_key(code.as_bytes()).map_err(backend)?)
             {
                 // Drawn here, not in the transaction closure, which may run more than once.
                 let tiebreak = if batch.shuffle {
@@ -170,13 +247,17 @@ impl SledStore {
                 fresh.push((code.as_str(), tiebreak));
             }
         }
+        drop(filter);
+        // Into the filter before the commit (see `checkpoint`); codes skipped above exist
+        // already, so they belong in the filter anyway.
+        self.filter_insert(batch.codes.iter().map(String::as_str));
         // Bounded transactions: sled's cost per write grows with the transaction. A crash
         // between chunks leaves the strategy state (written with the last chunk) behind the
         // pooled codes; the strategy then offers those codes again and they are skipped, so
         // nothing is lost or pooled twice.
         let chunks: Vec<&[(&str, u32)]> = fresh.chunks(POOL_ADD_CHUNK).collect();
         let last = chunks.len().saturating_sub(1);
-        let trees = (&self.codes, pool, &self.members, &self.counters, &self.meta);
+        let trees = (pool, &self.counters, &self.meta);
         let mut added = 0u64;
         for (i, chunk) in chunks.iter().enumerate() {
             let state = if i == last {
@@ -184,29 +265,31 @@ impl SledStore {
             } else {
                 None
             };
-            added += trees
-                .transaction(|(codes, pool, members, counters, meta)| {
-                    let mut added = 0u64;
-                    for &(code, tiebreak) in *chunk {
-                        if codes.get(code.as_bytes())?.is_some() {
-                            continue;
-                        }
-                        pool.insert(keys::pool_key(batch.score, tiebreak, code), &[][..])?;
-                        let member = keys::member_value(batch.score, tiebreak);
-                        members.insert(code.as_bytes(), &member[..])?;
-                        added += 1;
+            let pooled: Vec<(&str, Vec<u8>)> = chunk
+                .iter()
+                .map(|&(code, tiebreak)| (code, keys::pool_key(batch.score, tiebreak, code)))
+                .collect();
+            trees
+                .transaction(|(pool, counters, meta)| {
+                    for (_, key) in &pooled {
+                        pool.insert(key.as_slice(), &[][..])?;
                     }
-                    let delta = i64::try_from(added).unwrap_or(i64::MAX);
+                    let delta = i64::try_from(pooled.len()).unwrap_or(i64::MAX);
                     bump(counters, &counter::pool_size(length), delta)?;
                     bump(counters, &counter::pool_generated(length), delta)?;
                     bump(counters, counter::CODES_ISSUED, delta)?;
                     if let Some(state) = state {
                         meta.insert(state_key.as_bytes(), state.as_slice())?;
                     }
-                    Ok(added)
+                    Ok(())
                 })
-                .map_err(|e| tx_error(e, ""))?;
+                .map_err(|e: TransactionError<Abort>| tx_error(e, ""))?;
+            for (code, key) in &pooled {
+                members.pooled(code, key);
+            }
+            added += pooled.len() as u64;
         }
+        drop(members);
         if chunks.is_empty() {
             // Nothing new (every code exists already): still move the strategy on.
             if let Some(state) = &batch.state {
