@@ -222,62 +222,66 @@ impl SledStore {
             .pool(length)
             .ok_or_else(|| backend(format!("no pool of length {length}")))?;
         let state_key = keys::strategy_state_key(length);
-        let mut members = self
-            .members(length)
-            .ok_or_else(|| backend(format!("no pool of length {length}")))?;
-        // Under the members' lock no other write can make a code of this length exist, so
-        // fresh codes are told apart here, once, not inside the transaction. A code the filter
-        // has never seen does not exist (the filter is checked before this batch goes in),
-        // which spares most codes a random read of the code index.
-        let mut fresh = Vec::with_capacity(batch.codes.len());
-        let mut rng = rand::rng();
-        let filter = self.filter.read();
-        for code in &batch.codes {
-            if length_of(code) == Some(length)
-                && !members.contains(code)
-                && (!filter.check(code)
-                    || !self.codes.contains_key(code.as_bytes()).map_err(backend)?)
-            {
-                // Drawn here, not in the transaction closure, which may run more than once.
-                let tiebreak = if batch.shuffle {
-                    rng.random::<u32>()
-                } else {
-                    0
-                };
-                fresh.push((code.as_str(), tiebreak));
-            }
-        }
-        drop(filter);
-        // Into the filter before the commit (see `checkpoint`); codes skipped above exist
-        // already, so they belong in the filter anyway.
-        self.filter_insert(batch.codes.iter().map(String::as_str));
         // Bounded transactions: sled's cost per write grows with the transaction. A crash
         // between chunks leaves the strategy state (written with the last chunk) behind the
         // pooled codes; the strategy then offers those codes again and they are skipped, so
         // nothing is lost or pooled twice.
-        let chunks: Vec<&[(&str, u32)]> = fresh.chunks(POOL_ADD_CHUNK).collect();
+        let chunks: Vec<&[String]> = batch.codes.chunks(POOL_ADD_CHUNK).collect();
         let last = chunks.len().saturating_sub(1);
         let trees = (pool, &self.counters, &self.meta);
         let mut added = 0u64;
+        let mut offered = std::collections::HashSet::with_capacity(batch.codes.len());
+        let mut rng = rand::rng();
         for (i, chunk) in chunks.iter().enumerate() {
+            // Held for one chunk, so that the committer, which takes it after each commit,
+            // waits for one transaction at most.
+            let mut members = self
+                .members(length)
+                .ok_or_else(|| backend(format!("no pool of length {length}")))?;
+            // Under the members' lock no other write can make a code of this length exist,
+            // so fresh codes are told apart here, not inside the transaction. A code the
+            // filter has never seen does not exist (it is checked before the chunk goes in),
+            // which spares most codes a random read of the code index.
+            let mut pooled = Vec::with_capacity(chunk.len());
+            {
+                let filter = self.filter.read();
+                for code in *chunk {
+                    if length_of(code) == Some(length)
+                        && offered.insert(code.as_str())
+                        && !members.contains(code)
+                        && (!filter.check(code)
+                            || !self.codes.contains_key(code.as_bytes()).map_err(backend)?)
+                    {
+                        // Drawn here, not in the transaction closure, which may run more
+                        // than once.
+                        let tiebreak = if batch.shuffle {
+                            rng.random::<u32>()
+                        } else {
+                            0
+                        };
+                        pooled.push((code.as_str(), keys::pool_key(batch.score, tiebreak, code)));
+                    }
+                }
+            }
+            // Into the filter before the commit (see `checkpoint`); codes skipped above exist
+            // already, so they belong in the filter anyway.
+            self.filter_insert(chunk.iter().map(String::as_str));
             let state = if i == last {
                 batch.state.as_ref()
             } else {
                 None
             };
-            let pooled: Vec<(&str, Vec<u8>)> = chunk
-                .iter()
-                .map(|&(code, tiebreak)| (code, keys::pool_key(batch.score, tiebreak, code)))
-                .collect();
             trees
                 .transaction(|(pool, counters, meta)| {
                     for (_, key) in &pooled {
                         pool.insert(key.as_slice(), &[][..])?;
                     }
                     let delta = i64::try_from(pooled.len()).unwrap_or(i64::MAX);
-                    bump(counters, &counter::pool_size(length), delta)?;
-                    bump(counters, &counter::pool_generated(length), delta)?;
-                    bump(counters, counter::CODES_ISSUED, delta)?;
+                    if delta != 0 {
+                        bump(counters, &counter::pool_size(length), delta)?;
+                        bump(counters, &counter::pool_generated(length), delta)?;
+                        bump(counters, counter::CODES_ISSUED, delta)?;
+                    }
                     if let Some(state) = state {
                         meta.insert(state_key.as_bytes(), state.as_slice())?;
                     }
@@ -289,9 +293,8 @@ impl SledStore {
             }
             added += pooled.len() as u64;
         }
-        drop(members);
         if chunks.is_empty() {
-            // Nothing new (every code exists already): still move the strategy on.
+            // No codes offered: still move the strategy on.
             if let Some(state) = &batch.state {
                 self.meta
                     .insert(state_key.as_bytes(), state.as_slice())
