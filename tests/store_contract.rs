@@ -239,6 +239,45 @@ fn expire_then_recycle(make: Make) {
     assert_eq!(store.link_counts().unwrap().archived, 1);
 }
 
+/// Expiring a group: only the active links that are due expire, each once, with their
+/// redirect entries, dedup entries and counters; the rest are left as they were.
+fn expire_links_takes_only_due_active_links(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    fill(&*store, 6, &["200000", "200001", "200002", "200003"], T0);
+    let make_link = |url: &str, expires_at: Option<u64>| {
+        let mut req = new_link(CodeChoice::Pool(6), url);
+        req.expires_at = expires_at;
+        created(store.create_link(&req))
+    };
+    let due = make_link("https://due.example/", Some(T0 + DAY));
+    let later = make_link("https://later.example/", Some(T0 + 3 * DAY));
+    let never = make_link("https://never.example/", None);
+    let deleted = make_link("https://deleted.example/", Some(T0 + DAY));
+    store.delete_link(&deleted.code, T0).unwrap();
+    let ids = [due.id, later.id, never.id, deleted.id, 999_999];
+    let expired = store.expire_links(&ids, T0 + DAY).unwrap();
+    assert_eq!(expired.iter().map(|l| l.id).collect::<Vec<_>>(), [due.id]);
+    assert_eq!(expired[0].status, LinkStatus::Expired);
+    assert!(store.resolve(&due.code).unwrap().is_none());
+    assert!(store.resolve(&later.code).unwrap().is_some());
+    assert!(store.resolve(&never.code).unwrap().is_some());
+    assert!(
+        store
+            .dedup_target("default", 6, &due.url)
+            .unwrap()
+            .is_none(),
+        "its dedup entry is gone"
+    );
+    let counts = store.link_counts().unwrap();
+    assert_eq!((counts.active, counts.expired, counts.deleted), (2, 1, 1));
+    assert!(
+        store.expire_links(&ids, T0 + DAY).unwrap().is_empty(),
+        "once only"
+    );
+    assert_eq!(store.expire_links(&ids, T0 + 3 * DAY).unwrap().len(), 1);
+}
+
 /// Listing: id order or newest first, with a cursor; the query's rule picks the links.
 fn list_with_cursor_and_search(make: Make) {
     let dir = tempfile::tempdir().unwrap();
@@ -517,6 +556,7 @@ backend!(
     custom_codes,
     update_and_delete,
     expire_then_recycle,
+    expire_links_takes_only_due_active_links,
     list_with_cursor_and_search,
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,
@@ -532,6 +572,7 @@ backend!(
     custom_codes,
     update_and_delete,
     expire_then_recycle,
+    expire_links_takes_only_due_active_links,
     list_with_cursor_and_search,
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,

@@ -668,6 +668,17 @@ pub trait Store: Send + Sync + 'static {
     /// return: the job makes a whole chunk durable with one [`Store::sync`].
     fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>>;
 
+    /// [`Store::expire_link`] for several links: the ones it expired, in the order given. A
+    /// store that can apply them in one transaction does (sled takes its global write lock,
+    /// which every read waits behind, once for the group instead of once per link).
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        let mut expired = Vec::with_capacity(ids.len());
+        for &id in ids {
+            expired.extend(self.expire_link(id, now)?);
+        }
+        Ok(expired)
+    }
+
     /// Archives an expired or deleted link and returns its code to its pool with `score`
     /// (now + cooldown), atomically. Returns `None` if the link was not expired or deleted.
     fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>>;

@@ -423,7 +423,10 @@ impl SledStore {
         Ok(link)
     }
 
-    pub(super) fn expire_link_impl(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
+    /// Expires the links of `ids` that are active and due, in one transaction: sled applies
+    /// each transaction under a global write lock that every read in the process waits
+    /// behind, so the lifecycle job takes it once per group rather than once per link.
+    pub(super) fn expire_links_impl(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
         let trees = (
             &self.links,
             &self.codes,
@@ -432,37 +435,40 @@ impl SledStore {
             &self.ended,
             &self.counters,
         );
-        let id_key = keys::u64_key(id);
-        let link = trees
+        trees
             .transaction(|(links, codes, dedup, expiry, ended, counters)| {
-                let Some(bytes) = links.get(&id_key[..])? else {
-                    return Ok(None);
-                };
-                let old = tx_decode_link(&bytes)?;
-                let Some(at) = old.expires_at else {
-                    return Ok(None);
-                };
-                if now < at {
-                    return Ok(None);
-                }
-                if old.status != LinkStatus::Active {
-                    // Not in the active set: whatever index entry led here is stale.
+                let mut expired = Vec::new();
+                for &id in ids {
+                    let id_key = keys::u64_key(id);
+                    let Some(bytes) = links.get(&id_key[..])? else {
+                        continue;
+                    };
+                    let old = tx_decode_link(&bytes)?;
+                    let Some(at) = old.expires_at else {
+                        continue;
+                    };
+                    if now < at {
+                        continue;
+                    }
+                    if old.status != LinkStatus::Active {
+                        // Not in the active set: whatever index entry led here is stale.
+                        expiry.remove(&keys::time_id_key(at, id)[..])?;
+                        continue;
+                    }
+                    codes.insert(old.code.as_bytes(), &owned_code_value(id)[..])?;
+                    unlink_dedup(dedup, &old)?;
                     expiry.remove(&keys::time_id_key(at, id)[..])?;
-                    return Ok(None);
+                    ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                    let mut link = old;
+                    link.status = LinkStatus::Expired;
+                    link.updated_at = now;
+                    links.insert(&id_key[..], encode(&link))?;
+                    bump_status(counters, Some(LinkStatus::Active), LinkStatus::Expired)?;
+                    expired.push(link);
                 }
-                codes.insert(old.code.as_bytes(), &owned_code_value(id)[..])?;
-                unlink_dedup(dedup, &old)?;
-                expiry.remove(&keys::time_id_key(at, id)[..])?;
-                ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
-                let mut link = old;
-                link.status = LinkStatus::Expired;
-                link.updated_at = now;
-                links.insert(&id_key[..], encode(&link))?;
-                bump_status(counters, Some(LinkStatus::Active), LinkStatus::Expired)?;
-                Ok(Some(link))
+                Ok(expired)
             })
-            .map_err(|e| tx_error(e, ""))?;
-        Ok(link)
+            .map_err(|e| tx_error(e, ""))
     }
 
     pub(super) fn recycle_link_impl(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {

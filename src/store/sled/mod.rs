@@ -197,7 +197,11 @@ impl Store for SledStore {
     }
 
     fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
-        self.expire_link_impl(id, now)
+        Ok(self.expire_links_impl(&[id], now)?.pop())
+    }
+
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        self.expire_links_impl(ids, now)
     }
 
     fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
