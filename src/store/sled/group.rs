@@ -1,7 +1,7 @@
 //! Pooled creates, many to one transaction, applied by one committer thread.
 //!
-//! sled 0.34 applies every transaction under one global lock, and a create is about fifteen
-//! tree operations, so creates are applied in groups: up to [`MAX_GROUP`] creates of one code
+//! sled 0.34 applies every transaction under one global lock, and a create is about ten tree
+//! operations, so creates are applied in groups: up to [`MAX_GROUP`] creates of one code
 //! length read as many pool heads and are written in one transaction, with the shared counters
 //! (next id, pool size, link and day counts) read and written once.
 //!

@@ -1,6 +1,8 @@
 //! Opening and closing the sled store: the trees, recovery after an unclean stop (sled
 //! replays its log; the pool counters and the code filter are checked against the trees), the
-//! code filter's file and checkpoints. No record is written here except corrected counters.
+//! code filter's file and checkpoints. No record is written here except corrected counters and
+//! the moves out of older layouts (visit chunks into blocks, `active` into `codes`, the
+//! `pool_members` tree dropped: its contents are rebuilt from the pools in memory).
 
 use std::collections::BTreeMap;
 use std::path::Path;
