@@ -286,6 +286,91 @@ fn sixty_four_threads_take_distinct_codes_and_lose_none() {
     assert_eq!(store.link_counts().unwrap().active, taken.len() as u64);
 }
 
+/// Pooled creates, custom creates of codes sitting in the pool, and refills, all at once: the
+/// pool's membership (held in memory, under a lock each of these writes holds or follows)
+/// never lets a code go to two links or stay pooled once owned.
+#[test]
+fn pooled_and_custom_creates_race_refills_without_giving_a_code_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let overlay = "[tiers.5]\nstrategy = \"random\"\nbatch = 500\nlow_water = 0\nttl = \"365d\"\n";
+    let pools = Arc::new(pools(&store, overlay));
+    pools.refill(5, 1000).unwrap();
+    // Each create reads the clock: the refill's codes are due from the moment it adds them.
+    let pooled: Vec<_> = (0..8)
+        .map(|thread| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut codes = Vec::new();
+                for i in 0..100 {
+                    let url = format!("https://pooled.example/{thread}/{i}");
+                    if let Created::New(link) =
+                        store.create_link(&new_link(5, &url, now())).unwrap()
+                    {
+                        codes.push(link.code);
+                    }
+                }
+                codes
+            })
+        })
+        .collect();
+    let custom: Vec<_> = (0..4)
+        .map(|thread| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut codes = Vec::new();
+                for i in 0..100 {
+                    // Half of them near the head, where the committer may take the code
+                    // first; half deep in the pool, where nothing else would take it.
+                    let head = store.pool_peek(5, 600).unwrap();
+                    let at = if i % 2 == 0 {
+                        (thread + i) % 8
+                    } else {
+                        head.len().saturating_sub(1 + thread + i)
+                    };
+                    let Some((_, code)) = head.get(at) else {
+                        continue;
+                    };
+                    let url = format!("https://custom.example/{thread}/{i}");
+                    match store.create_link(&custom(code, &url, now())) {
+                        Ok(created) => codes.push(created.link().code.clone()),
+                        Err(StoreError::CodeTaken(_)) => {}
+                        Err(e) => panic!("custom create of `{code}`: {e:?}"),
+                    }
+                }
+                codes
+            })
+        })
+        .collect();
+    let refill = {
+        let pools = pools.clone();
+        std::thread::spawn(move || {
+            for _ in 0..10 {
+                pools.refill(5, 200).unwrap();
+            }
+        })
+    };
+    let mut taken: Vec<String> = pooled
+        .into_iter()
+        .chain(custom)
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    refill.join().unwrap();
+    let count = taken.len();
+    taken.sort();
+    taken.dedup();
+    assert_eq!(taken.len(), count, "a code was handed out twice");
+    for code in &taken {
+        assert!(
+            !store.in_pool(code).unwrap(),
+            "`{code}` is owned and still pooled"
+        );
+    }
+    assert_eq!(store.link_counts().unwrap().active, count as u64);
+    let report = store.check().unwrap();
+    assert!(report.faults.is_empty(), "{:?}", report.faults);
+}
+
 /// Concurrent creates of one URL are applied in groups (one transaction for many creates):
 /// a group that holds the same URL twice must still make one link, not two.
 #[test]
