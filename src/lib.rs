@@ -313,6 +313,7 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
             }
             tracing::info!(
                 queued_visits = recorder.depth(),
+                unwritten_visits = recorder.unwritten(),
                 "stopping: no new connections; draining requests, then the visit queue"
             );
         }

@@ -253,6 +253,16 @@ impl Recorder {
         self.capacity
     }
 
+    /// Visits taken but not yet written (or failed): in the queue, being enriched, waiting
+    /// for the next write or in it.
+    pub fn unwritten(&self) -> u64 {
+        self.metrics
+            .accepted
+            .get()
+            .saturating_sub(self.metrics.written.get())
+            .saturating_sub(self.metrics.failed.get())
+    }
+
     pub fn metrics(&self) -> &VisitMetrics {
         &self.metrics
     }
