@@ -407,6 +407,16 @@ fn concurrent_creates_of_one_url_dedup_to_one_link() {
     assert_eq!(store.pool_counts(5, t).unwrap().available, 2000 - 10);
 }
 
+/// Creates a custom link on the code at the head of pool 4 and checks the code left the pool.
+fn custom_create_takes_the_pool_head(store: &SledStore, url: &str, t: u64) {
+    let (_, pooled) = store.pool_peek(4, 1).unwrap().remove(0);
+    assert!(store.in_pool(&pooled).unwrap());
+    let before = store.pool_counts(4, t).unwrap().available;
+    store.create_link(&custom(&pooled, url, t)).unwrap();
+    assert!(!store.in_pool(&pooled).unwrap());
+    assert_eq!(store.pool_counts(4, t).unwrap().available, before - 1);
+}
+
 #[test]
 fn dedup_custom_codes_and_pool_membership() {
     let dir = tempfile::tempdir().unwrap();
@@ -435,14 +445,7 @@ fn dedup_custom_codes_and_pool_membership() {
         Created::New(_)
     ));
     // A custom code sitting in the pool is taken out of it.
-    let (_, pooled) = store.pool_peek(4, 1).unwrap().remove(0);
-    assert!(store.in_pool(&pooled).unwrap());
-    let before = store.pool_counts(4, t).unwrap().available;
-    store
-        .create_link(&custom(&pooled, "https://example.com/c", t))
-        .unwrap();
-    assert!(!store.in_pool(&pooled).unwrap());
-    assert_eq!(store.pool_counts(4, t).unwrap().available, before - 1);
+    custom_create_takes_the_pool_head(&store, "https://example.com/c", t);
     // A code in use is taken.
     match store.create_link(&custom(&a.code, "https://example.com/x", t)) {
         Err(StoreError::CodeTaken(code)) => assert_eq!(code, a.code),
@@ -466,14 +469,7 @@ fn dedup_custom_codes_and_pool_membership() {
     store.close().unwrap();
     drop(store);
     let store = open(dir.path());
-    let (_, pooled) = store.pool_peek(4, 1).unwrap().remove(0);
-    assert!(store.in_pool(&pooled).unwrap());
-    let before = store.pool_counts(4, t).unwrap().available;
-    store
-        .create_link(&custom(&pooled, "https://example.com/d", t))
-        .unwrap();
-    assert!(!store.in_pool(&pooled).unwrap());
-    assert_eq!(store.pool_counts(4, t).unwrap().available, before - 1);
+    custom_create_takes_the_pool_head(&store, "https://example.com/d", t);
     let report = store.check().unwrap();
     assert!(report.faults.is_empty(), "{:?}", report.faults);
 }

@@ -170,7 +170,8 @@ impl SledStore {
             bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
             Ok((Created::New(link), unpooled))
         })?;
-        if let (Created::New(_), true) = (&outcome.0, taken.is_some() || outcome.1.is_some()) {
+        // The code has an owner now: if it was pooled, it is not any more.
+        if matches!(outcome.0, Created::New(_)) {
             members.taken(code);
         }
         Ok(outcome)
