@@ -114,6 +114,9 @@ pub mod counter {
     pub const VISIT_ID: &[u8] = b"visit_id";
     /// The id of the last visit block written (`visit_blocks`).
     pub const VISIT_BLOCK_ID: &[u8] = b"visit_block_id";
+    /// The last visit block whose `visit_index` entries are written (the rest are held in
+    /// memory until the next fold, [`super::super::visit_index`]).
+    pub const VISIT_INDEXED_BLOCK: &[u8] = b"visit_indexed_block";
 
     /// Visits per UTC day (days since the epoch), for the system-wide statistics.
     pub fn day_visits(day: u64) -> Vec<u8> {

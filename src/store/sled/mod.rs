@@ -8,7 +8,8 @@
 //! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing |
 //! | `group.rs` | the create committer: pooled creates applied many to one transaction |
 //! | `pools.rs` | the code pools, their counters and cooling counts, strategy states |
-//! | `visits.rs` | visit blocks, their index and counters, pruning |
+//! | `visits.rs` | visit blocks and their counters, listings, pruning |
+//! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
 //! | `codec.rs` | record bytes: MessagePack, counters, [`check_record`] |
@@ -37,6 +38,7 @@ mod keys;
 mod links;
 mod open;
 mod pools;
+mod visit_index;
 mod visits;
 
 use std::collections::BTreeMap;
@@ -139,6 +141,10 @@ pub struct SledStore {
     /// The links whose record of one day the visit writer has written since the store opened
     /// ([`visits::Counted`]): for those, a write reads that record straight away.
     counted: Mutex<visits::Counted>,
+    /// The `visit_index` entries not yet folded into the tree ([`visit_index::Recent`]).
+    recent_index: RwLock<visit_index::Recent>,
+    /// Held by a fold, so that two never interleave.
+    index_fold: Mutex<()>,
     /// `pool/<L>` for L in 1..=16, index L-1.
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.

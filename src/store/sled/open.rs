@@ -81,6 +81,8 @@ impl SledStore {
             visit_totals: tree("visit_totals")?,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
+            recent_index: RwLock::new(super::visit_index::Recent::default()),
+            index_fold: Mutex::new(()),
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
             committer: group::Committer::default(),
@@ -99,6 +101,13 @@ impl SledStore {
             db,
         };
         store.check_pool_sizes()?;
+        let replayed = store.load_recent_index()?;
+        if replayed > 0 {
+            tracing::info!(
+                blocks = replayed,
+                "visit blocks not yet indexed on disk read back"
+            );
+        }
         let moved = store.migrate_visit_chunks(&old_visits, &old_log)?;
         if moved > 0 {
             tracing::info!(visits = moved, "visit records moved into blocks");
@@ -227,6 +236,7 @@ impl SledStore {
     pub(super) fn close_impl(&self) -> StoreResult<()> {
         self.committer.stop();
         self.checkpoint_impl()?;
+        self.fold_index()?;
         self.db.flush().map_err(backend)?;
         self.flusher.shutdown();
         Ok(())

@@ -4,14 +4,14 @@
 //! | tree           | key                          | value                                      |
 //! |----------------|------------------------------|--------------------------------------------|
 //! | `visit_blocks` | block id u64                 | [`Block`]: up to [`BLOCK_ROWS`] visits of any links |
-//! | `visit_index`  | link id u64, first block u64 | the link's first and last visit id in its run of blocks, the run's last block |
+//! | `visit_index`  | link id u64, first block u64 | the link's first and last visit id in the blocks named, the last block, and (when not one run) every block: [`super::visit_index`] |
 //! | `visit_days`   | link id u64, day u64         | [`DayRecord`]: hours, top values, sketch, running totals |
 //! | `visit_totals` | link id u64                  | visits u64, bots u64: read only, for links last counted before totals moved into `visit_days` |
 //!
 //! Visits are append-only: the visits of one call, ordered by link, are cut into blocks of at
 //! most [`BLOCK_ROWS`] visits, each one sled value whose strings (user agents, referers, codes,
-//! client ids, …) are stored once per block, and each link of the call gets one small index
-//! entry naming its run of blocks. Counters are aggregated in memory over the whole call, and each dirty counter (a
+//! client ids, …) are stored once per block, and each link's blocks are noted in the index,
+//! which is written every few seconds ([`super::visit_index`]). Counters are aggregated in memory over the whole call, and each dirty counter (a
 //! link's day record, which also carries the link's running totals, and the system's visits
 //! of a day) is read and written once. The
 //! writer calls `record_visits` once per interval (about a second) with everything that
@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::codec::{dimension_byte, dimension_of};
 use super::keys::{counter, read_u64};
+use super::visit_index::Span;
 use super::{backend, encode, SledStore, DAY_MS};
 use crate::store::{
     DayCount, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit, VisitPage,
@@ -344,33 +345,21 @@ pub(super) fn check_block(bytes: &[u8]) -> StoreResult<()> {
     Ok(())
 }
 
-fn link_key(link_id: u64, n: u64) -> [u8; 16] {
+pub(super) fn link_key(link_id: u64, n: u64) -> [u8; 16] {
     let mut key = [0u8; 16];
     key[..8].copy_from_slice(&link_id.to_be_bytes());
     key[8..].copy_from_slice(&n.to_be_bytes());
     key
 }
 
-/// An index entry's value: the link's first and last visit id in its run of blocks, and the
-/// run's last block (the first is in the key).
-fn span_value(first_id: u64, last_id: u64, last_block: u64) -> [u8; 24] {
-    let mut value = [0u8; 24];
-    value[..8].copy_from_slice(&first_id.to_be_bytes());
-    value[8..16].copy_from_slice(&last_id.to_be_bytes());
-    value[16..].copy_from_slice(&last_block.to_be_bytes());
-    value
-}
-
-/// (first block, last block, first id, last id) of an index entry.
-fn read_span(key: &[u8], value: &[u8]) -> (u64, u64, u64, u64) {
-    let first_block = key.get(8..).and_then(read_u64).unwrap_or(0);
-    let (first_id, last_id) = read_pair(value);
-    let last_block = value
-        .get(16..)
-        .and_then(read_u64)
-        .unwrap_or(first_block)
-        .max(first_block);
-    (first_block, last_block, first_id, last_id)
+/// (link id, visit id) of every row of a stored block, for rebuilding the unfolded index.
+pub(super) fn block_rows(bytes: &[u8]) -> StoreResult<Vec<(u64, u64)>> {
+    let block = decode_block(bytes)?;
+    Ok(block
+        .rows
+        .iter()
+        .map(|r| (r.link_id, block.base_id.saturating_add(r.id)))
+        .collect())
 }
 
 fn read_pair(bytes: &[u8]) -> (u64, u64) {
@@ -493,14 +482,13 @@ impl SledStore {
         self.flusher.wait_durable()
     }
 
-    /// Writes `visits` as blocks numbered from `first_block`, and one index entry per link;
-    /// returns the last block's id.
+    /// Writes `visits` as blocks numbered from `first_block`, and notes each link's run of
+    /// them in the index; returns the last block's id.
     ///
     /// The visits are ordered by link first (stably: each link's ids stay ascending), so that
     /// a link's visits of one write sit in one block or a run of consecutive ones: one index
-    /// entry, `(link, first block) → (first id, last id, last block)`, covers them. A link
-    /// visited a thousand times in a second costs one index write, not one per block, and its
-    /// listing reads only blocks that hold its visits.
+    /// entry covers them. A link visited a thousand times in a second costs one index entry,
+    /// not one per block, and its listing reads only blocks that hold its visits.
     fn write_blocks(&self, first_block: u64, mut visits: Vec<&Visit>) -> StoreResult<u64> {
         visits.sort_by_key(|v| v.link_id);
         // Per link, in link order: (link, first block, last block, first id, last id).
@@ -523,14 +511,7 @@ impl SledStore {
                 .insert(block_id.to_be_bytes(), encode(&block))
                 .map_err(backend)?;
         }
-        for (link_id, first, last, first_id, last_id) in spans {
-            self.visit_index
-                .insert(
-                    link_key(link_id, first),
-                    &span_value(first_id, last_id, last)[..],
-                )
-                .map_err(backend)?;
-        }
+        self.index_blocks(&spans)?;
         Ok(block_id)
     }
 
@@ -655,18 +636,23 @@ impl SledStore {
     ) -> StoreResult<VisitPage> {
         let start = after.map_or(0, |a| a.saturating_add(1));
         let mut page = VisitPage::default();
-        // The index entries are small: skipping those that end before `start` is cheap, the
-        // blocks are read only where the page is.
-        'blocks: for item in self
+        // Stored entries up to the fold point, then the link's unfolded one. The entries are
+        // small: skipping those that end before `start` is cheap, the blocks are read only
+        // where the page is.
+        let (folded, recent) = self.recent_span(link_id);
+        let stored = self
             .visit_index
-            .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
-        {
-            let (key, value) = item.map_err(backend)?;
-            let (first_block, last_block, _, last_id) = read_span(&key, &value);
-            if last_id < start {
+            .range(link_key(link_id, 0)..=link_key(link_id, folded))
+            .map(|item| {
+                let (key, value) = item.map_err(backend)?;
+                Ok(Span::decode(&key, &value))
+            });
+        'blocks: for span in stored.chain(recent.map(Ok)) {
+            let span: Span = span?;
+            if span.last_id < start {
                 continue;
             }
-            for block_id in first_block..=last_block {
+            for &block_id in &span.blocks {
                 for visit in self.block_visits(link_id, block_id)? {
                     if visit.id < start {
                         continue;
@@ -690,17 +676,22 @@ impl SledStore {
     ) -> StoreResult<VisitPage> {
         let end = before.unwrap_or(u64::MAX);
         let mut page = VisitPage::default();
-        'blocks: for item in self
+        // The unfolded entry first, then stored entries up to the fold point, newest first.
+        let (folded, recent) = self.recent_span(link_id);
+        let stored = self
             .visit_index
-            .range(link_key(link_id, 0)..=link_key(link_id, u64::MAX))
+            .range(link_key(link_id, 0)..=link_key(link_id, folded))
             .rev()
-        {
-            let (key, value) = item.map_err(backend)?;
-            let (first_block, last_block, first_id, _) = read_span(&key, &value);
-            if first_id >= end {
+            .map(|item| {
+                let (key, value) = item.map_err(backend)?;
+                Ok(Span::decode(&key, &value))
+            });
+        'blocks: for span in recent.map(Ok).into_iter().chain(stored) {
+            let span: Span = span?;
+            if span.first_id >= end {
                 continue;
             }
-            for block_id in (first_block..=last_block).rev() {
+            for &block_id in span.blocks.iter().rev() {
                 for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
                     if visit.id >= end {
                         continue;
@@ -861,6 +852,10 @@ impl SledStore {
     pub(super) fn prune_visits_impl(&self, before: Millis, limit: usize) -> StoreResult<u64> {
         // Whole blocks, oldest first, until `limit` visits (the last block may overshoot, so a
         // call that returns fewer than `limit` has pruned everything due).
+        // Only blocks whose index entries are in the tree: a fold first (the job runs once a
+        // day; this costs at most the fold the writer would have made within seconds).
+        self.fold_index()?;
+        let folded = self.index_folded();
         let mut total = 0u64;
         for item in self.visit_blocks.iter() {
             if total >= limit as u64 {
@@ -868,6 +863,9 @@ impl SledStore {
             }
             let (key, value) = item.map_err(backend)?;
             let block_id = read_u64(&key).unwrap_or(0);
+            if block_id > folded {
+                break;
+            }
             let block = match decode_block(&value) {
                 Ok(block) => block,
                 Err(e) => {
@@ -885,14 +883,13 @@ impl SledStore {
             links.sort_unstable();
             links.dedup();
             for link_id in links {
-                // Blocks go in order, so the link's entry for this block starts at it; if its
-                // run goes on, the entry moves to the next block.
+                // Blocks go in order, so the link's entry for this block starts at it; if it
+                // names more blocks, it moves to the next of them.
                 let key = link_key(link_id, block_id);
                 if let Some(value) = self.visit_index.remove(key).map_err(backend)? {
-                    let (_, last_block, _, _) = read_span(&key, &value);
-                    if last_block > block_id {
+                    if let Some((next, value)) = Span::decode(&key, &value).without_first() {
                         self.visit_index
-                            .insert(link_key(link_id, block_id + 1), value)
+                            .insert(link_key(link_id, next), value)
                             .map_err(backend)?;
                     }
                 }
@@ -959,6 +956,7 @@ impl SledStore {
             old_visits.remove(key).map_err(backend)?;
             moved += chunk.len() as u64;
         }
+        self.fold_index()?;
         self.db.flush().map_err(backend)?;
         Ok(moved)
     }
