@@ -32,6 +32,8 @@ use crate::store::StoreResult;
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
 /// Block references held in memory before a fold comes early (8 bytes each).
 pub(super) const MAX_REFS: usize = 1 << 20;
+/// Longest run of blocks one stored entry is read as (256 M visits of one link in one write).
+const MAX_RUN: u64 = 1 << 20;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -80,11 +82,13 @@ impl Span {
                 blocks
             }
             _ => {
+                // A run is one write's blocks for one link; a damaged last block must not
+                // make it billions long.
                 let last = value
                     .get(16..)
                     .and_then(read_u64)
                     .unwrap_or(first_block)
-                    .max(first_block);
+                    .clamp(first_block, first_block.saturating_add(MAX_RUN));
                 (first_block..=last).collect()
             }
         };
