@@ -337,21 +337,12 @@ mod tests {
             referer_host: "".into(),
         };
         // Link 7 in every write, link 8 in the first and the last: blocks 1..=3 and {1, 3}.
+        let ids_of = |page: crate::store::VisitPage| -> Vec<u64> {
+            page.items.iter().map(|v| v.id).collect()
+        };
         let ids = |store: &SledStore, link: u64| -> Vec<u64> {
-            let forward: Vec<u64> = store
-                .visits_page(link, None, 100)
-                .expect("page")
-                .items
-                .iter()
-                .map(|v| v.id)
-                .collect();
-            let mut backward: Vec<u64> = store
-                .recent_visits(link, None, 100)
-                .expect("recent")
-                .items
-                .iter()
-                .map(|v| v.id)
-                .collect();
+            let forward = ids_of(store.visits_page(link, None, 100).expect("page"));
+            let mut backward = ids_of(store.recent_visits(link, None, 100).expect("recent"));
             backward.reverse();
             assert_eq!(forward, backward, "link {link}: both directions agree");
             forward
