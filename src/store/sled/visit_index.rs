@@ -8,7 +8,8 @@
 //! held in [`Recent`], and listings read both. A link visited every second costs one index
 //! write per fold instead of one per second. With an entry per link per write, the index
 //! inserts were a fifth of the process's CPU under Zipf redirects over 1 M links (random
-//! inserts into a growing tree, with node splits), and a quarter of the data directory's growth.
+//! inserts into a growing tree, with node splits), and two fifths of the data directory's
+//! growth.
 //!
 //! Crash safety: blocks are durable at every write. The fold point (counter
 //! `visit_indexed_block`: the last block whose entries are in the tree) moves only after a
