@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::keys::{counter, read_u64};
+use super::visits::link_key;
 use super::{backend, SledStore};
 use crate::store::StoreResult;
 
@@ -243,10 +244,7 @@ impl SledStore {
             links.sort_unstable_by_key(|(link_id, _)| **link_id);
             for (&link_id, span) in links {
                 self.visit_index
-                    .insert(
-                        super::visits::link_key(link_id, span.blocks[0]),
-                        span.value(),
-                    )
+                    .insert(link_key(link_id, span.blocks[0]), span.value())
                     .map_err(backend)?;
             }
             through
@@ -262,6 +260,21 @@ impl SledStore {
     /// to the fold point, then this one.
     pub(super) fn recent_span(&self, link_id: u64) -> (u64, Option<Span>) {
         self.recent_index.read().of(link_id)
+    }
+
+    /// The link's stored entries keyed up to the fold point (past it: a fold cut short, whose
+    /// entries the memory part holds), in block order.
+    pub(super) fn stored_spans(
+        &self,
+        link_id: u64,
+        folded: u64,
+    ) -> impl DoubleEndedIterator<Item = StoreResult<Span>> {
+        self.visit_index
+            .range(link_key(link_id, 0)..=link_key(link_id, folded))
+            .map(|item| {
+                let (key, value) = item.map_err(backend)?;
+                Ok(Span::decode(&key, &value))
+            })
     }
 
     /// The last block whose index entries are in the tree.

@@ -640,13 +640,7 @@ impl SledStore {
         // small: skipping those that end before `start` is cheap, the blocks are read only
         // where the page is.
         let (folded, recent) = self.recent_span(link_id);
-        let stored = self
-            .visit_index
-            .range(link_key(link_id, 0)..=link_key(link_id, folded))
-            .map(|item| {
-                let (key, value) = item.map_err(backend)?;
-                Ok(Span::decode(&key, &value))
-            });
+        let stored = self.stored_spans(link_id, folded);
         'blocks: for span in stored.chain(recent.map(Ok)) {
             let span: Span = span?;
             if span.last_id < start {
@@ -678,14 +672,7 @@ impl SledStore {
         let mut page = VisitPage::default();
         // The unfolded entry first, then stored entries up to the fold point, newest first.
         let (folded, recent) = self.recent_span(link_id);
-        let stored = self
-            .visit_index
-            .range(link_key(link_id, 0)..=link_key(link_id, folded))
-            .rev()
-            .map(|item| {
-                let (key, value) = item.map_err(backend)?;
-                Ok(Span::decode(&key, &value))
-            });
+        let stored = self.stored_spans(link_id, folded).rev();
         'blocks: for span in recent.map(Ok).into_iter().chain(stored) {
             let span: Span = span?;
             if span.first_id >= end {
