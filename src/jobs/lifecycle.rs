@@ -25,12 +25,14 @@ const CHUNK: usize = 500;
 /// transaction stays short, large enough that redirects wait behind sled's write lock once
 /// per group, not once per link.
 const EXPIRE_GROUP: usize = 64;
-/// After each chunk the job rests twice as long as the chunk took, so that on a small machine
-/// it takes at most about a third of one core from the redirects. A nightly job can afford to
-/// take three times as long; with expiries grouped it still ends sooner than it used to with
-/// one transaction per link and an equal rest (1 M links, 100,000 expiring: 26 s against
-/// 33–37 s).
-const REST_PER_WORK: u32 = 2;
+/// After each chunk the job rests five times as long as the chunk took, so that on a small
+/// machine it takes at most about a sixth of one core from the redirects. Its cost to them is
+/// more than its CPU: each group of expiries is a sled transaction, applied under a lock that
+/// every read of the process waits behind, redirects that miss the cache included. A nightly
+/// job can afford to take longer: 1 M links with 100,000 expiring took 31 and 35 s against 19
+/// and 22 s resting twice as long, and redirects during it kept 0.80 and 0.88 of their idle
+/// rate against 0.75 and 0.70 (`benches/run.py --rows job`, alternating).
+const REST_PER_WORK: u32 = 5;
 
 /// What one run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
