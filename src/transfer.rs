@@ -160,10 +160,7 @@ impl VisitRecord {
     fn to_new_visit(&self, link_id: u64) -> Result<NewVisit, String> {
         let at = parse_rfc3339(&self.at).map_err(|e| format!("`at`: {e}"))?;
         // The distinct-visitor key is the first 8 bytes of the same SHA-1 (see visits::client).
-        let client_hash = hex::decode(self.client_id.get(..16).unwrap_or(""))
-            .ok()
-            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-            .map(u64::from_be_bytes)
+        let client_hash = crate::visits::client::client_hash_from_id(&self.client_id)
             .ok_or("`client_id` is not a hex SHA-1")?;
         let referer_host = crate::visits::tally::referer_host(&self.referer).into();
         Ok(NewVisit {

@@ -117,6 +117,11 @@ pub mod counter {
     /// The last visit block whose `visit_index` entries are written (the rest are held in
     /// memory until the next fold, [`super::super::visit_index`]).
     pub const VISIT_INDEXED_BLOCK: &[u8] = b"visit_indexed_block";
+    /// The last visit block whose visits the `visit_days` records count (the rest are held
+    /// in memory until the next fold, [`super::super::visit_counts`]).
+    pub const VISIT_COUNTED_BLOCK: &[u8] = b"visit_counted_block";
+    /// Where the fold under way (or cut short by a crash) stops: records it wrote say so.
+    pub const VISIT_COUNTING_BLOCK: &[u8] = b"visit_counting_block";
 
     /// Visits per UTC day (days since the epoch), for the system-wide statistics.
     pub fn day_visits(day: u64) -> Vec<u8> {

@@ -38,6 +38,7 @@ mod keys;
 mod links;
 mod open;
 mod pools;
+mod visit_counts;
 mod visit_index;
 mod visits;
 
@@ -145,6 +146,10 @@ pub struct SledStore {
     recent_index: RwLock<visit_index::Recent>,
     /// Held by a fold, so that two never interleave.
     index_fold: Mutex<()>,
+    /// The `visit_days` counts not yet folded into the tree ([`visit_counts::Unwritten`]).
+    unwritten_counts: RwLock<visit_counts::Unwritten>,
+    /// Held by a count fold, and by a write adding counts (never during a fold).
+    count_fold: Mutex<()>,
     /// `pool/<L>` for L in 1..=16, index L-1.
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.

@@ -83,6 +83,8 @@ impl SledStore {
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),
             index_fold: Mutex::new(()),
+            unwritten_counts: RwLock::new(super::visit_counts::Unwritten::default()),
+            count_fold: Mutex::new(()),
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
             committer: group::Committer::default(),
@@ -106,6 +108,13 @@ impl SledStore {
             tracing::info!(
                 blocks = replayed,
                 "visit blocks not yet indexed on disk read back"
+            );
+        }
+        let recounted = store.load_unwritten_counts()?;
+        if recounted > 0 {
+            tracing::info!(
+                blocks = recounted,
+                "visit blocks not yet counted on disk read back"
             );
         }
         let moved = store.migrate_visit_chunks(&old_visits, &old_log)?;
@@ -237,6 +246,7 @@ impl SledStore {
         self.committer.stop();
         self.checkpoint_impl()?;
         self.fold_index()?;
+        self.fold_counts()?;
         self.db.flush().map_err(backend)?;
         self.flusher.shutdown();
         Ok(())

@@ -11,14 +11,14 @@
 //! Visits are append-only: the visits of one call, ordered by link, are cut into blocks of at
 //! most [`BLOCK_ROWS`] visits, each one sled value whose strings (user agents, referers, codes,
 //! client ids, …) are stored once per block, and each link's blocks are noted in the index,
-//! which is written every few seconds ([`super::visit_index`]). Counters are aggregated in memory over the whole call, and each dirty counter (a
-//! link's day record, which also carries the link's running totals, and the system's visits
-//! of a day) is read and written once. The
-//! writer calls `record_visits` once per interval (about a second) with everything that
-//! arrived, so a link visited a thousand times in that second costs the same counter writes as
-//! one visit. Before blocks, each link's visits of a batch were a record of their own and its
-//! counters were written per batch: spread traffic cost six tree writes per visit and the
-//! writer fell behind the redirects.
+//! which is written every few seconds ([`super::visit_index`]). Counters are aggregated in
+//! memory: the system's visits of a day are written once per call, and each link's day record
+//! (which also carries the link's running totals) once per fold, every few seconds
+//! ([`super::visit_counts`]). The writer calls `record_visits` once per interval (about a
+//! second) with everything that arrived, so a link visited a thousand times in ten seconds
+//! costs one record write. Before blocks, each link's visits of a batch were a record of
+//! their own and its counters were written per batch: spread traffic cost six tree writes per
+//! visit and the writer fell behind the redirects.
 //!
 //! They are plain inserts, not a transaction (see [`SledStore::write_visits`] for why and what
 //! a crash can do), made durable by one flush per call.
@@ -30,7 +30,7 @@
 //! Stores written before blocks kept a `visits` tree (one record per link per batch) and a
 //! `visit_log`: [`SledStore::migrate_visit_chunks`] turns them into blocks when the store opens.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -59,7 +59,7 @@ pub(super) const BLOCK_ROWS: usize = 256;
 
 /// One link's counters of one UTC day.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct DayRecord {
+pub(super) struct DayRecord {
     /// (hour of the day, visits, bots), by hour.
     hours: Vec<(u8, u64, u64)>,
     /// (dimension, value, visits): the material of the `top` lists.
@@ -71,6 +71,11 @@ struct DayRecord {
     /// (they were kept in `visit_totals`, which is still read for such links).
     #[serde(default)]
     totals: Option<(u64, u64)>,
+    /// The last visit block whose visits of this link and day are counted here (0 in records
+    /// written before counts were held in memory): after a fold cut short by a crash, the
+    /// blocks this covers are not counted again ([`super::visit_counts`]).
+    #[serde(default)]
+    pub(super) through: u64,
 }
 
 /// Decodes a day record (for [`super::check_record`]).
@@ -82,9 +87,9 @@ pub(super) fn decode_day(bytes: &[u8]) -> StoreResult<()> {
     Ok(())
 }
 
-/// A stored day record for the writer. A damaged record restarts rather than failing every
-/// later write, but loudly: its counts are lost.
-fn decode_day_record(link_id: u64, day: u64, bytes: &[u8]) -> DayRecord {
+/// A stored day record for the fold or the rebuild. A damaged record restarts rather than
+/// failing every later write, but loudly: its counts are lost.
+pub(super) fn decode_day_record(link_id: u64, day: u64, bytes: &[u8]) -> DayRecord {
     rmp_serde::from_slice(bytes).unwrap_or_else(|e| {
         tracing::error!(
             link_id,
@@ -115,38 +120,52 @@ impl DayRecord {
     }
 }
 
-/// One link's counts of one day in one call, gathered before they are added to its stored
-/// [`DayRecord`]. It holds the visits' shared strings, so gathering allocates nothing per
-/// visit beyond the first of a (link, day).
+/// One link's counts of one day not yet added to its stored [`DayRecord`] (held in memory
+/// until the next fold, [`super::visit_counts`]). It holds the visits' shared strings, so
+/// gathering allocates nothing per visit beyond the first of a (link, day).
 #[derive(Debug, Default)]
-struct DayDelta {
+pub(super) struct DayDelta {
     /// (hour of the day, visits, bots), by hour.
-    hours: Vec<(u8, u64, u64)>,
+    pub hours: Vec<(u8, u64, u64)>,
     /// (dimension, value, visits).
-    dims: Vec<(u8, Arc<str>, u64)>,
-    /// The client hashes of the non-bot visits.
-    hashes: Vec<u64>,
+    pub dims: Vec<(u8, Arc<str>, u64)>,
+    /// The distinct non-bot clients.
+    pub uniques: Hll,
 }
 
 impl DayDelta {
-    fn add(&mut self, new: &NewVisit) {
+    pub(super) fn add(&mut self, new: &NewVisit) {
         let v = &new.visit;
         let hour = ((v.at % DAY_MS) / HOUR_MS) as u8;
         add_hour(&mut self.hours, hour, 1, u64::from(v.is_bot));
         if !v.is_bot {
-            self.hashes.push(new.client_hash);
+            self.uniques.insert_hash(new.client_hash);
         }
         for (dim, value) in top_values(new) {
-            let dim = dimension_byte(dim);
-            match self.dims.iter_mut().find(|d| d.0 == dim && d.1 == *value) {
-                Some(d) => d.2 += 1,
-                None => self.dims.push((dim, Arc::clone(value), 1)),
-            }
+            self.add_dim(dimension_byte(dim), value, 1);
         }
     }
 
+    fn add_dim(&mut self, dim: u8, value: &Arc<str>, n: u64) {
+        match self.dims.iter_mut().find(|d| d.0 == dim && d.1 == *value) {
+            Some(d) => d.2 += n,
+            None => self.dims.push((dim, Arc::clone(value), n)),
+        }
+    }
+
+    /// Adds the counts of a later call.
+    pub(super) fn merge(&mut self, other: &DayDelta) {
+        for &(hour, visits, bots) in &other.hours {
+            add_hour(&mut self.hours, hour, visits, bots);
+        }
+        for (dim, value, n) in &other.dims {
+            self.add_dim(*dim, value, *n);
+        }
+        self.uniques.merge(&other.uniques);
+    }
+
     /// Visits and bots counted.
-    fn counts(&self) -> (u64, u64) {
+    pub(super) fn counts(&self) -> (u64, u64) {
         self.hours
             .iter()
             .fold((0, 0), |(v, b), h| (v + h.1, b + h.2))
@@ -352,6 +371,12 @@ pub(super) fn link_key(link_id: u64, n: u64) -> [u8; 16] {
     key
 }
 
+/// Every visit of a stored block, for counting them again ([`super::visit_counts`]).
+pub(super) fn block_all_visits(bytes: &[u8]) -> StoreResult<Vec<Visit>> {
+    let block = decode_block(bytes)?;
+    block.rows.iter().map(|r| block.visit(r)).collect()
+}
+
 /// (link id, visit id) of every row of a stored block, for rebuilding the unfolded index.
 pub(super) fn block_rows(bytes: &[u8]) -> StoreResult<Vec<(u64, u64)>> {
     let block = decode_block(bytes)?;
@@ -443,15 +468,17 @@ impl SledStore {
         self.write_visits(visits, true)
     }
 
-    /// Writes the visits (`preset`: keeping their ids instead of assigning new ones), then
-    /// their counters, then flushes once.
+    /// Writes the visits (`preset`: keeping their ids instead of assigning new ones), adds
+    /// them to the system's day counters and the held link counters (folding those when due),
+    /// then flushes once.
     ///
     /// Plain inserts, not a transaction: sled applies a transaction's writes under a global
     /// lock that every read of every tree waits for, and a stream of visit transactions starved
     /// the redirects that miss the cache. Only the writer task writes these trees and these
     /// counters, so nothing races; the ids are reserved first, so a crash never gives an id
     /// twice. What a crash can do is lose the call in flight (the writer's last interval) or
-    /// leave it partly written and partly counted: visits are acknowledged to no one.
+    /// leave it written but not in the system's day counter: visits are acknowledged to no
+    /// one. The link counters are rebuilt from the blocks after a crash.
     fn write_visits(&self, visits: &mut [NewVisit], preset: bool) -> StoreResult<()> {
         if visits.is_empty() {
             return Ok(());
@@ -478,7 +505,8 @@ impl SledStore {
         for new in visits.iter() {
             deltas.add(new);
         }
-        self.write_counters(deltas)?;
+        self.add_day_visits(&deltas.system)?;
+        self.hold_counts(deltas.days, last_block)?;
         self.flusher.wait_durable()
     }
 
@@ -515,97 +543,101 @@ impl SledStore {
         Ok(block_id)
     }
 
-    /// Adds a call's counts to the stored counters: for each dirty (link, day), one read of
-    /// its record (or, the first time in a day, of the link's last record) and one write.
-    ///
-    /// In key order: the dirty records of a call are spread over the whole tree, and visiting
-    /// them in order reads and rewrites each of sled's nodes once, while it is in the page
-    /// cache, instead of paging nodes in again and again in hash order.
-    fn write_counters(&self, deltas: Deltas) -> StoreResult<()> {
-        let mut days: Vec<_> = deltas.days.into_iter().collect();
-        days.sort_unstable_by_key(|(key, _)| *key);
-        for ((link_id, day), delta) in days {
-            // A link already counted today: its record of the day is a point read. Otherwise
-            // one forward look finds the link's first record, which for most such links is
-            // none at all (or today's); only a link counted on an earlier day looks further.
-            let today = link_key(link_id, day);
-            let last = if self.counted.lock().contains(day, link_id) {
-                self.visit_days
-                    .get(today)
-                    .map_err(backend)?
-                    .map(|bytes| (sled::IVec::from(&today[..]), bytes))
-            } else {
-                match self.first_day_record(link_id)? {
-                    None => None,
-                    Some((key, bytes)) if key.as_ref() == today => Some((key, bytes)),
-                    Some(_) => match self.visit_days.get(today).map_err(backend)? {
-                        Some(bytes) => Some((sled::IVec::from(&today[..]), bytes)),
-                        None => self.last_day_record(link_id)?,
-                    },
-                }
-            };
-            let (mut record, before) = match last {
-                Some((key, bytes)) => {
-                    let last_day = key.get(8..).and_then(read_u64).unwrap_or(0);
-                    let stored = decode_day_record(link_id, last_day, &bytes);
-                    if last_day == day {
-                        let before = stored.totals;
-                        (stored, before)
-                    } else if last_day < day {
-                        (DayRecord::default(), stored.totals)
-                    } else {
-                        // Visits of a day before the link's last counted day (imports come in
-                        // any order): later days' running totals grow too.
-                        self.add_to_later_totals(link_id, day, delta.counts())?;
-                        let record = match self
-                            .visit_days
-                            .get(link_key(link_id, day))
-                            .map_err(backend)?
-                        {
-                            Some(bytes) => decode_day_record(link_id, day, &bytes),
-                            None => DayRecord::default(),
-                        };
-                        let before = match record.totals {
-                            Some(t) => Some(t),
-                            None => self.totals_before(link_id, day)?,
-                        };
-                        (record, before)
-                    }
-                }
-                None => (DayRecord::default(), None),
-            };
-            let before = match before {
-                Some(t) => t,
-                // Counted before totals moved into the day records (or never counted).
-                None => self.legacy_totals(link_id)?,
-            };
-            record.merge(&delta);
-            let (visits, bots) = delta.counts();
-            record.totals = Some((before.0 + visits, before.1 + bots));
-            if !delta.hashes.is_empty() {
-                let mut hll = if record.uniques.is_empty() {
-                    Hll::default()
-                } else {
-                    Hll::from_bytes(&record.uniques).unwrap_or_else(|| {
-                        tracing::error!(
-                            link_id,
-                            day,
-                            "corrupt distinct-visitor sketch: unique visitors restart from zero"
-                        );
-                        Hll::default()
-                    })
-                };
-                for &h in &delta.hashes {
-                    hll.insert_hash(h);
-                }
-                record.uniques = hll.to_bytes();
-            }
+    /// Adds a link's counts of a day to its stored record (a fold's step,
+    /// [`super::visit_counts`]), stamped with the fold's last block: one read of the record
+    /// (or, the first time in a day, of the link's last record) and one write.
+    pub(super) fn count_day(
+        &self,
+        link_id: u64,
+        day: u64,
+        delta: &DayDelta,
+        through: u64,
+    ) -> StoreResult<()> {
+        // A link already counted today: its record of the day is a point read. Otherwise
+        // one forward look finds the link's first record, which for most such links is
+        // none at all (or today's); only a link counted on an earlier day looks further.
+        let today = link_key(link_id, day);
+        let last = if self.counted.lock().contains(day, link_id) {
             self.visit_days
-                .insert(today, encode(&record))
-                .map_err(backend)?;
-            self.counted.lock().insert(day, link_id);
+                .get(today)
+                .map_err(backend)?
+                .map(|bytes| (sled::IVec::from(&today[..]), bytes))
+        } else {
+            match self.first_day_record(link_id)? {
+                None => None,
+                Some((key, bytes)) if key.as_ref() == today => Some((key, bytes)),
+                Some(_) => match self.visit_days.get(today).map_err(backend)? {
+                    Some(bytes) => Some((sled::IVec::from(&today[..]), bytes)),
+                    None => self.last_day_record(link_id)?,
+                },
+            }
+        };
+        let (mut record, before) = match last {
+            Some((key, bytes)) => {
+                let last_day = key.get(8..).and_then(read_u64).unwrap_or(0);
+                let stored = decode_day_record(link_id, last_day, &bytes);
+                if last_day == day {
+                    let before = stored.totals;
+                    (stored, before)
+                } else if last_day < day {
+                    (DayRecord::default(), stored.totals)
+                } else {
+                    // Visits of a day before the link's last counted day (imports come in
+                    // any order): later days' running totals grow too.
+                    self.add_to_later_totals(link_id, day, delta.counts())?;
+                    let record = match self
+                        .visit_days
+                        .get(link_key(link_id, day))
+                        .map_err(backend)?
+                    {
+                        Some(bytes) => decode_day_record(link_id, day, &bytes),
+                        None => DayRecord::default(),
+                    };
+                    let before = match record.totals {
+                        Some(t) => Some(t),
+                        None => self.totals_before(link_id, day)?,
+                    };
+                    (record, before)
+                }
+            }
+            None => (DayRecord::default(), None),
+        };
+        let before = match before {
+            Some(t) => t,
+            // Counted before totals moved into the day records (or never counted).
+            None => self.legacy_totals(link_id)?,
+        };
+        record.merge(delta);
+        let (visits, bots) = delta.counts();
+        record.totals = Some((before.0 + visits, before.1 + bots));
+        record.through = through;
+        if delta.uniques.estimate() > 0 {
+            let mut hll = if record.uniques.is_empty() {
+                Hll::default()
+            } else {
+                Hll::from_bytes(&record.uniques).unwrap_or_else(|| {
+                    tracing::error!(
+                        link_id,
+                        day,
+                        "corrupt distinct-visitor sketch: unique visitors restart from zero"
+                    );
+                    Hll::default()
+                })
+            };
+            hll.merge(&delta.uniques);
+            record.uniques = hll.to_bytes();
         }
-        for (day, n) in deltas.system {
+        self.visit_days
+            .insert(today, encode(&record))
+            .map_err(backend)?;
+        self.counted.lock().insert(day, link_id);
+        Ok(())
+    }
+
+    /// Adds a call's visits to the system-wide visits of each day (a few counters, written at
+    /// once).
+    fn add_day_visits(&self, system: &FastMap<u64, u64>) -> StoreResult<()> {
+        for (&day, &n) in system {
             let key = counter::day_visits(day);
             let current = self.counter(&key)?;
             self.counters
@@ -695,6 +727,9 @@ impl SledStore {
     }
 
     pub(super) fn visit_totals_impl(&self, link_id: u64) -> StoreResult<VisitTotals> {
+        // The stored records and the counts held in memory, under one read lock: a fold
+        // moves counts from one to the other under the write lock.
+        let unwritten = self.unwritten_counts.read();
         let last = self.last_day_record(link_id)?;
         let totals = match last {
             Some((_, bytes)) => {
@@ -707,9 +742,14 @@ impl SledStore {
             }
             None => self.legacy_totals(link_id)?,
         };
+        let held = unwritten
+            .of(link_id)
+            .iter()
+            .map(|(_, delta)| delta.counts())
+            .fold((0, 0), |(v, b), (dv, db)| (v + dv, b + db));
         Ok(VisitTotals {
-            visits: totals.0,
-            bots: totals.1,
+            visits: totals.0 + held.0,
+            bots: totals.1 + held.1,
         })
     }
 
@@ -806,7 +846,20 @@ impl SledStore {
             return Ok(summary);
         };
         let mut top: HashMap<(u8, String), u64> = HashMap::new();
+        let mut hours: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
         let mut uniques = Hll::new();
+        let mut add_hours = |day: u64, counts: &[(u8, u64, u64)]| {
+            for &(h, visits, bots) in counts {
+                let hour = day * 24 + u64::from(h);
+                if (first_hour..=last_hour).contains(&hour) {
+                    let at = hours.entry(hour).or_default();
+                    at.0 += visits;
+                    at.1 += bots;
+                }
+            }
+        };
+        // The stored records and the counts held in memory, under one read lock (as totals).
+        let unwritten = self.unwritten_counts.read();
         for item in self
             .visit_days
             .range(link_key(link_id, first_day)..=link_key(link_id, last_day))
@@ -815,12 +868,7 @@ impl SledStore {
             let day = key.get(8..).and_then(read_u64).unwrap_or(0);
             let record: DayRecord =
                 rmp_serde::from_slice(&value).map_err(|e| corrupt("visit_days", e))?;
-            for (h, visits, bots) in record.hours {
-                let hour = day * 24 + u64::from(h);
-                if (first_hour..=last_hour).contains(&hour) {
-                    summary.hours.push(HourCount { hour, visits, bots });
-                }
-            }
+            add_hours(day, &record.hours);
             for (dim, value, n) in record.dims {
                 *top.entry((dim, value)).or_default() += n;
             }
@@ -828,6 +876,21 @@ impl SledStore {
                 uniques.merge(&hll);
             }
         }
+        for (day, delta) in unwritten.of(link_id) {
+            if !(first_day..=last_day).contains(day) {
+                continue;
+            }
+            add_hours(*day, &delta.hours);
+            for (dim, value, n) in &delta.dims {
+                *top.entry((*dim, value.to_string())).or_default() += n;
+            }
+            uniques.merge(&delta.uniques);
+        }
+        drop(unwritten);
+        summary.hours = hours
+            .into_iter()
+            .map(|(hour, (visits, bots))| HourCount { hour, visits, bots })
+            .collect();
         summary.top = top
             .into_iter()
             .filter_map(|((d, v), n)| Some((dimension_of(d)?, v, n)))
@@ -912,6 +975,9 @@ impl SledStore {
         if old_visits.is_empty() && old_log.is_empty() {
             return Ok(0);
         }
+        // The moved visits were counted when they were recorded: the fold point moves past
+        // each block with it (after whatever is held is written).
+        self.fold_counts()?;
         let mut moved = 0u64;
         let mut block_id = self.counter(counter::VISIT_BLOCK_ID)?;
         for item in old_log.iter() {
@@ -923,9 +989,7 @@ impl SledStore {
                 let chunk: Vec<Visit> =
                     rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
                 block_id = self.write_blocks(block_id + 1, chunk.iter().collect())?;
-                self.counters
-                    .insert(counter::VISIT_BLOCK_ID, &block_id.to_be_bytes()[..])
-                    .map_err(backend)?;
+                self.note_migrated(block_id)?;
                 old_visits.remove(chunk_key).map_err(backend)?;
                 moved += chunk.len() as u64;
             }
@@ -937,15 +1001,21 @@ impl SledStore {
             let chunk: Vec<Visit> =
                 rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
             block_id = self.write_blocks(block_id + 1, chunk.iter().collect())?;
-            self.counters
-                .insert(counter::VISIT_BLOCK_ID, &block_id.to_be_bytes()[..])
-                .map_err(backend)?;
+            self.note_migrated(block_id)?;
             old_visits.remove(key).map_err(backend)?;
             moved += chunk.len() as u64;
         }
         self.fold_index()?;
         self.db.flush().map_err(backend)?;
         Ok(moved)
+    }
+
+    /// A migrated block is written: the last block id and the count fold point move past it
+    /// together.
+    fn note_migrated(&self, block_id: u64) -> StoreResult<()> {
+        let mut batch = sled::Batch::default();
+        batch.insert(counter::VISIT_BLOCK_ID, &block_id.to_be_bytes()[..]);
+        self.mark_counted(block_id, batch)
     }
 }
 
