@@ -1,10 +1,11 @@
 //! The per-link day counters (`visit_days`) not yet written, held in memory, and their fold.
 //!
 //! Each write of visits (about a second) adds its counts per (link, day) to [`Unwritten`];
-//! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held days) the fold adds them to the
-//! stored records, in key order. A link visited every second costs one record write per fold
-//! instead of one per second, and a fold that touches many records of one tree node does so
-//! while the node is in memory. With a read and a write of every dirty record every second,
+//! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held days) a fold starts, which adds
+//! them to the stored records in key order, a share at each of the writes that follow
+//! ([`FOLD_SLICE`]) while new counts gather beside it. A link visited every second costs one
+//! record write per fold instead of one per second, and a fold that touches many records of
+//! one tree node does so while the node is in memory. With a read and a write of every dirty record every second,
 //! the counters were the largest cost of recording visits: switching them off (an experiment)
 //! took redirects from 0.69 to 0.75 of the ceiling under Zipf traffic over 1 M links, and from
 //! 0.41 to 0.55 under uniform traffic.
@@ -15,7 +16,8 @@
 //!
 //! Crash safety: the visits are durable in their blocks at every write. The fold point
 //! (counter `visit_counted_block`: the last block whose visits the records count) moves only
-//! after a fold has written every record, and opening counts the blocks after it again. A fold
+//! after a fold has written every record, and opening counts the blocks after it again (at
+//! most about 20 seconds of them: a fold's and the one gathering). A fold
 //! cut short would count some of those twice, so each record carries the last block it counts
 //! (`through`), and the fold notes where it will stop (`visit_counting_block`) before it
 //! starts: opening skips, for a (link, day), the blocks up to its record's `through`. Adding
@@ -35,53 +37,50 @@ use crate::store::{NewVisit, StoreResult, Visit};
 use crate::visits::client::client_hash_of;
 use crate::visits::tally::referer_host;
 
-/// How long counts wait in memory before the fold writes them. It bounds the blocks counted
-/// again when the store opens after a crash, and how much a fold writes at once.
+/// How long counts wait in memory before a fold starts. It bounds the blocks counted again
+/// when the store opens after a crash, and how much a fold writes.
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
-/// (link, day) counts held before a fold comes early (a few hundred bytes each): under
+/// (link, day) counts held before a fold starts early (a few hundred bytes each): under
 /// traffic spread over a million links, a fold every few seconds.
 pub(super) const MAX_HELD: usize = 1 << 17;
+/// How long each write spends on the fold under way (at least: it also writes as many records
+/// as the write added, so that the fold keeps pace). A fold is paced over the writes that
+/// follow it rather than made at once: 131,072 records at once kept the writer from the
+/// queue for seconds, and at 80,000 redirects a second the queue overflowed.
+const FOLD_SLICE: Duration = Duration::from_millis(250);
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// The counts not yet in `visit_days`.
+/// Counts per link and day.
 #[derive(Default)]
-pub(super) struct Unwritten {
-    /// The last block whose visits the stored records count.
-    counted: u64,
-    /// The last block whose visits are counted here.
-    through: u64,
-    /// Link → its days held, each with its counts.
+struct Days {
+    /// Link → its days, each with its counts.
     links: FastMap<u64, SmallVec<[(u64, DayDelta); 1]>>,
-    /// (link, day) pairs held.
-    held: usize,
-    /// When the oldest counts held were added.
-    since: Option<Instant>,
+    /// (link, day) pairs.
+    len: usize,
 }
 
-impl Unwritten {
-    fn add(&mut self, link_id: u64, day: u64, delta: DayDelta) {
-        self.since.get_or_insert_with(Instant::now);
+impl Days {
+    /// Adds counts; whether the (link, day) is new here.
+    fn add(&mut self, link_id: u64, day: u64, delta: DayDelta) -> bool {
         let days = self.links.entry(link_id).or_default();
         match days.iter_mut().find(|(d, _)| *d == day) {
-            Some((_, held)) => held.merge(&delta),
+            Some((_, held)) => {
+                held.merge(&delta);
+                false
+            }
             None => {
                 days.push((day, delta));
-                self.held += 1;
+                self.len += 1;
+                true
             }
         }
     }
 
-    fn due(&self) -> bool {
-        self.held >= MAX_HELD || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
-    }
-
-    /// The link's days held, with their counts.
-    pub(super) fn of(&self, link_id: u64) -> &[(u64, DayDelta)] {
+    fn of(&self, link_id: u64) -> &[(u64, DayDelta)] {
         self.links.get(&link_id).map_or(&[], |days| &days[..])
     }
 
-    /// Takes a (link, day)'s counts out (the fold is writing them).
     fn take(&mut self, link_id: u64, day: u64) -> Option<DayDelta> {
         let days = self.links.get_mut(&link_id)?;
         let at = days.iter().position(|(d, _)| *d == day)?;
@@ -89,76 +88,170 @@ impl Unwritten {
         if days.is_empty() {
             self.links.remove(&link_id);
         }
-        self.held -= 1;
+        self.len -= 1;
         Some(delta)
+    }
+
+    /// Every (link, day), in descending key order (the fold pops from the end).
+    fn keys_descending(&self) -> Vec<(u64, u64)> {
+        let mut keys: Vec<(u64, u64)> = self
+            .links
+            .iter()
+            .flat_map(|(&link_id, days)| days.iter().map(move |(day, _)| (link_id, *day)))
+            .collect();
+        keys.sort_unstable_by(|a, b| b.cmp(a));
+        keys
     }
 }
 
+/// The counts not yet in `visit_days`: those a fold under way is writing, and those gathered
+/// since it started.
+#[derive(Default)]
+pub(super) struct Unwritten {
+    /// The last block whose visits the stored records count.
+    counted: u64,
+    /// The last block whose visits are counted here.
+    through: u64,
+    /// Counts gathered since the fold under way started (or the last one ended).
+    held: Days,
+    /// When the oldest of `held` was added.
+    since: Option<Instant>,
+    /// The fold under way: the counts it has still to write, of blocks up to `folding_through`,
+    /// and their keys, popped in key order.
+    folding: Days,
+    folding_keys: Vec<(u64, u64)>,
+    folding_through: u64,
+}
+
+impl Unwritten {
+    fn add(&mut self, link_id: u64, day: u64, delta: DayDelta) -> bool {
+        self.since.get_or_insert_with(Instant::now);
+        self.held.add(link_id, day, delta)
+    }
+
+    fn due(&self) -> bool {
+        self.held.len >= MAX_HELD || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
+    }
+
+    /// The link's days not yet in the tree, with their counts (a (link, day) may be in both
+    /// the fold under way and what was gathered since).
+    pub(super) fn of(&self, link_id: u64) -> impl Iterator<Item = &(u64, DayDelta)> {
+        self.folding.of(link_id).iter().chain(self.held.of(link_id))
+    }
+
+    /// Whether no counts are held.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.held.len == 0 && self.folding.len == 0
+    }
+
+    /// Starts a fold of everything held; returns the block it counts through.
+    fn start_fold(&mut self) -> u64 {
+        self.folding = std::mem::take(&mut self.held);
+        self.folding_keys = self.folding.keys_descending();
+        self.folding_through = self.through;
+        self.since = None;
+        self.through
+    }
+}
+
+/// How much of a fold one call writes.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// A write's share: [`FOLD_SLICE`], and at least this many records.
+    Slice(usize),
+    /// Everything (close, migration).
+    All,
+    /// This many records, then stop as a crash would (tests).
+    #[cfg(test)]
+    Records(usize),
+}
+
 impl SledStore {
-    /// Holds a write's counts; `through` is the write's last block. Folds them into the
-    /// records when due.
+    /// Holds a write's counts; `through` is the write's last block. Then writes a share of the
+    /// fold under way, starting one when due.
     pub(super) fn hold_counts(
         &self,
         days: FastMap<(u64, u64), DayDelta>,
         through: u64,
     ) -> StoreResult<()> {
-        let due = {
-            // Not while a fold runs: the fold stamps records with its own last block.
-            let _no_fold = self.count_fold.lock();
+        let _one_at_a_time = self.count_fold.lock();
+        let added = {
             let mut unwritten = self.unwritten_counts.write();
+            let mut added = 0;
             for ((link_id, day), delta) in days {
-                unwritten.add(link_id, day, delta);
+                added += usize::from(unwritten.add(link_id, day, delta));
             }
             unwritten.through = unwritten.through.max(through);
-            unwritten.due()
+            added
         };
-        if due {
-            self.fold_counts()?;
-        }
-        Ok(())
+        self.fold_step(Pace::Slice(added))
     }
 
-    /// Adds every held count to its stored record, in key order, then moves the fold point.
+    /// Writes every held count into its record (closing, migrating).
     pub(super) fn fold_counts(&self) -> StoreResult<()> {
-        self.fold_counts_up_to(usize::MAX)
+        let _one_at_a_time = self.count_fold.lock();
+        self.fold_step(Pace::All)?;
+        // What was gathered while that fold was under way.
+        self.fold_step(Pace::All)
     }
 
-    /// [`Self::fold_counts`], stopping after `limit` records (a test's crash in mid-fold).
-    fn fold_counts_up_to(&self, limit: usize) -> StoreResult<()> {
-        let _one_at_a_time = self.count_fold.lock();
-        let (through, mut keys) = {
-            let unwritten = self.unwritten_counts.read();
-            let keys: Vec<(u64, u64)> = unwritten
-                .links
-                .iter()
-                .flat_map(|(&link_id, days)| days.iter().map(move |(day, _)| (link_id, *day)))
-                .collect();
-            (unwritten.through, keys)
+    /// Writes part of the fold under way (starting one when due, or for `Pace::All` when
+    /// anything is held), in key order; when it is done, moves the fold point. Held by
+    /// `count_fold`.
+    fn fold_step(&self, pace: Pace) -> StoreResult<()> {
+        let started = Instant::now();
+        let through = {
+            let mut unwritten = self.unwritten_counts.write();
+            if unwritten.folding_keys.is_empty() {
+                let start = match pace {
+                    Pace::Slice(_) => unwritten.due(),
+                    _ => unwritten.held.len > 0,
+                };
+                if !start {
+                    return Ok(());
+                }
+                let through = unwritten.start_fold();
+                // Records the fold writes say `through`; after a crash, opening must know
+                // which blocks they may already count.
+                self.counters
+                    .insert(counter::VISIT_COUNTING_BLOCK, &through.to_be_bytes()[..])
+                    .map_err(backend)?;
+            }
+            unwritten.folding_through
         };
-        if keys.is_empty() {
-            return Ok(());
-        }
-        keys.sort_unstable();
-        self.counters
-            .insert(counter::VISIT_COUNTING_BLOCK, &through.to_be_bytes()[..])
-            .map_err(backend)?;
-        for (n, (link_id, day)) in keys.into_iter().enumerate() {
-            if n == limit {
+        let mut written = 0usize;
+        loop {
+            let enough = match pace {
+                Pace::Slice(added) => written >= added && started.elapsed() >= FOLD_SLICE,
+                Pace::All => false,
+                #[cfg(test)]
+                Pace::Records(n) => written >= n,
+            };
+            // Out of memory and into the record under one write lock: a reader sees the
+            // counts in one place or the other.
+            let mut unwritten = self.unwritten_counts.write();
+            if enough && unwritten.held.len < MAX_HELD {
                 return Ok(());
             }
-            // Out of memory and into the record under one write lock: a reader sees it in
-            // one place or the other.
-            let mut unwritten = self.unwritten_counts.write();
-            if let Some(delta) = unwritten.take(link_id, day) {
-                self.count_day(link_id, day, &delta, through)?;
+            let Some((link_id, day)) = unwritten.folding_keys.pop() else {
+                break;
+            };
+            if let Some(delta) = unwritten.folding.take(link_id, day) {
+                if let Err(e) = self.count_day(link_id, day, &delta, through) {
+                    // A storage fault: the counts stay held (and in the blocks, which the
+                    // store reopened counts again from the fold point).
+                    unwritten.folding.add(link_id, day, delta);
+                    unwritten.folding_keys.push((link_id, day));
+                    return Err(e);
+                }
             }
+            written += 1;
         }
         self.counters
             .insert(counter::VISIT_COUNTED_BLOCK, &through.to_be_bytes()[..])
             .map_err(backend)?;
-        let mut unwritten = self.unwritten_counts.write();
-        unwritten.counted = through;
-        unwritten.since = (unwritten.held > 0).then(Instant::now);
+        self.unwritten_counts.write().counted = through;
         Ok(())
     }
 
@@ -230,7 +323,6 @@ impl SledStore {
                 unwritten.add(link_id, day, delta);
             }
         }
-        unwritten.since = (unwritten.held > 0).then(Instant::now);
         *self.unwritten_counts.write() = unwritten;
         Ok(read)
     }
@@ -362,7 +454,10 @@ mod tests {
         same(&store, "rebuilt from the blocks");
 
         // A fold that wrote (7, day 0) and (7, day 1), then the process died.
-        store.fold_counts_up_to(2).expect("part of a fold");
+        {
+            let _fold = store.count_fold.lock();
+            store.fold_step(Pace::Records(2)).expect("part of a fold");
+        }
         assert_eq!(store.visit_days.len(), 2);
         same(&store, "halfway through a fold");
         forget_and_reload(&store);
@@ -370,7 +465,7 @@ mod tests {
 
         store.fold_counts().expect("fold");
         assert_eq!(store.visit_days.len(), 4);
-        assert!(store.unwritten_counts.read().links.is_empty());
+        assert!(store.unwritten_counts.read().is_empty());
         same(&store, "folded");
         assert_eq!(forget_and_reload(&store), 0, "nothing after the fold point");
         same(&store, "folded and reopened");
@@ -381,10 +476,7 @@ mod tests {
         store.close().expect("close");
         drop(store);
         let store = SledStore::open(&options).expect("reopen");
-        assert!(
-            store.unwritten_counts.read().links.is_empty(),
-            "close folds"
-        );
+        assert!(store.unwritten_counts.read().is_empty(), "close folds");
         assert_eq!(seen(&store, 7).0, (5, 0));
         assert_eq!(seen(&store, 7).3, 4);
         assert_eq!(seen(&store, 8), eight);
@@ -392,18 +484,19 @@ mod tests {
 
     #[test]
     fn a_link_day_held_over_many_writes_is_one_entry() {
-        let mut unwritten = Unwritten::default();
-        for (link, day) in [(7, 1), (7, 1), (8, 1), (7, 2)] {
+        let mut days = Days::default();
+        for (link, day, new_here) in [(7, 1, true), (7, 1, false), (8, 1, true), (7, 2, true)] {
             let mut delta = DayDelta::default();
             delta.add(&new(link, day * DAY, "a", false));
-            unwritten.add(link, day, delta);
+            assert_eq!(days.add(link, day, delta), new_here);
         }
-        assert_eq!(unwritten.held, 3);
-        assert_eq!(unwritten.of(7)[0].1.counts(), (2, 0));
-        assert_eq!(unwritten.of(7)[0].1.uniques.estimate(), 1);
-        assert!(unwritten.take(7, 1).is_some());
-        assert!(unwritten.take(7, 1).is_none());
-        assert_eq!(unwritten.held, 2);
-        assert_eq!(unwritten.of(7).len(), 1);
+        assert_eq!(days.len, 3);
+        assert_eq!(days.of(7)[0].1.counts(), (2, 0));
+        assert_eq!(days.of(7)[0].1.uniques.estimate(), 1);
+        assert_eq!(days.keys_descending(), vec![(8, 1), (7, 2), (7, 1)]);
+        assert!(days.take(7, 1).is_some());
+        assert!(days.take(7, 1).is_none());
+        assert_eq!(days.len, 2);
+        assert_eq!(days.of(7).len(), 1);
     }
 }

@@ -744,7 +744,6 @@ impl SledStore {
         };
         let held = unwritten
             .of(link_id)
-            .iter()
             .map(|(_, delta)| delta.counts())
             .fold((0, 0), |(v, b), (dv, db)| (v + dv, b + db));
         Ok(VisitTotals {
