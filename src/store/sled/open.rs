@@ -153,12 +153,16 @@ impl SledStore {
     }
 
     pub(super) fn counter(&self, key: &[u8]) -> StoreResult<u64> {
+        Ok(self.stored_counter(key)?.unwrap_or(0))
+    }
+
+    /// A counter, `None` if it was never written (a store older than the counter).
+    pub(super) fn stored_counter(&self, key: &[u8]) -> StoreResult<Option<u64>> {
         Ok(self
             .counters
             .get(key)
             .map_err(backend)?
-            .and_then(|v| read_u64(&v))
-            .unwrap_or(0))
+            .and_then(|v| read_u64(&v)))
     }
 
     pub(super) fn load_filter(&mut self, capacity: u64) -> StoreResult<()> {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::keys::{counter, read_u64};
+use super::keys::counter;
 use super::visits::{decode_day_record, link_key, DayDelta};
 use super::{backend, SledStore};
 use crate::store::{NewVisit, StoreResult, Visit};
@@ -260,25 +260,16 @@ impl SledStore {
     /// counts were held) counted every block as it was written. Returns the blocks read.
     pub(super) fn load_unwritten_counts(&self) -> StoreResult<u64> {
         let last_block = self.counter(counter::VISIT_BLOCK_ID)?;
-        let counted = match self
-            .counters
-            .get(counter::VISIT_COUNTED_BLOCK)
-            .map_err(backend)?
-        {
-            Some(v) => read_u64(&v).unwrap_or(0),
+        let counted = match self.stored_counter(counter::VISIT_COUNTED_BLOCK)? {
+            Some(counted) => counted,
             None => {
                 self.mark_counted(last_block, sled::Batch::default())?;
                 last_block
             }
         };
-        let counting = match self
-            .counters
-            .get(counter::VISIT_COUNTING_BLOCK)
-            .map_err(backend)?
-        {
-            Some(v) => read_u64(&v).unwrap_or(0),
-            None => counted,
-        };
+        let counting = self
+            .stored_counter(counter::VISIT_COUNTING_BLOCK)?
+            .unwrap_or(counted);
         let mut unwritten = Unwritten {
             counted,
             through: counted,
@@ -287,12 +278,8 @@ impl SledStore {
         // Per (link, day) met in a block a cut-short fold covered: its record's `through`.
         let mut stamps: FastMap<(u64, u64), u64> = FastMap::default();
         let mut read = 0;
-        for item in self
-            .visit_blocks
-            .range(counted.saturating_add(1).to_be_bytes()..)
-        {
-            let (key, value) = item.map_err(backend)?;
-            let block_id = read_u64(&key).unwrap_or(0);
+        for item in self.blocks_after(counted) {
+            let (block_id, value) = item?;
             read += 1;
             unwritten.through = unwritten.through.max(block_id);
             let visits = match super::visits::block_all_visits(&value) {

@@ -167,12 +167,8 @@ impl SledStore {
     /// Builds the memory part at open: the blocks after the fold point. A store that has no
     /// fold point yet (written before folds) had every entry written with its blocks.
     pub(super) fn load_recent_index(&self) -> StoreResult<u64> {
-        let folded = match self
-            .counters
-            .get(counter::VISIT_INDEXED_BLOCK)
-            .map_err(backend)?
-        {
-            Some(v) => read_u64(&v).unwrap_or(0),
+        let folded = match self.stored_counter(counter::VISIT_INDEXED_BLOCK)? {
+            Some(folded) => folded,
             None => {
                 let last = self.counter(counter::VISIT_BLOCK_ID)?;
                 self.counters
@@ -186,12 +182,8 @@ impl SledStore {
             ..Recent::default()
         };
         let mut replayed = 0;
-        for item in self
-            .visit_blocks
-            .range(folded.saturating_add(1).to_be_bytes()..)
-        {
-            let (key, value) = item.map_err(backend)?;
-            let block_id = read_u64(&key).unwrap_or(0);
+        for item in self.blocks_after(folded) {
+            let (block_id, value) = item?;
             match super::visits::block_rows(&value) {
                 Ok(rows) => {
                     for (link_id, id) in rows {

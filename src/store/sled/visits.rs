@@ -647,6 +647,20 @@ impl SledStore {
         Ok(())
     }
 
+    /// The stored blocks after `block`, in order, with their ids: what a rebuild of the
+    /// memory parts at open reads ([`super::visit_index`], [`super::visit_counts`]).
+    pub(super) fn blocks_after(
+        &self,
+        block: u64,
+    ) -> impl Iterator<Item = StoreResult<(u64, sled::IVec)>> {
+        self.visit_blocks
+            .range(block.saturating_add(1).to_be_bytes()..)
+            .map(|item| {
+                let (key, value) = item.map_err(backend)?;
+                Ok((read_u64(&key).unwrap_or(0), value))
+            })
+    }
+
     /// The visits of `link_id` in the block `block_id`; none if the block is gone (pruned
     /// between reading the index and the block).
     fn block_visits(&self, link_id: u64, block_id: u64) -> StoreResult<Vec<Visit>> {
