@@ -255,6 +255,11 @@ impl SledStore {
         Ok(())
     }
 
+    /// The last block whose visits the stored records count.
+    pub(super) fn counts_folded(&self) -> u64 {
+        self.unwritten_counts.read().counted
+    }
+
     /// Builds the held counts at open: the visits of the blocks after the fold point, less
     /// those a fold cut short already counted. A store without a fold point (written before
     /// counts were held) counted every block as it was written. Returns the blocks read.

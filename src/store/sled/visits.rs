@@ -917,8 +917,11 @@ impl SledStore {
         // call that returns fewer than `limit` has pruned everything due).
         // Only blocks whose index entries are in the tree: a fold first (the job runs once a
         // day; this costs at most the fold the writer would have made within seconds).
+        // And only blocks the counters count: a crash must not leave held counts whose
+        // blocks are gone (a fold of the counts first, too).
         self.fold_index()?;
-        let folded = self.index_folded();
+        self.fold_counts()?;
+        let folded = self.index_folded().min(self.counts_folded());
         let mut total = 0u64;
         for item in self.visit_blocks.iter() {
             if total >= limit as u64 {
