@@ -25,13 +25,12 @@
 //! records' running totals; a crash between those writes and the record's own can count that
 //! day twice in the later totals.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
 use super::keys::counter;
-use super::visits::{decode_day_record, link_key, DayDelta};
+use super::visits::{decode_day_record, link_key, DayDelta, FastMap};
 use super::{backend, SledStore};
 use crate::store::{NewVisit, StoreResult, Visit};
 use crate::visits::client::client_hash_of;
@@ -48,8 +47,6 @@ pub(super) const MAX_HELD: usize = 1 << 17;
 /// follow it rather than made at once: 131,072 records at once kept the writer from the
 /// queue for seconds, and at 80,000 redirects a second the queue overflowed.
 const FOLD_SLICE: Duration = Duration::from_millis(250);
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Counts per link and day.
 #[derive(Default)]
@@ -92,6 +89,21 @@ impl Days {
         Some(delta)
     }
 
+    /// Adds a visit; whether its (link, day) is new here.
+    fn add_visit(&mut self, new: &NewVisit) -> bool {
+        let (link_id, day) = (new.visit.link_id, new.visit.at / super::DAY_MS);
+        let days = self.links.entry(link_id).or_default();
+        if let Some((_, held)) = days.iter_mut().find(|(d, _)| *d == day) {
+            held.add(new);
+            return false;
+        }
+        let mut delta = DayDelta::default();
+        delta.add(new);
+        days.push((day, delta));
+        self.len += 1;
+        true
+    }
+
     /// Every (link, day), in descending key order (the fold pops from the end).
     fn keys_descending(&self) -> Vec<(u64, u64)> {
         let mut keys: Vec<(u64, u64)> = self
@@ -124,9 +136,9 @@ pub(super) struct Unwritten {
 }
 
 impl Unwritten {
-    fn add(&mut self, link_id: u64, day: u64, delta: DayDelta) -> bool {
+    fn add_visit(&mut self, new: &NewVisit) -> bool {
         self.since.get_or_insert_with(Instant::now);
-        self.held.add(link_id, day, delta)
+        self.held.add_visit(new)
     }
 
     fn due(&self) -> bool {
@@ -170,17 +182,13 @@ enum Pace {
 impl SledStore {
     /// Holds a write's counts; `through` is the write's last block. Then writes a share of the
     /// fold under way, starting one when due.
-    pub(super) fn hold_counts(
-        &self,
-        days: FastMap<(u64, u64), DayDelta>,
-        through: u64,
-    ) -> StoreResult<()> {
+    pub(super) fn hold_counts(&self, visits: &[NewVisit], through: u64) -> StoreResult<()> {
         let _one_at_a_time = self.count_fold.lock();
         let added = {
             let mut unwritten = self.unwritten_counts.write();
             let mut added = 0;
-            for ((link_id, day), delta) in days {
-                added += usize::from(unwritten.add(link_id, day, delta));
+            for new in visits {
+                added += usize::from(unwritten.add_visit(new));
             }
             unwritten.through = unwritten.through.max(through);
             added
@@ -310,9 +318,7 @@ impl SledStore {
                         continue;
                     }
                 }
-                let mut delta = DayDelta::default();
-                delta.add(&recounted(visit));
-                unwritten.add(link_id, day, delta);
+                unwritten.add_visit(&recounted(visit));
             }
         }
         *self.unwritten_counts.write() = unwritten;

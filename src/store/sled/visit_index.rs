@@ -19,11 +19,10 @@
 //! entries only up to the fold point, so the entries of a fold that did not finish are never
 //! read twice.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::keys::{counter, read_u64};
-use super::visits::link_key;
+use super::visits::{link_key, FastMap};
 use super::{backend, SledStore};
 use crate::store::StoreResult;
 
@@ -36,8 +35,6 @@ pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
 pub(super) const MAX_REFS: usize = 1 << 20;
 /// Longest run of blocks one stored entry is read as (256 M visits of one link in one write).
 const MAX_RUN: u64 = 1 << 20;
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The blocks of one link that one index entry names, and the link's first and last visit id
 /// in them.

@@ -50,7 +50,7 @@ const HOUR_MS: u64 = 3_600_000;
 
 /// The writer's maps are keyed by strings of one block and ids of one write: a fast seeded
 /// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// Most visits in one block. Larger blocks store strings once for more visits, but a per-link
 /// listing decodes every block the link appears in, whole, and sled writes a tree node over
 /// 128 KB (a quarter segment) as a file of its own (a "blob"): with 1,024 visits (about 30 KB)
@@ -439,24 +439,6 @@ impl Counted {
     }
 }
 
-/// What one call changes in the counters, gathered before anything is written.
-#[derive(Default)]
-struct Deltas {
-    /// Per (link, day): the counts to add.
-    days: FastMap<(u64, u64), DayDelta>,
-    /// Per day: visits to add to the system-wide counter.
-    system: FastMap<u64, u64>,
-}
-
-impl Deltas {
-    fn add(&mut self, new: &NewVisit) {
-        let v = &new.visit;
-        let day = v.at / DAY_MS;
-        self.days.entry((v.link_id, day)).or_default().add(new);
-        *self.system.entry(day).or_default() += 1;
-    }
-}
-
 impl SledStore {
     pub(super) fn record_visits_impl(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
         self.write_visits(visits, false)
@@ -501,12 +483,12 @@ impl SledStore {
         self.counters
             .insert(counter::VISIT_BLOCK_ID, &last_block.to_be_bytes()[..])
             .map_err(backend)?;
-        let mut deltas = Deltas::default();
+        let mut system: FastMap<u64, u64> = FastMap::default();
         for new in visits.iter() {
-            deltas.add(new);
+            *system.entry(new.visit.at / DAY_MS).or_default() += 1;
         }
-        self.add_day_visits(&deltas.system)?;
-        self.hold_counts(deltas.days, last_block)?;
+        self.add_day_visits(&system)?;
+        self.hold_counts(visits, last_block)?;
         self.flusher.wait_durable()
     }
 
