@@ -63,12 +63,55 @@ pub struct ServerConfig {
     pub base_url_derived: bool,
     pub redirect_status: u16,
     pub trust_proxy_headers: bool,
+    /// The proxies whose forwarding headers are believed (addresses and CIDR blocks): the
+    /// client is the rightmost address of the chain that is not one of them.
+    pub trusted_proxies: TrustedProxies,
     /// A client must send its request head within this time.
     pub header_timeout: Span,
     /// Largest request head; larger is answered 431.
     pub max_header_bytes: usize,
     /// Connections served at once.
     pub max_connections: usize,
+}
+
+impl ServerConfig {
+    /// The proxies to believe, when `trust_proxy_headers` is on.
+    pub fn proxies(&self) -> Option<&TrustedProxies> {
+        self.trust_proxy_headers.then_some(&self.trusted_proxies)
+    }
+}
+
+/// `server.trusted_proxies`: addresses (`10.0.0.7`) and CIDR blocks (`10.0.0.0/8`, `::1/128`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedProxies(pub Vec<ipnet::IpNet>);
+
+impl TrustedProxies {
+    /// Whether `ip` (IPv4-mapped IPv6 read as IPv4) is one of the proxies.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+}
+
+impl<'de> Deserialize<'de> for TrustedProxies {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let entries = Vec::<String>::deserialize(d)?;
+        entries
+            .iter()
+            .map(|entry| {
+                let entry = entry.trim();
+                entry
+                    .parse::<ipnet::IpNet>()
+                    .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        serde::de::Error::custom(format!(
+                            "`{entry}` is not an IP address or CIDR block"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(TrustedProxies)
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -255,6 +298,9 @@ pub struct RatesConfig {
     pub create_per_ip: Rate,
     /// Sign-in attempts on `/ui/login`, per client address.
     pub login_per_ip: Rate,
+    /// Failed credentials (API keys, YOURLS signatures and passwords, sign-in keys), per
+    /// client address; past it even a right one is refused until the quota refills.
+    pub auth_per_ip: Rate,
 }
 
 /// The YOURLS-compatible API (`/yourls-api.php`).

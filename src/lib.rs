@@ -25,6 +25,7 @@
 //! - [`commands`] is `vshortlink check`, `create` and `stats`.
 //! - [`transfer`] is `vshortlink export` / `import`: JSON lines out, our own export, YOURLS and
 //!   Shlink CSV in, on a stopped store.
+//! - [`csv_safe`] writes every CSV the product makes, formula cells neutralised.
 //! - [`limits`] enforces `limits.rates` (governor); [`blocklist`] holds the blocked hosts.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
 //!   into a graceful stop; [`state`] is what handlers can reach.
@@ -38,6 +39,7 @@ pub mod clock;
 pub mod codes;
 pub mod commands;
 pub mod config;
+pub mod csv_safe;
 pub mod http;
 pub mod jobs;
 pub mod keys;
@@ -241,6 +243,8 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
     let addr = listener.local_addr()?;
     config.derive_base_url(addr);
+    // The bound port (when `listen` asked for port 0): loop detection compares against it.
+    config.server.listen = addr;
     if config.server.base_url_derived && addr.ip().is_unspecified() {
         tracing::warn!(
             base_url = %config.server.base_url,

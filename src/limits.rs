@@ -12,7 +12,7 @@ use std::hash::Hash;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
 use governor::nanos::Nanos;
@@ -40,6 +40,9 @@ pub enum Limit {
     CreatePerIp,
     /// Sign-in attempts on `/ui/login` per client address, successful or not.
     LoginPerIp,
+    /// Failed credentials per client address (API keys, YOURLS signatures and passwords,
+    /// sign-in keys).
+    AuthPerIp,
 }
 
 impl Limit {
@@ -51,6 +54,7 @@ impl Limit {
             Limit::CreatePerKey => "create_per_key",
             Limit::CreatePerIp => "create_per_ip",
             Limit::LoginPerIp => "login_per_ip",
+            Limit::AuthPerIp => "auth_per_ip",
         }
     }
 }
@@ -163,6 +167,11 @@ pub struct RateLimits {
     create_per_key: Option<Limiter<String>>,
     create_per_ip: Option<Limiter<IpAddr>>,
     login_per_ip: Option<Limiter<IpAddr>>,
+    auth_per_ip: Option<Limiter<IpAddr>>,
+    /// Addresses past `auth_per_ip`, until when: every credential they present is refused
+    /// until then, the right one too (only failures count, so without this a right guess
+    /// past the quota would still be let through and told apart).
+    auth_blocked: quick_cache::sync::Cache<IpAddr, Instant>,
     /// Requests answered 429, by limit.
     pub refused: Family<LimitLabel, Counter>,
 }
@@ -182,6 +191,7 @@ impl RateLimits {
             Limit::CreatePerKey,
             Limit::CreatePerIp,
             Limit::LoginPerIp,
+            Limit::AuthPerIp,
         ] {
             drop(refused.get_or_create(&LimitLabel {
                 limit: limit.as_str(),
@@ -193,6 +203,8 @@ impl RateLimits {
             create_per_key: Limiter::new(Limit::CreatePerKey, rates.create_per_key, capacity),
             create_per_ip: Limiter::new(Limit::CreatePerIp, rates.create_per_ip, capacity),
             login_per_ip: Limiter::new(Limit::LoginPerIp, rates.login_per_ip, capacity),
+            auth_per_ip: Limiter::new(Limit::AuthPerIp, rates.auth_per_ip, capacity),
+            auth_blocked: quick_cache::sync::Cache::new(capacity),
             refused,
         }
     }
@@ -210,9 +222,43 @@ impl RateLimits {
             Limit::RedirectPerIp => &self.redirect_per_ip,
             Limit::CreatePerIp => &self.create_per_ip,
             Limit::LoginPerIp => &self.login_per_ip,
+            Limit::AuthPerIp => &self.auth_per_ip,
             Limit::CreatePerKey => return Ok(()),
         };
         self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&ip, cells)))
+    }
+
+    /// Before a credential from `ip` is looked at: refused while the address is past
+    /// `auth_per_ip` (see [`RateLimits::auth_failed`]).
+    pub fn check_auth(&self, ip: IpAddr) -> Result<(), RateLimited> {
+        let Some(until) = self.auth_blocked.get(&ip) else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        if until <= now {
+            self.auth_blocked.remove(&ip);
+            return Ok(());
+        }
+        let wait = until - now;
+        self.counted(Err(RateLimited {
+            limit: Limit::AuthPerIp,
+            retry_after_secs: (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1),
+        }))
+    }
+
+    /// A credential from `ip` that matched nothing: one against `auth_per_ip`. Past the
+    /// quota the address is refused, for every credential, until the quota lets one more
+    /// through.
+    pub fn auth_failed(&self, ip: IpAddr) -> Result<(), RateLimited> {
+        let Some(limiter) = &self.auth_per_ip else {
+            return Ok(());
+        };
+        let result = limiter.check(&ip, 1);
+        if let Err(e) = &result {
+            self.auth_blocked
+                .insert(ip, Instant::now() + Duration::from_secs(e.retry_after_secs));
+        }
+        self.counted(result)
     }
 
     /// `cells` creates by the API key named `key` (`create_per_key`).
@@ -247,7 +293,25 @@ mod tests {
             create_per_key: Rate::PerMinute(5),
             create_per_ip: Rate::Off,
             login_per_ip: Rate::Off,
+            auth_per_ip: Rate::PerMinute(3),
         }
+    }
+
+    #[test]
+    fn failed_credentials_block_the_right_one_too() {
+        let limits = RateLimits::new(&rates(Rate::Off));
+        let a = IpAddr::from([192, 0, 2, 1]);
+        let b = IpAddr::from([192, 0, 2, 2]);
+        for _ in 0..3 {
+            assert!(limits.check_auth(a).is_ok());
+            assert!(limits.auth_failed(a).is_ok(), "within the quota");
+        }
+        let refused = limits.auth_failed(a).unwrap_err();
+        assert_eq!(refused.limit, Limit::AuthPerIp);
+        // The next credential, whatever it is, is refused before it is looked at.
+        let blocked = limits.check_auth(a).unwrap_err();
+        assert!((1..=20).contains(&blocked.retry_after_secs), "{blocked:?}");
+        assert!(limits.check_auth(b).is_ok(), "another address");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod ranking;
 
 pub use ranking::{Ranking, Totals};
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -79,8 +80,10 @@ impl LinkError {
 
 pub type Result<T, E = LinkError> = std::result::Result<T, E>;
 
-/// `POST /api/v1/links` body (also one item of a batch).
+/// `POST /api/v1/links` body (also one item of a batch). An unknown field is refused: a typo
+/// such as `lenght` must not silently make a different link.
 #[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreateLink {
     pub url: String,
     #[serde(default)]
@@ -101,8 +104,9 @@ pub struct CreateLink {
     pub tags: Option<Vec<String>>,
 }
 
-/// `PATCH /api/v1/links/{code}` body.
+/// `PATCH /api/v1/links/{code}` body (unknown fields refused, as for a create).
 #[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateLink {
     #[serde(default)]
     pub url: Option<String>,
@@ -121,6 +125,15 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(d).map(Some)
+}
+
+/// A link's content as [`Links::check_content`] leaves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Content {
+    pub url: String,
+    pub space: String,
+    pub title: Option<String>,
+    pub tags: Vec<String>,
 }
 
 /// Where a code leads.
@@ -254,10 +267,56 @@ impl Links {
             .collect()
     }
 
+    /// Checks and normalises what a link says, by the rules every way in applies (a create,
+    /// a batch item, an imported record): the URL, the space, the title and the tags.
+    pub fn check_content(
+        &self,
+        url: &str,
+        space: Option<&str>,
+        title: Option<String>,
+        tags: Option<Vec<String>>,
+    ) -> Result<Content> {
+        Ok(Content {
+            url: self.check_url(url)?,
+            space: check_space(space)?,
+            title: check_title(title)?,
+            tags: check_tags(tags)?,
+        })
+    }
+
+    /// Checks a whole record from a file (`vshortlink import`) by the same rules as a create:
+    /// its code (syntax and reserved words, whether it was generated or chosen) and its
+    /// content; returns it normalised. The record's id is the store's to keep or replace.
+    pub fn check_record(&self, mut link: Link) -> Result<Link> {
+        check_custom_code(&link.code)?;
+        let content = self.check_content(
+            &link.url,
+            Some(&link.space),
+            link.title.take(),
+            Some(std::mem::take(&mut link.tags)),
+        )?;
+        link.url = content.url;
+        link.space = content.space;
+        link.title = content.title;
+        link.tags = content.tags;
+        if link.updated_at < link.created_at {
+            return Err(LinkError::invalid(
+                "invalid_field",
+                "updated_at",
+                "`updated_at` is before `created_at`",
+            ));
+        }
+        Ok(link)
+    }
+
     /// Checks and normalises a create request (no writes).
     pub fn validate_create(&self, req: CreateLink, now: Millis) -> Result<NewLink> {
-        let url = self.check_url(&req.url)?;
-        let space = check_space(req.space.as_deref())?;
+        let Content {
+            url,
+            space,
+            title,
+            tags,
+        } = self.check_content(&req.url, req.space.as_deref(), req.title, req.tags)?;
         let code = match req.code {
             Some(code) => {
                 check_custom_code(&code)?;
@@ -321,8 +380,6 @@ impl Links {
                     .map(|ms| now.saturating_add(ms)),
             },
         };
-        let title = check_title(req.title)?;
-        let tags = check_tags(req.tags)?;
         Ok(NewLink {
             dedup: matches!(code, CodeChoice::Pool(_)),
             code,
@@ -481,11 +538,7 @@ impl Links {
         let Some(host) = url.host_str().filter(|h| !h.is_empty()) else {
             return Err(bad("url has no host".into()));
         };
-        let same_host = self
-            .base
-            .host_str()
-            .is_some_and(|b| b.eq_ignore_ascii_case(host));
-        if same_host && url.port_or_known_default() == self.base.port_or_known_default() {
+        if self.points_here(&url) {
             return Err(bad(
                 "url points back at this shortener; a short link cannot lead to another".into(),
             ));
@@ -503,6 +556,46 @@ impl Links {
         }
         Ok(normalised)
     }
+}
+
+impl Links {
+    /// Whether a URL leads back to this server (SPEC §16 "loops"): its host is the base URL's
+    /// host, or any name of this machine — `localhost` and `*.localhost`, a loopback or
+    /// unspecified address in any spelling (the `url` crate reads `0x7f.1` and `2130706433` as
+    /// 127.0.0.1; an IPv4-mapped IPv6 address counts as IPv4), the address it listens on —
+    /// and its port is one this server answers on: the base URL's or the listening one (for
+    /// the machine's own names, the listening one). Names are not resolved: nothing is looked
+    /// up or fetched when a link is made.
+    pub fn points_here(&self, url: &Url) -> bool {
+        let Some(port) = url.port_or_known_default() else {
+            return false;
+        };
+        let listen = self.config.server.listen;
+        let on_listen_port = port == listen.port();
+        let base_host = self
+            .base
+            .host_str()
+            .is_some_and(|b| url.host_str().is_some_and(|h| h.eq_ignore_ascii_case(b)));
+        if base_host && (on_listen_port || Some(port) == self.base.port_or_known_default()) {
+            return true;
+        }
+        let machine = match url.host() {
+            Some(url::Host::Domain(name)) => {
+                let name = name.trim_end_matches('.').to_ascii_lowercase();
+                name == "localhost" || name.ends_with(".localhost")
+            }
+            Some(url::Host::Ipv4(ip)) => is_own_ip(IpAddr::V4(ip), listen.ip()),
+            Some(url::Host::Ipv6(ip)) => is_own_ip(IpAddr::V6(ip), listen.ip()),
+            None => false,
+        };
+        machine && on_listen_port
+    }
+}
+
+/// A loopback or unspecified address, or the one the server listens on.
+fn is_own_ip(ip: IpAddr, listen: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified() || ip == listen.to_canonical()
 }
 
 /// Checks a caller-chosen code (SPEC §2, §16).

@@ -1,6 +1,9 @@
 //! [`AppState`]: what every handler can reach. Built once in `lib.rs`, cheap to clone, no logic.
 
+use std::net::IpAddr;
 use std::sync::Arc;
+
+use axum::http::HeaderMap;
 
 use crate::config::Config;
 use crate::jobs::lifecycle::Lifecycle;
@@ -22,6 +25,12 @@ pub struct AppState(Arc<Services>);
 impl AppState {
     pub fn new(services: Services) -> Self {
         Self(Arc::new(services))
+    }
+
+    /// The client address of a request from `peer` (SPEC §16: the forwarding headers only
+    /// from a trusted proxy, when `trust_proxy_headers` is on).
+    pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        crate::visits::client::client_ip(peer, headers, self.config.server.proxies())
     }
 }
 

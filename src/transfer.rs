@@ -24,7 +24,7 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 use crate::clock::{Clock, SystemClock};
 use crate::codes::is_code_syntax;
 use crate::config::Config;
-use crate::links::{check_custom_code, rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
+use crate::links::{rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
 use crate::pools::Pools;
 use crate::store::{Imported, Link, LinkQuery, LinkStatus, Millis, NewVisit, Store, Visit};
 use crate::BoxError;
@@ -394,23 +394,15 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// A record from a file: its code and URL pass the same checks as the API's (a file is
-    /// input like any other; a `javascript:` URL must not get in this way).
-    fn checked_link(&mut self, line: u64, mut link: Link) -> Result<(), BoxError> {
-        if !is_code_syntax(&link.code) {
-            return self.refuse_now(
-                line,
-                format!(
-                    "malformed: `{}` is not 1 to 16 characters of 0-9, a-z, A-Z, `_` and `-`",
-                    link.code
-                ),
-            );
+    /// A record from a file passes the same checks as a create through the API (a file is
+    /// input like any other: a `javascript:` URL, a reserved code or a 2 MiB title must not
+    /// get in this way).
+    fn checked_link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
+        match self.links.check_record(link) {
+            Ok(link) => self.link(line, link),
+            Err(LinkError::Store(e)) => Err(e.into()),
+            Err(e) => self.refuse_now(line, e),
         }
-        match self.links.check_url(&link.url) {
-            Ok(url) => link.url = url,
-            Err(e) => return self.refuse_now(line, e),
-        }
-        self.link(line, link)
     }
 
     fn link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
@@ -542,11 +534,11 @@ impl Importer<'_> {
     /// A CSV row: with a code, a custom link that keeps it; without, a pooled create (dedup
     /// makes a second import of the same row a no-op).
     fn row(&mut self, line: u64, row: Row) -> Result<(), BoxError> {
-        let url = match self.links.check_url(&row.url) {
-            Ok(url) => url,
-            Err(e) => return self.refuse_now(line, e),
-        };
         let Some(code) = row.code else {
+            let url = match self.links.check_url(&row.url) {
+                Ok(url) => url,
+                Err(e) => return self.refuse_now(line, e),
+            };
             if self.dry_run {
                 self.summary.created += 1;
                 return Ok(());
@@ -565,15 +557,12 @@ impl Importer<'_> {
             }
             return Ok(());
         };
-        if let Err(e) = check_custom_code(&code) {
-            return self.refuse_now(line, e);
-        }
         let now = self.links.now();
         let created_at = row.created_at.unwrap_or(now);
         let link = Link {
             id: 0,
             code,
-            url,
+            url: row.url,
             space: DEFAULT_SPACE.to_string(),
             custom: true,
             created_at,
@@ -584,7 +573,7 @@ impl Importer<'_> {
             updated_at: created_at,
             deleted_at: None,
         };
-        self.link(line, link)
+        self.checked_link(line, link)
     }
 }
 
@@ -810,11 +799,7 @@ impl Columns {
                 .map(str::to_string)
         };
         let url = field(Some(self.url)).ok_or("no URL")?;
-        // Bitly and others put a whole short URL where the code goes: keep its last segment.
-        let code = field(self.code).map(|c| match c.rsplit_once('/') {
-            Some((_, last)) if c.contains('/') => last.to_string(),
-            _ => c,
-        });
+        let code = field(self.code).map(|c| code_of(&c)).transpose()?;
         let created_at = field(self.created)
             .map(|t| match format {
                 Format::YourlsCsv => parse_yourls_time(&t),
@@ -837,6 +822,25 @@ impl Columns {
             tags,
             created_at,
         })
+    }
+}
+
+/// The code in a CSV's code column: the code itself, or (Bitly and others put a whole short
+/// URL there) the one path segment of an http(s) short URL. Anything else, `../../x` among
+/// them, is no code: a path is never shortened into one.
+pub fn code_of(text: &str) -> Result<String, String> {
+    if !text.contains('/') {
+        return Ok(text.to_string());
+    }
+    let not_code = || format!("`{text}` is neither a code nor a short URL");
+    let url = url::Url::parse(text).map_err(|_| not_code())?;
+    if !matches!(url.scheme(), "http" | "https") || url.query().is_some() {
+        return Err(not_code());
+    }
+    let mut segments = url.path_segments().ok_or_else(not_code)?;
+    match (segments.next(), segments.next()) {
+        (Some(code), None) if is_code_syntax(code) => Ok(code.to_string()),
+        _ => Err(not_code()),
     }
 }
 
@@ -938,4 +942,28 @@ pub fn run_import(
     )?;
     store.close()?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_of;
+
+    #[test]
+    fn a_code_column_holds_a_code_or_a_short_url() {
+        assert_eq!(code_of("abc"), Ok("abc".to_string()));
+        assert_eq!(code_of("https://bit.ly/3xYz"), Ok("3xYz".to_string()));
+        assert_eq!(code_of("http://s.example/x_1-"), Ok("x_1-".to_string()));
+        for bad in [
+            "../../x",
+            "a/b",
+            "/x",
+            "https://s.example/a/b",
+            "https://s.example/",
+            "https://s.example/x?y=1",
+            "javascript:alert(1)//x",
+            "ftp://s.example/x",
+        ] {
+            assert!(code_of(bad).is_err(), "{bad}");
+        }
+    }
 }

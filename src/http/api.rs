@@ -18,7 +18,6 @@ use crate::limits::Limit;
 use crate::links::{rfc3339, CreateLink, LinkError, UpdateLink, DEFAULT_SPACE};
 use crate::state::AppState;
 use crate::store::{Link, LinkQuery, LinkStatus};
-use crate::visits::client;
 
 /// Most links in one batch request.
 pub const MAX_BATCH: usize = 1000;
@@ -167,11 +166,7 @@ fn request_ip(state: &AppState, request: &Request) -> IpAddr {
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
-    client::client_ip(
-        peer,
-        request.headers(),
-        state.config.server.trust_proxy_headers,
-    )
+    state.client_ip(peer, request.headers())
 }
 
 /// `items` creates against `create_per_key` (a caller with a key) or `create_per_ip`
@@ -219,6 +214,7 @@ pub async fn create_link(
 
 /// `POST /api/v1/links/batch` body: at most 1000 create requests.
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BatchRequest {
     #[schema(value_type = Vec<CreateLink>)]
     links: Vec<serde_json::Value>,

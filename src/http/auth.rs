@@ -1,6 +1,7 @@
 //! Who is calling the API (SPEC §8): the [`Caller`] extractor reads the key a request carries
 //! and looks it up in the key ring ([`crate::keys`]). A missing or unknown key is 401; a known
-//! key whose role or spaces do not allow the request is 403.
+//! key whose role or spaces do not allow the request is 403. Failed keys count against
+//! `limits.rates.auth_per_ip` per client address; past it every key is 429.
 
 use std::sync::Arc;
 
@@ -8,7 +9,9 @@ use super::error::ApiError;
 use crate::config::Role;
 pub use crate::keys::Principal;
 use crate::state::AppState;
-use axum::extract::FromRequestParts;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 
@@ -69,15 +72,24 @@ impl FromRequestParts<AppState> for Caller {
     ) -> Result<Self, Self::Rejection> {
         let has_header = parts.headers.contains_key(header::AUTHORIZATION)
             || parts.headers.contains_key("x-api-key");
-        match presented_key(parts) {
-            Some(key) => state
-                .keys
-                .lookup(key)
-                .map(|p| Caller(Some(p)))
-                .ok_or_else(ApiError::unauthorized),
-            // A malformed Authorization header is as good as a wrong key.
-            None if has_header => Err(ApiError::unauthorized()),
-            None => Ok(Caller(None)),
+        if !has_header {
+            return Ok(Caller(None));
+        }
+        // `limits.rates.auth_per_ip`: a key cannot be guessed faster than the quota, and past
+        // it even the right one is refused, so that its answer tells a guesser nothing.
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        let ip = state.client_ip(peer, &parts.headers);
+        state.limits.check_auth(ip)?;
+        // A malformed Authorization header is as good as a wrong key.
+        match presented_key(parts).and_then(|key| state.keys.lookup(key)) {
+            Some(principal) => Ok(Caller(Some(principal))),
+            None => {
+                state.limits.auth_failed(ip)?;
+                Err(ApiError::unauthorized())
+            }
         }
     }
 }

@@ -126,6 +126,9 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "invalid_batch" => "Invalid batch",
         "invalid_query" => "Invalid query parameter",
         "payload_too_large" => "Request body too large",
+        "headers_too_large" => "Request headers too large",
+        "unknown_field" => "Unknown field",
+        "unsupported_media_type" => "Unsupported media type",
         "code_taken" => "Code already taken",
         "not_active" => "Link not active",
         "pool_exhausted" => "No code available",
@@ -227,8 +230,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        // Any content type is read as JSON: `curl -d` sends form encoding by default, and
-        // a body that is not JSON fails below with a clear 400 anyway.
+        // A JSON content type is required (SPEC §16): a `text/plain` or form body is a
+        // request a page of another site can send without asking (no CORS preflight).
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the body must be sent as `Content-Type: application/json`",
+            )
+            .with_field("content-type"));
+        }
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
@@ -242,6 +253,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         })?;
         parse_json(&bytes).map(JsonBody)
     }
+}
+
+/// Whether a request says its body is JSON: `application/json` or any `application/…+json`,
+/// with or without parameters.
+pub fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json")
+            || subtype.len() > 5
+                && subtype
+                    .get(subtype.len() - 5..)
+                    .is_some_and(|tail| tail.eq_ignore_ascii_case("+json")))
 }
 
 /// Deserialises JSON, reporting the path of a field that has the wrong type or is missing.
@@ -289,15 +321,28 @@ fn json_error(path: &str, inner: &serde_json::Error) -> ApiError {
         return ApiError::bad_request("invalid_json", "body", format!("malformed JSON: {inner}"));
     }
     let message = inner.to_string();
+    let child = |name: &str| {
+        if path == "." || path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    // An unknown field is reported at its parent too (`deny_unknown_fields`).
+    if let Some(name) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+    {
+        let field = child(name);
+        return ApiError::bad_request(
+            "unknown_field",
+            &field,
+            format!("`{field}` is not a field of this request"),
+        );
+    }
     // A missing field is reported at its parent; its name is in the message.
     let field = match message.split('`').nth(1) {
-        Some(name) if message.starts_with("missing field") => {
-            if path == "." || path.is_empty() {
-                name.to_string()
-            } else {
-                format!("{path}.{name}")
-            }
-        }
+        Some(name) if message.starts_with("missing field") => child(name),
         _ if path == "." || path.is_empty() => "body".to_string(),
         _ => path.to_string(),
     };

@@ -1,7 +1,8 @@
 //! `GET`/`HEAD /{code}` (SPEC §6; a `GET` comes here from [`super::front`], a `HEAD` through
 //! the router): resolve through the domain service and answer a redirect,
-//! or the 404/410 page (problem+json for clients that ask for JSON), and hand the visit to the
-//! visit queue. Never waits on background work.
+//! or the 404/410 page (problem+json for clients that ask for JSON), and hand the visit of a
+//! `GET` to the visit queue (a `HEAD` is answered alike but records nothing). Never waits on
+//! background work.
 //!
 //! `GET /{code}+` previews the destination instead (no redirect, no visit); a link whose host
 //! is blocked answers 403 `blocked_url`. `GET /robots.txt` keeps crawlers out of `/api/` and
@@ -23,7 +24,6 @@ use super::observe::count_unmatched;
 use crate::limits::{Limit, RateLimited};
 use crate::links::Resolution;
 use crate::state::AppState;
-use crate::visits::client;
 
 /// Browsers come back for every visit, so every visit can be counted.
 const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
@@ -35,11 +35,26 @@ const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0"
 pub async fn redirect(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
     let code = path.ok().map(|Path(code)| code);
-    answer(&state, peer, code.as_deref(), &headers)
+    // A visit is a GET: browsers prefetch and link checkers probe with HEAD.
+    let visit = if method == Method::HEAD {
+        Visit::NotCounted
+    } else {
+        Visit::Counted
+    };
+    answer(&state, peer, code.as_deref(), &headers, visit)
+}
+
+/// Whether a redirect records a visit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visit {
+    Counted,
+    /// `HEAD /{code}`: the same answer, no visit.
+    NotCounted,
 }
 
 /// The answer to `/{code}` (`None`: a path that does not even decode, so no code), for the
@@ -49,6 +64,7 @@ pub fn answer(
     peer: SocketAddr,
     code: Option<&str>,
     headers: &HeaderMap,
+    visit: Visit,
 ) -> Response {
     if state.limits.limits_redirects() {
         let ip = client_ip(state, peer, headers);
@@ -74,12 +90,11 @@ pub fn answer(
             let h = response.headers_mut();
             h.insert(header::LOCATION, location);
             h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-            if state.recorder.enabled() {
-                let trust = state.config.server.trust_proxy_headers;
+            if visit == Visit::Counted && state.recorder.enabled() {
                 state.recorder.record(
                     id,
                     code,
-                    client::client_ip(peer.ip(), headers, trust),
+                    state.client_ip(peer.ip(), headers),
                     headers.get(header::USER_AGENT),
                     headers.get(header::REFERER),
                 );
@@ -150,7 +165,7 @@ pub async fn fallback(
 
 /// The client address of SPEC §16 (the proxy headers only when trusted).
 fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> std::net::IpAddr {
-    client::client_ip(peer.ip(), headers, state.config.server.trust_proxy_headers)
+    state.client_ip(peer.ip(), headers)
 }
 
 /// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429.

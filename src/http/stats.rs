@@ -19,6 +19,7 @@ use super::api::{page_params, CodePath};
 use super::auth::Caller;
 use super::error::ApiError;
 use crate::config::Role;
+use crate::csv_safe::CsvWriter;
 use crate::links::rfc3339;
 use crate::state::AppState;
 use crate::store::{Millis, StoreError, Visit};
@@ -123,6 +124,53 @@ struct VisitView {
     isp: Option<Arc<str>>,
 }
 
+/// The columns of a visits CSV, in the order of [`VisitView::cells`].
+const VISIT_COLUMNS: [&str; 17] = [
+    "id",
+    "at",
+    "code",
+    "client_id",
+    "ip",
+    "user_agent",
+    "referer",
+    "browser",
+    "browser_version",
+    "os",
+    "os_version",
+    "device",
+    "is_bot",
+    "country",
+    "region",
+    "city",
+    "isp",
+];
+
+impl VisitView {
+    /// The visit as a CSV row ([`VISIT_COLUMNS`]).
+    fn cells(&self) -> [String; 17] {
+        let text = |v: &Option<Arc<str>>| v.as_deref().unwrap_or("").to_string();
+        [
+            self.id.to_string(),
+            self.at.clone(),
+            self.code.clone(),
+            self.client_id.to_string(),
+            text(&self.ip),
+            self.user_agent.to_string(),
+            self.referer.to_string(),
+            self.browser.to_string(),
+            self.browser_version.to_string(),
+            self.os.to_string(),
+            self.os_version.to_string(),
+            self.device.to_string(),
+            self.is_bot.to_string(),
+            text(&self.country),
+            text(&self.region),
+            text(&self.city),
+            text(&self.isp),
+        ]
+    }
+}
+
 impl From<Visit> for VisitView {
     fn from(v: Visit) -> Self {
         VisitView {
@@ -221,19 +269,15 @@ pub fn csv_body(stats: Arc<Statistics>, link_id: u64, after: Option<u64>) -> Bod
                 Ok(Err(e)) => return fail(&sender, e.to_string()).await,
                 Err(e) => return fail(&sender, e.to_string()).await,
             };
-            let mut writer = csv::WriterBuilder::new()
-                .has_headers(header)
-                .from_writer(Vec::with_capacity(256 * CSV_PAGE));
-            if page.items.is_empty() {
-                // Only the first page can be empty: a link without visits still gets its header.
-                if header {
-                    let _ = sender.send(Ok(Bytes::from(csv_header()))).await;
+            let mut writer = CsvWriter::new(Vec::with_capacity(256 * CSV_PAGE));
+            if header {
+                if let Err(e) = writer.record(VISIT_COLUMNS) {
+                    return fail(&sender, e.to_string()).await;
                 }
-                break;
             }
             header = false;
             for visit in page.items {
-                if let Err(e) = writer.serialize(VisitView::from(visit)) {
+                if let Err(e) = writer.record(VisitView::from(visit).cells()) {
                     return fail(&sender, e.to_string()).await;
                 }
             }
@@ -254,31 +298,6 @@ pub fn csv_body(stats: Arc<Statistics>, link_id: u64, after: Option<u64>) -> Bod
     Body::from_stream(ReceiverStream::new(receiver))
 }
 
-/// The CSV header line alone.
-fn csv_header() -> Vec<u8> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    let _ = writer.write_record([
-        "id",
-        "at",
-        "code",
-        "client_id",
-        "ip",
-        "user_agent",
-        "referer",
-        "browser",
-        "browser_version",
-        "os",
-        "os_version",
-        "device",
-        "is_bot",
-        "country",
-        "region",
-        "city",
-        "isp",
-    ]);
-    writer.into_inner().unwrap_or_default()
-}
-
 /// Ends a stream with an error: the client sees a truncated (failed) transfer, not a short
 /// file that looks complete.
 async fn fail(sender: &mpsc::Sender<Result<Bytes, std::io::Error>>, detail: String) {
@@ -293,9 +312,11 @@ pub async fn system_stats(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<stats::SystemStats>, ApiError> {
-    caller.require(Role::Viewer)?;
+    let spaces = caller.require(Role::Viewer)?.spaces.clone();
     let service = state.stats.clone();
-    Ok(Json(blocking(move || service.system()).await?))
+    Ok(Json(
+        blocking(move || service.system(spaces.as_deref())).await?,
+    ))
 }
 
 /// `GET /metrics`, Prometheus text. Needs no key (SPEC §16).

@@ -27,7 +27,6 @@ use crate::config::Role;
 use crate::links::{CreateLink, LinkError, Ranking, Totals, DEFAULT_SPACE};
 use crate::state::AppState;
 use crate::store::{Link, LinkStatus, Millis};
-use crate::visits::client;
 
 /// The YOURLS version whose API this speaks (the `version` action).
 pub const YOURLS_VERSION: &str = "1.10";
@@ -178,8 +177,47 @@ pub async fn api(
         .or_else(|| params.get("jsonp"))
         .map(str::to_string);
 
-    let answer = match authenticate(&state, &params) {
-        Err(message) => {
+    let ip = state.client_ip(peer.ip(), &headers);
+    // `limits.rates.auth_per_ip`: signatures and passwords count with the API's keys.
+    let presented = ["signature", "username", "password"]
+        .iter()
+        .any(|name| params.filled(name).is_some());
+    let limited = if presented {
+        state.limits.check_auth(ip).err()
+    } else {
+        None
+    };
+    let found = match limited {
+        Some(e) => Err(AuthFailure::Limited(e)),
+        None => authenticate(&state, &params).map_err(|message| {
+            match presented.then(|| state.limits.auth_failed(ip)) {
+                Some(Err(e)) => AuthFailure::Limited(e),
+                _ => AuthFailure::Denied(message),
+            }
+        }),
+    };
+    let answer = match found {
+        Err(AuthFailure::Limited(e)) => {
+            let message = format!(
+                "Too many failed logins from this address; try again in {} s",
+                e.retry_after_secs
+            );
+            let body = Obj::default()
+                .s("message", message.as_str())
+                .s("errorCode", "429")
+                .s("callback", params.get("callback").unwrap_or(""));
+            let mut response = output(
+                &format,
+                Answer::new(body, message.as_str()),
+                params.get("callback").map(str::to_string),
+                true,
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(e.retry_after_secs));
+            return response;
+        }
+        Err(AuthFailure::Denied(message)) => {
             // YOURLS's auth.php: the callback member is always there, empty when not given.
             let body = Obj::default()
                 .s("message", message)
@@ -193,9 +231,7 @@ pub async fn api(
             );
         }
         Ok(principal) => {
-            let ip =
-                client::client_ip(peer.ip(), &headers, state.config.server.trust_proxy_headers)
-                    .to_string();
+            let ip = ip.to_string();
             let state2 = state.clone();
             let params = Params(params.0.clone());
             let work =
@@ -207,6 +243,14 @@ pub async fn api(
         }
     };
     output(&format, answer, callback, false)
+}
+
+/// Why a request was not let in.
+enum AuthFailure {
+    /// YOURLS's message for a missing or wrong credential.
+    Denied(&'static str),
+    /// Past `limits.rates.auth_per_ip`.
+    Limited(crate::limits::RateLimited),
 }
 
 /// Who signs in, by YOURLS's rules and in its order: `timestamp` + `signature`, then
@@ -680,12 +724,11 @@ fn stats(state: &AppState, principal: &Principal, params: &Params) -> Result<Ans
     Ok(Answer::new(body, STATS_SIMPLE))
 }
 
+/// `db-stats`: the totals of the key's spaces (all of them for an unlimited key).
 fn db_stats(state: &AppState, principal: &Principal) -> Result<Answer, LinkError> {
-    if let Some(denied) = all_spaces(principal) {
-        return Ok(denied);
-    }
+    let totals = state.links.totals_in(principal.spaces.as_deref())?;
     let body = Obj::default()
-        .m("db-stats", totals_obj(state.links.totals()?))
+        .m("db-stats", totals_obj(totals))
         .s("statusCode", "200")
         .s("message", "success");
     Ok(Answer::new(body, STATS_SIMPLE))

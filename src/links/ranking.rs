@@ -42,10 +42,16 @@ impl Links {
     }
 
     /// Calls `each` with every active link and its clicks, in id order.
-    fn walk(&self, mut each: impl FnMut(Link, u64)) -> Result<()> {
+    fn walk(&self, each: impl FnMut(Link, u64)) -> Result<()> {
+        self.walk_space(None, each)
+    }
+
+    /// [`Links::walk`] over the links of one space, or of all (`None`).
+    fn walk_space(&self, space: Option<&str>, mut each: impl FnMut(Link, u64)) -> Result<()> {
         let mut after = None;
         loop {
             let page = self.store.list_links(&LinkQuery {
+                space: space.map(str::to_string),
                 after,
                 limit: PAGE,
                 ..LinkQuery::default()
@@ -138,6 +144,21 @@ impl Links {
         Ok((ranked.drain(..).skip(start).take(limit).collect(), totals))
     }
 
+    /// Active links of some spaces (all: `None`), and their clicks summed.
+    pub fn totals_in(&self, spaces: Option<&[String]>) -> Result<Totals> {
+        let Some(spaces) = spaces else {
+            return self.totals();
+        };
+        let mut totals = Totals::default();
+        for space in spaces {
+            self.walk_space(Some(space), |_, clicks| {
+                totals.links += 1;
+                totals.clicks += clicks;
+            })?;
+        }
+        Ok(totals)
+    }
+
     /// Active links, and their clicks summed.
     pub fn totals(&self) -> Result<Totals> {
         let mut totals = Totals::default();
@@ -150,12 +171,7 @@ impl Links {
 
     /// Does `raw` point at this shortener (a short URL)? YOURLS refuses those as `noloop`.
     pub fn is_short_url(&self, raw: &str) -> bool {
-        url::Url::parse(raw.trim()).is_ok_and(|url| {
-            url.host_str()
-                .zip(self.base.host_str())
-                .is_some_and(|(h, b)| h.eq_ignore_ascii_case(b))
-                && url.port_or_known_default() == self.base.port_or_known_default()
-        })
+        url::Url::parse(raw.trim()).is_ok_and(|url| self.points_here(&url))
     }
 
     /// An active generated link of `url` in `space`, of any generated length, if there is

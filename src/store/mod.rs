@@ -128,13 +128,24 @@ impl LinkStatus {
     }
 }
 
+/// The highest link id a store hands out or keeps: 2^53 − 1, the largest integer every JSON
+/// client reads exactly (JavaScript numbers), and well inside PostgreSQL's `bigint`. An
+/// imported record with a larger id gets a new one, so the id counter can never wrap.
+pub const MAX_LINK_ID: u64 = (1 << 53) - 1;
+
+/// Whether an id is one a store may keep for an imported record.
+pub fn is_keepable_id(id: u64) -> bool {
+    (1..=MAX_LINK_ID).contains(&id)
+}
+
 /// A link record, kept by id forever.
 ///
 /// Encoded as a MessagePack array: new fields go at the end with `#[serde(default)]` so that
 /// older records still decode.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Link {
-    /// Unique forever, never reused, from a persisted monotonic counter.
+    /// Unique forever, never reused, from a persisted monotonic counter; at most
+    /// [`MAX_LINK_ID`].
     pub id: u64,
     pub code: String,
     /// The target, as normalised by the domain service.

@@ -1,7 +1,10 @@
 //! Results of "many at once" shortenings, kept for an hour so that their CSV can be downloaded
-//! (`/ui/batch/{id}`) without creating anything again. The id is random and unguessable. One
-//! instance keeps results in memory (bounded); instances sharing a store keep them there, so
-//! the download may reach another instance than the shortening did.
+//! (`/ui/batch/{id}`) without creating anything again. The id is random and unguessable, and a
+//! result is only given to the browser that made it: it is kept with a digest of that
+//! browser's form token (its session's, or the `vsl_csrf` cookie's for visitors who are not
+//! signed in), so a leaked link to the CSV reads nothing. One instance keeps results in memory
+//! (bounded); instances sharing a store keep them there, so the download may reach another
+//! instance than the shortening did.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,8 +15,9 @@ use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 
 use super::render::{message, Visitor};
-use super::session::random_token;
+use super::session::{random_token, same_token};
 use crate::clock::Clock;
+use crate::csv_safe::CsvWriter;
 use crate::state::AppState;
 use crate::store::{Millis, Store};
 
@@ -37,8 +41,21 @@ pub struct BatchLine {
     pub detail: Option<String>,
 }
 
-/// A kept result: when it was made, and its lines.
-type Kept = (Millis, Arc<Vec<BatchLine>>);
+/// A kept result: when it was made, and what [`Owned`] holds.
+type Kept = (Millis, Arc<Owned>);
+
+/// A result with the digest of its browser's form token.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Owned {
+    owner: String,
+    lines: Vec<BatchLine>,
+}
+
+/// The digest a result is kept with: the token itself is a secret of the browser's.
+fn owner_digest(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
 
 pub struct RecentBatches {
     map: Mutex<HashMap<String, Kept>>,
@@ -58,13 +75,17 @@ impl RecentBatches {
         }
     }
 
-    /// Keeps a result; returns its id. A shared store that fails to keep it costs only the
-    /// download (logged); the links were made.
-    pub fn keep(&self, lines: Vec<BatchLine>) -> String {
+    /// Keeps a result for the browser whose form token is `owner`; returns its id. A shared
+    /// store that fails to keep it costs only the download (logged); the links were made.
+    pub fn keep(&self, lines: Vec<BatchLine>, owner: &str) -> String {
         let now = self.clock.now();
         let id = random_token();
+        let kept = Owned {
+            owner: owner_digest(owner),
+            lines,
+        };
         if let Some(shared) = self.store.shared_records() {
-            let bytes = serde_json::to_vec(&lines).unwrap_or_default();
+            let bytes = serde_json::to_vec(&kept).unwrap_or_default();
             if let Err(e) = shared.put(KIND, id.as_bytes(), &bytes, now, KEEP_MS) {
                 tracing::warn!(error = %e, "batch result could not be kept for download");
             }
@@ -81,32 +102,37 @@ impl RecentBatches {
                 map.remove(&oldest);
             }
         }
-        map.insert(id.clone(), (now, Arc::new(lines)));
+        map.insert(id.clone(), (now, Arc::new(kept)));
         id
     }
 
-    pub fn get(&self, id: &str) -> Option<Arc<Vec<BatchLine>>> {
+    /// The lines of a result, when `owner` is the form token it was kept for.
+    pub fn get(&self, id: &str, owner: &str) -> Option<Vec<BatchLine>> {
         let now = self.clock.now();
-        if let Some(shared) = self.store.shared_records() {
+        let kept = if let Some(shared) = self.store.shared_records() {
             let bytes = shared
                 .get(KIND, id.as_bytes(), now, KEEP_MS, false)
                 .map_err(|e| tracing::warn!(error = %e, "batch result lookup failed"))
                 .ok()??;
-            return serde_json::from_slice(&bytes).ok().map(Arc::new);
-        }
-        let map = self.map.lock();
-        map.get(id)
-            .filter(|(at, _)| now.saturating_sub(*at) < KEEP_MS)
-            .map(|(_, lines)| lines.clone())
+            Arc::new(serde_json::from_slice::<Owned>(&bytes).ok()?)
+        } else {
+            let map = self.map.lock();
+            map.get(id)
+                .filter(|(at, _)| now.saturating_sub(*at) < KEEP_MS)
+                .map(|(_, kept)| kept.clone())?
+        };
+        let mine = same_token(&kept.owner, &owner_digest(owner));
+        mine.then(|| kept.lines.clone())
     }
 }
 
-/// The CSV of a batch result.
+/// The CSV of a batch result (refused lines echo what was sent: its cells are neutralised
+/// like every CSV's).
 pub fn to_csv(lines: &[BatchLine]) -> Result<Vec<u8>, csv::Error> {
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    writer.write_record(["line", "url", "short_url", "code", "created", "error"])?;
+    let mut writer = CsvWriter::new(Vec::new());
+    writer.record(["line", "url", "short_url", "code", "created", "error"])?;
     for l in lines {
-        writer.write_record([
+        writer.record([
             l.line.to_string().as_str(),
             &l.url,
             l.short_url.as_deref().unwrap_or(""),
@@ -121,9 +147,7 @@ pub fn to_csv(lines: &[BatchLine]) -> Result<Vec<u8>, csv::Error> {
             l.detail.as_deref().unwrap_or(""),
         ])?;
     }
-    writer
-        .into_inner()
-        .map_err(|e| csv::Error::from(e.into_error()))
+    writer.into_inner()
 }
 
 /// `GET /ui/batch/{id}`: the CSV of a recent batch.
@@ -133,7 +157,7 @@ pub async fn download(
     Path(id): Path<String>,
 ) -> Response {
     let id = id.trim_end_matches(".csv");
-    let Some(lines) = state.ui.batches.get(id) else {
+    let Some(lines) = state.ui.batches.get(id, &visitor.csrf) else {
         return message(&state, &visitor, StatusCode::NOT_FOUND, "msg.batch_gone");
     };
     match to_csv(&lines) {

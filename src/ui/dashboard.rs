@@ -27,8 +27,13 @@ pub async fn show(
     }
     let stats = state.stats.clone();
     let pools = state.pools.clone();
+    // A key limited to spaces sees its spaces' counts only.
+    let spaces = visitor
+        .session
+        .as_ref()
+        .and_then(|s| s.principal.spaces.clone());
     let read = blocking(move || {
-        let system = stats.system().map_err(LinkError::Store)?;
+        let system = stats.system(spaces.as_deref()).map_err(LinkError::Store)?;
         let pools = pools.statuses().map_err(LinkError::Store)?;
         Ok((system, pools))
     })

@@ -260,7 +260,7 @@ async fn shorten_many(
         .filter(|l| l.error.is_none() && l.created)
         .count();
     let existing = lines.len() - failed - created;
-    let id = state.ui.batches.keep(lines.clone());
+    let id = state.ui.batches.keep(lines.clone(), &visitor.csrf);
     let batch = context! {
         lines => lines,
         created => created,

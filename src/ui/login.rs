@@ -52,9 +52,7 @@ pub async fn sign_in(
     CheckedForm(fields): CheckedForm,
 ) -> Response {
     let next = local_path(field(&fields, "next"), AFTER_SIGN_IN);
-    // Every attempt counts, the right key too: were only failures counted, an answer other
-    // than 429 past the quota would tell a guesser that this guess was right.
-    if let Err(e) = state.limits.check_ip(Limit::LoginPerIp, visitor.ip, 1) {
+    let limited = |e: crate::limits::RateLimited| {
         let mut response = render(
             &state,
             &visitor,
@@ -65,10 +63,24 @@ pub async fn sign_in(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(e.retry_after_secs));
-        return response;
+        response
+    };
+    // Every attempt counts, the right key too: were only failures counted, an answer other
+    // than 429 past the quota would tell a guesser that this guess was right. Failed ones
+    // also count against `auth_per_ip` with the API's keys (one quota for every way of
+    // guessing a key).
+    if let Err(e) = state
+        .limits
+        .check_ip(Limit::LoginPerIp, visitor.ip, 1)
+        .and_then(|()| state.limits.check_auth(visitor.ip))
+    {
+        return limited(e);
     }
     let key = field(&fields, "key").unwrap_or_default();
     let Some(principal) = state.keys.lookup(key) else {
+        if let Err(e) = state.limits.auth_failed(visitor.ip) {
+            return limited(e);
+        }
         return render(
             &state,
             &visitor,

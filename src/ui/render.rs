@@ -140,11 +140,7 @@ impl FromRequestParts<AppState> for Visitor {
             .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |c| {
                 c.0.ip()
             });
-        let ip = crate::visits::client::client_ip(
-            peer,
-            headers,
-            state.config.server.trust_proxy_headers,
-        );
+        let ip = state.client_ip(peer, headers);
         Ok(Visitor {
             ip,
             lang,
@@ -199,11 +195,34 @@ pub fn urlencoding(text: &str) -> String {
     url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
-/// A local path to come back to (`/…`, never `//host` or a full URL), else `fallback`.
+/// Where a `back` or `next` parameter may send a browser: `fallback` when none is given, the
+/// value when it is a plain absolute path on this site ([`is_local_path`]), else `/`.
 pub fn local_path(next: Option<&str>, fallback: &str) -> String {
     match next {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p.to_string(),
-        _ => fallback.to_string(),
+        None | Some("") => fallback.to_string(),
+        Some(p) if is_local_path(p) => p.to_string(),
+        Some(_) => "/".to_string(),
+    }
+}
+
+/// Longest path a local redirect keeps.
+const MAX_LOCAL_PATH: usize = 2048;
+
+/// A plain absolute path on this site: `/` then visible ASCII only (no control character,
+/// space or backslash, which browsers drop or turn into `/`), never `//` or `/\` (another
+/// host), and a path that a browser resolves against this site stays on it. Such a value is
+/// always a valid `Location` header.
+pub fn is_local_path(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    let plain = bytes.len() <= MAX_LOCAL_PATH
+        && bytes.first() == Some(&b'/')
+        && !matches!(bytes.get(1), Some(b'/' | b'\\'))
+        && bytes.iter().all(|b| b.is_ascii_graphic() && *b != b'\\');
+    plain && {
+        const HERE: &str = "http://here.invalid/";
+        url::Url::parse(HERE)
+            .and_then(|base| base.join(path))
+            .is_ok_and(|to| to.as_str().starts_with(HERE))
     }
 }
 
@@ -284,6 +303,9 @@ pub fn message(state: &AppState, visitor: &Visitor, status: StatusCode, key: &st
 
 /// After a successful form: go to `to` (303, so a reload does not post again).
 pub fn see_other(to: &str) -> Response {
+    // Every caller passes a local path or a constant; anything else goes home rather than
+    // failing the request (a 500 that still carried the caller's cookies).
+    let to = if is_local_path(to) { to } else { "/" };
     Redirect::to(to).into_response()
 }
 
@@ -314,4 +336,43 @@ pub fn add_security_headers(h: &mut HeaderMap) {
 /// The visitor's session, for handlers that checked it already.
 pub fn principal(visitor: &Visitor) -> Option<Arc<crate::keys::Principal>> {
     visitor.session.as_ref().map(|s| s.principal.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_absolute_paths_are_local() {
+        for path in [
+            "/",
+            "/ui/links",
+            "/ui/links?q=a%20b&page=2",
+            "/a/b#x",
+            "/%2F%2Fx",
+        ] {
+            assert!(is_local_path(path), "{path}");
+            assert_eq!(local_path(Some(path), "/ui/links"), path);
+        }
+        for path in [
+            "//evil.example/",
+            "/\\evil.example/",
+            "/\t/evil.example/",
+            "/\n/x",
+            "/\r\nSet-Cookie: a=b",
+            "/ /x",
+            "https://evil.example/",
+            "evil.example",
+            "ui/links",
+            "/é",
+            "\\evil.example",
+            "/\u{0}x",
+        ] {
+            assert!(!is_local_path(path), "{path:?}");
+            assert_eq!(local_path(Some(path), "/ui/links"), "/", "{path:?}");
+        }
+        assert_eq!(local_path(None, "/ui/links"), "/ui/links");
+        assert_eq!(local_path(Some(""), "/ui/links"), "/ui/links");
+        assert!(!is_local_path(&format!("/{}", "a".repeat(MAX_LOCAL_PATH))));
+    }
 }

@@ -6,26 +6,63 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use axum::http::HeaderMap;
 use sha1::{Digest, Sha1};
 
-use crate::config::IpMode;
+use crate::config::{IpMode, TrustedProxies};
 
-/// The visitor's address. Proxy headers are read only when `trust_proxy_headers` is on, since
-/// any client can send them: the first address of `X-Forwarded-For`, then `X-Real-IP`, then the
-/// first `for=` of `Forwarded` (RFC 7239); a header that is absent or does not parse passes to
-/// the next, and the peer is the last resort. IPv4-mapped IPv6 addresses (what a dual-stack
-/// listener reports for IPv4 peers) become plain IPv4, so one visitor has one address.
-pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trust_proxy_headers: bool) -> IpAddr {
-    let from_headers = || {
-        header(headers, "x-forwarded-for")
-            .and_then(|value| parse_node(value.split(',').next()?))
-            .or_else(|| header(headers, "x-real-ip").and_then(parse_node))
-            .or_else(|| header(headers, "forwarded").and_then(forwarded_for))
+/// The visitor's address. Forwarding headers are read only with `proxies` (config
+/// `trust_proxy_headers`), and only when the peer itself is one of them: `X-Forwarded-For`
+/// (every line, in order), then `X-Real-IP`, then the `for=` of `Forwarded` (RFC 7239). Of a
+/// chain the answer is the rightmost address that is not a trusted proxy — the address the
+/// nearest trusted proxy saw — since a proxy appends what it saw and a client can write
+/// anything to the left of it. A header that is absent, or whose hops do not parse before an
+/// untrusted one is found, passes to the next; the peer is the last resort. IPv4-mapped IPv6
+/// addresses (what a dual-stack listener reports for IPv4 peers) become plain IPv4, so one
+/// visitor has one address.
+pub fn client_ip(peer: IpAddr, headers: &HeaderMap, proxies: Option<&TrustedProxies>) -> IpAddr {
+    let peer = peer.to_canonical();
+    let Some(proxies) = proxies.filter(|p| p.contains(peer)) else {
+        return peer;
     };
-    let ip = if trust_proxy_headers {
-        from_headers().unwrap_or(peer)
-    } else {
-        peer
+    let forwarded_for = || {
+        let mut hops = Vec::new();
+        for line in headers.get_all("x-forwarded-for") {
+            hops.extend(line.to_str().ok()?.split(','));
+        }
+        (!hops.is_empty()).then_some(hops)
     };
-    ip.to_canonical()
+    let forwarded = || {
+        let mut hops = Vec::new();
+        for line in headers.get_all("forwarded") {
+            hops.extend(
+                line.to_str()
+                    .ok()?
+                    .split(',')
+                    .filter_map(forwarded_for_param),
+            );
+        }
+        (!hops.is_empty()).then_some(hops)
+    };
+    forwarded_for()
+        .and_then(|hops| nearest_untrusted(&hops, proxies))
+        .or_else(|| {
+            let real = header(headers, "x-real-ip")?;
+            nearest_untrusted(&[real], proxies)
+        })
+        .or_else(|| forwarded().and_then(|hops| nearest_untrusted(&hops, proxies)))
+        .unwrap_or(peer)
+}
+
+/// The rightmost hop that is not a trusted proxy (every hop a proxy: the farthest); `None`
+/// when a hop that does not parse comes first.
+fn nearest_untrusted(hops: &[&str], proxies: &TrustedProxies) -> Option<IpAddr> {
+    let mut farthest = None;
+    for hop in hops.iter().rev() {
+        let ip = parse_node(hop)?.to_canonical();
+        if !proxies.contains(ip) {
+            return Some(ip);
+        }
+        farthest = Some(ip);
+    }
+    farthest
 }
 
 /// The address as stored with a visit (config `visits.ip`): truncation keeps the /24 of an IPv4
@@ -92,17 +129,12 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name)?.to_str().ok()
 }
 
-/// The address in RFC 7239's first `for=` parameter; `unknown` and obfuscated identifiers
-/// (`_hidden`) give `None`.
-fn forwarded_for(value: &str) -> Option<IpAddr> {
-    value
-        .split(',')
-        .flat_map(|element| element.split(';'))
-        .find_map(|pair| {
-            let (key, value) = pair.split_once('=')?;
-            key.trim().eq_ignore_ascii_case("for").then_some(value)
-        })
-        .and_then(parse_node)
+/// The `for=` value of one RFC 7239 element (`for=1.2.3.4;proto=https`), if it has one.
+fn forwarded_for_param(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        key.trim().eq_ignore_ascii_case("for").then_some(value)
+    })
 }
 
 /// One address as proxies write it: `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`,
@@ -142,10 +174,38 @@ mod tests {
         s.parse().expect("address")
     }
 
+    /// The proxies of these tests: the 10/8 network.
+    fn tens() -> TrustedProxies {
+        TrustedProxies(vec!["10.0.0.0/8".parse().expect("net")])
+    }
+
+    fn trusted(peer: IpAddr, h: &HeaderMap) -> IpAddr {
+        client_ip(peer, h, Some(&tens()))
+    }
+
     #[test]
     fn untrusted_headers_are_ignored() {
         let h = headers(&[("x-forwarded-for", "1.2.3.4"), ("x-real-ip", "5.6.7.8")]);
-        assert_eq!(client_ip(PEER, &h, false), PEER);
+        assert_eq!(client_ip(PEER, &h, None), PEER);
+    }
+
+    #[test]
+    fn a_peer_that_is_no_proxy_is_the_client() {
+        let h = headers(&[("x-forwarded-for", "1.2.3.4")]);
+        assert_eq!(trusted(ip("192.0.2.9"), &h), ip("192.0.2.9"));
+    }
+
+    #[test]
+    fn addresses_a_client_wrote_are_never_taken() {
+        // The client sent `X-Forwarded-For: 6.6.6.6`; the proxy appended what it saw.
+        let h = headers(&[("x-forwarded-for", "6.6.6.6, 1.2.3.4")]);
+        assert_eq!(trusted(PEER, &h), ip("1.2.3.4"));
+        // Behind two proxies of ours, the address the outer one saw.
+        let h = headers(&[("x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.9.9.9")]);
+        assert_eq!(trusted(PEER, &h), ip("1.2.3.4"));
+        // Every hop one of ours: the farthest.
+        let h = headers(&[("x-forwarded-for", "10.7.7.7, 10.9.9.9")]);
+        assert_eq!(trusted(PEER, &h), ip("10.7.7.7"));
     }
 
     #[test]
@@ -164,13 +224,13 @@ mod tests {
                 &[("x-forwarded-for", "1.2.3.4"), ("x-real-ip", "5.6.7.8")],
                 "1.2.3.4",
             ),
-            // Several X-Forwarded-For lines: the first line's first address.
+            // Several X-Forwarded-For lines are one chain, in order.
             (
                 &[
                     ("x-forwarded-for", "1.2.3.4"),
                     ("x-forwarded-for", "9.9.9.9"),
                 ],
-                "1.2.3.4",
+                "9.9.9.9",
             ),
             // An unparsable header passes to the next one.
             (
@@ -197,7 +257,7 @@ mod tests {
             (
                 &[(
                     "forwarded",
-                    "proto=https;by=203.0.113.43; FOR = 198.51.100.17, for=1.1.1.1",
+                    "proto=https;by=203.0.113.43; FOR = 198.51.100.17, for=10.1.1.1",
                 )],
                 "198.51.100.17",
             ),
@@ -206,15 +266,12 @@ mod tests {
                 "198.51.100.17",
             ),
             (&[("forwarded", "for=unknown")], "10.0.0.1"),
-            (&[("forwarded", "for=_hidden, for=1.1.1.1")], "10.0.0.1"),
+            (&[("forwarded", "for=_hidden, for=1.1.1.1")], "1.1.1.1"),
+            (&[("forwarded", "for=1.1.1.1, for=_hidden")], "10.0.0.1"),
             (&[("x-forwarded-for", "::ffff:1.2.3.4")], "1.2.3.4"),
         ];
         for &(pairs, expected) in cases {
-            assert_eq!(
-                client_ip(PEER, &headers(pairs), true),
-                ip(expected),
-                "{pairs:?}"
-            );
+            assert_eq!(trusted(PEER, &headers(pairs)), ip(expected), "{pairs:?}");
         }
     }
 
@@ -223,7 +280,7 @@ mod tests {
         let junk = [
             "",
             ",",
-            " , 1.2.3.4",
+            "1.2.3.4, ",
             "[",
             "[]",
             "[::1",
@@ -244,21 +301,21 @@ mod tests {
         for value in junk {
             for name in ["x-forwarded-for", "x-real-ip", "forwarded"] {
                 let h = headers(&[(name, value)]);
-                assert_eq!(client_ip(PEER, &h, true), PEER, "{name}: {value:?}");
+                assert_eq!(trusted(PEER, &h), PEER, "{name}: {value:?}");
             }
         }
         let mut h = HeaderMap::new();
         let bytes = axum::http::HeaderValue::from_bytes(b"\xff\xfe1.2.3.4").expect("opaque value");
         h.insert("x-forwarded-for", bytes);
-        assert_eq!(client_ip(PEER, &h, true), PEER);
+        assert_eq!(trusted(PEER, &h), PEER);
     }
 
     #[test]
     fn mapped_peers_become_ipv4() {
         let mapped = ip("::ffff:192.0.2.1");
-        assert_eq!(client_ip(mapped, &HeaderMap::new(), false), ip("192.0.2.1"));
-        assert_eq!(client_ip(mapped, &HeaderMap::new(), true), ip("192.0.2.1"));
-        assert_eq!(client_ip(ip("::1"), &HeaderMap::new(), false), ip("::1"));
+        assert_eq!(client_ip(mapped, &HeaderMap::new(), None), ip("192.0.2.1"));
+        assert_eq!(trusted(mapped, &HeaderMap::new()), ip("192.0.2.1"));
+        assert_eq!(client_ip(ip("::1"), &HeaderMap::new(), None), ip("::1"));
     }
 
     #[test]

@@ -28,9 +28,13 @@ impl Statistics {
         stats::link_stats(&*self.store, link_id, from, to, granularity)
     }
 
-    /// Link counts, today, and the last 14 days.
-    pub fn system(&self) -> StoreResult<SystemStats> {
-        stats::system_stats(&*self.store, self.clock.now())
+    /// Link counts, today, and the last 14 days: of the whole store (`spaces` is `None`), or
+    /// of the links of some spaces only (a key limited to them).
+    pub fn system(&self, spaces: Option<&[String]>) -> StoreResult<SystemStats> {
+        match spaces {
+            None => stats::system_stats(&*self.store, self.clock.now()),
+            Some(spaces) => stats::space_stats(&*self.store, self.clock.now(), spaces),
+        }
     }
 
     /// All-time visits and bots of a link.

@@ -15,8 +15,8 @@ use super::{
     Shared, DAY_MS, LINK_COLUMNS,
 };
 use crate::store::{
-    ActiveEntry, CodeChoice, Created, Imported, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
-    LinkStatus, Millis, NewLink, StoreError, StoreResult,
+    is_keepable_id, ActiveEntry, CodeChoice, Created, Imported, Link, LinkCounts, LinkPage,
+    LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, StoreError, StoreResult,
 };
 
 /// Takes the lowest due code of a pool; a code another transaction is taking is skipped, not
@@ -514,7 +514,7 @@ impl Shared {
         }
         let ids: Vec<i64> = batch
             .iter()
-            .filter(|l| l.id > 0)
+            .filter(|l| is_keepable_id(l.id))
             .map(|l| sql_ms(l.id))
             .collect();
         let mut by_id: HashMap<u64, Link> = HashMap::new();
@@ -547,9 +547,10 @@ impl Shared {
                 continue;
             }
             let mut record = link.clone();
-            // A record keeps its id when it is free. (Import runs alone, from the command
+            // A record keeps its id when it is free and one the store could have given (so
+            // the id blocks never run past MAX_LINK_ID). (Import runs alone, from the command
             // line: a second connection for a new id block cannot starve anyone.)
-            while record.id == 0 || by_id.contains_key(&record.id) {
+            while !is_keepable_id(record.id) || by_id.contains_key(&record.id) {
                 record.id = self.next_link_id().await?;
             }
             // Later records of this batch see this one as taken.

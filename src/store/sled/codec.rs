@@ -7,7 +7,9 @@ use sled::transaction::{TransactionalTree, UnabortableTransactionError};
 use super::errors::{backend, Abort, TxResult};
 use super::keys::{self, counter, read_u64};
 use super::visits;
-use crate::store::{ActiveEntry, Dimension, Link, LinkStatus, StoreError, StoreResult};
+use crate::store::{
+    ActiveEntry, Dimension, Link, LinkStatus, StoreError, StoreResult, MAX_LINK_ID,
+};
 use sled::transaction::abort;
 
 pub(super) fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -84,6 +86,31 @@ pub(super) fn code_owner(bytes: &[u8]) -> StoreResult<u64> {
 }
 
 /// [`code_owner`] inside a transaction.
+/// The next link id after `last` (the counter's value): the first id past it that no record
+/// holds. The counter is never below the highest id, but a store that an older import left
+/// with a wrapped counter heals here instead of overwriting a link. Past [`MAX_LINK_ID`] the
+/// store has no id left to give.
+pub(super) fn tx_next_link_id(links: &TransactionalTree, last: u64) -> TxResult<u64> {
+    let mut id = last;
+    loop {
+        id = match id.checked_add(1).filter(|id| *id <= MAX_LINK_ID) {
+            Some(id) => id,
+            None => {
+                return abort(Abort::Corrupt(
+                    "counters",
+                    format!(
+                        "the link id counter is at {last}, past the last id ({MAX_LINK_ID}); \
+                         export and import the store to renumber it"
+                    ),
+                ))
+            }
+        };
+        if links.get(keys::u64_key(id))?.is_none() {
+            return Ok(id);
+        }
+    }
+}
+
 pub(super) fn tx_code_owner(bytes: &[u8]) -> TxResult<u64> {
     match decode_code_value(bytes) {
         Ok(value) => Ok(value.owner()),

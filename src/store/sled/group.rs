@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use sled::transaction::{abort, TransactionError};
 use sled::Transactional;
 
+use super::codec::tx_next_link_id;
 use super::keys::{self, counter, read_u64};
 use super::links::insert_active;
 use super::{bump, tx_decode_link, Abort, SledStore, DAY_MS};
@@ -265,7 +266,7 @@ impl SledStore {
                     return abort(Abort::Owned);
                 }
                 taken += 1;
-                id += 1;
+                id = tx_next_link_id(links, id)?;
                 let link = new.record(id, code, false);
                 insert_active(
                     [links, codes, dedup, expiry],

@@ -1,5 +1,6 @@
 //! Writing whole link records as they are (`vshortlink import`): the record keeps its code,
-//! dates, status and expiry, and its id when that id is free. Its code leaves any pool it sits
+//! dates, status and expiry, and its id when that id is free and one the store could have
+//! given (at most [`crate::store::MAX_LINK_ID`]; the counter then never wraps). Its code leaves any pool it sits
 //! in and enters the code filter, and every index a link of that status belongs to is written,
 //! in one transaction, like a create. Not durable on return: the importer makes a run of
 //! records durable with one `sync`, as the lifecycle job does with its chunks.
@@ -7,12 +8,14 @@
 use sled::transaction::{abort, TransactionError};
 use sled::Transactional;
 
-use super::codec::{active_code_value, bump, bump_status, encode, tx_code_owner, tx_decode_link};
+use super::codec::{
+    active_code_value, bump, bump_status, encode, tx_code_owner, tx_decode_link, tx_next_link_id,
+};
 use super::errors::{tx_error, Abort};
 use super::keys::{self, counter, read_u64};
 use super::pools::{length_of, take_out_of_pool};
 use super::{SledStore, DAY_MS};
-use crate::store::{Imported, Link, LinkStatus, StoreError, StoreResult};
+use crate::store::{is_keepable_id, Imported, Link, LinkStatus, StoreError, StoreResult};
 
 impl SledStore {
     /// Imports records in one transaction (an archived record alone, on its own path). Every
@@ -92,8 +95,15 @@ impl SledStore {
                         }
                         None => issued += 1,
                     }
-                    let free = link.id > 0 && links.get(keys::u64_key(link.id))?.is_none();
-                    let id = if free { link.id } else { last + 1 };
+                    // The record keeps its id when the store could have given it and no
+                    // record holds it; else it gets the next one, like a create.
+                    let free =
+                        is_keepable_id(link.id) && links.get(keys::u64_key(link.id))?.is_none();
+                    let id = if free {
+                        link.id
+                    } else {
+                        tx_next_link_id(links, last)?
+                    };
                     last = last.max(id);
                     let mut record = link.clone();
                     record.id = id;
@@ -172,7 +182,7 @@ impl SledStore {
         let committing = self.flusher.committing();
         let outcome = (&self.links, &self.counters)
             .transaction(|(links, counters)| {
-                if link.id > 0 {
+                if is_keepable_id(link.id) {
                     if let Some(bytes) = links.get(keys::u64_key(link.id))? {
                         let existing = tx_decode_link(&bytes)?;
                         return Ok(if existing == *link {
@@ -186,7 +196,11 @@ impl SledStore {
                     .get(counter::LINK_ID)?
                     .and_then(|v| read_u64(&v))
                     .unwrap_or(0);
-                let id = if link.id > 0 { link.id } else { last + 1 };
+                let id = if is_keepable_id(link.id) {
+                    link.id
+                } else {
+                    tx_next_link_id(links, last)?
+                };
                 counters.insert(counter::LINK_ID, &last.max(id).to_be_bytes()[..])?;
                 let mut record = link.clone();
                 record.id = id;

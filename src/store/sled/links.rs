@@ -8,7 +8,7 @@ use sled::Transactional;
 
 use super::codec::{
     active_code_value, bump, bump_status, code_owner, decode_code_value, decode_link, encode,
-    owned_code_value, stored_id, tx_code_owner, tx_decode_link, CodeValue,
+    owned_code_value, stored_id, tx_code_owner, tx_decode_link, tx_next_link_id, CodeValue,
 };
 use super::errors::{backend, tx_error, Abort, TxResult};
 use super::keys::{self, counter, read_u64};
@@ -158,11 +158,11 @@ impl SledStore {
                     }
                 }
             }
-            let id = counters
+            let last = counters
                 .get(counter::LINK_ID)?
                 .and_then(|v| read_u64(&v))
-                .unwrap_or(0)
-                + 1;
+                .unwrap_or(0);
+            let id = tx_next_link_id(links, last)?;
             counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
             let link = new.record(id, code, taken.is_none());
             insert_active([links, codes, dedup, expiry], &link, dedup_key.as_deref())?;
