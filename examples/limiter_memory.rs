@@ -29,6 +29,7 @@ fn main() {
         create_per_ip: Rate::PerHour(1),
         // Off: the README's figure is for the four limits above.
         login_per_ip: Rate::Off,
+        auth_per_ip: Rate::Off,
     };
     let limits = RateLimits::new(&rates);
     let before = rss_kb();

@@ -237,6 +237,9 @@ pub async fn build(
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
 pub async fn run(mut config: Config) -> Result<(), BoxError> {
+    // Before anything else: a SIGTERM during start-up is a graceful stop too.
+    let signals = shutdown::Signals::install()
+        .map_err(|e| format!("cannot listen for SIGTERM and SIGINT: {e}"))?;
     // Bound first: a base_url derived from `listen` needs the real port when it is 0.
     let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
@@ -310,7 +313,7 @@ pub async fn run(mut config: Config) -> Result<(), BoxError> {
         let restart = restart.clone();
         async move {
             tokio::select! {
-                () = shutdown::signal() => {}
+                () = signals.recv() => {}
                 () = recovered.notified() => {
                     restart.store(true, std::sync::atomic::Ordering::SeqCst);
                 }

@@ -1,30 +1,45 @@
-//! Signal handling: resolves when SIGTERM or SIGINT arrives, which starts the graceful
-//! shutdown (stop accepting, finish in-flight requests, stop jobs, flush, exit 0).
+//! Signal handling: [`Signals`] resolves when SIGTERM or SIGINT arrives, which starts the
+//! graceful shutdown (stop accepting, finish in-flight requests, stop jobs, flush, exit 0).
+//!
+//! The handlers are installed when [`Signals::install`] is called, at the very start of the
+//! server, not when the wait is first polled: a SIGTERM that arrives while the store opens or
+//! right after the start-up line must still be a graceful stop, never the default action
+//! (killed by the signal).
 
-/// Waits for SIGTERM or SIGINT (Ctrl-C).
-pub async fn signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
+/// Installed SIGTERM and SIGINT handlers.
+pub struct Signals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers (needs the tokio runtime).
+    pub fn install() -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received; shutting down"),
-        () = term => tracing::info!("SIGTERM received; shutting down"),
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for SIGTERM or SIGINT (Ctrl-C).
+    pub async fn recv(mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => tracing::info!("SIGINT received; shutting down"),
+            _ = self.term.recv() => tracing::info!("SIGTERM received; shutting down"),
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("SIGINT received; shutting down");
+        }
     }
 }

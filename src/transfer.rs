@@ -109,7 +109,8 @@ impl LinkRecord {
         }
     }
 
-    fn to_link(&self) -> Result<Link, String> {
+    /// The record as a link, its times parsed (no rule checked: see `Links::check_record`).
+    pub fn to_link(&self) -> Result<Link, String> {
         let time =
             |field: &str, text: &str| parse_rfc3339(text).map_err(|e| format!("`{field}`: {e}"));
         let optional = |field: &str, text: &Option<String>| {

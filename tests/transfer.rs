@@ -387,7 +387,10 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
         err.contains("line 5: refused: the scheme `javascript`"),
         "{err}"
     );
-    assert!(err.contains("line 6: refused: malformed"), "{err}");
+    assert!(
+        err.contains("line 6: refused: `much-too-long-code-1` is not 1 to 16 characters"),
+        "{err}"
+    );
     assert!(
         err.contains("read 6, created 1 (0 visits), unchanged 0, refused 5"),
         "{err}"

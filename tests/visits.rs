@@ -528,10 +528,17 @@ fn proxy_headers_give_the_client_address_only_when_trusted() {
                 "[visits]\ngeo_db = \"{}\"\nip = \"full\"\n",
                 geo_db.display()
             ),
-            &[(
-                "VSL_SERVER__TRUST_PROXY_HEADERS",
-                if trusted { "true" } else { "false" },
-            )],
+            &[
+                (
+                    "VSL_SERVER__TRUST_PROXY_HEADERS",
+                    if trusted { "true" } else { "false" },
+                ),
+                // 10.0.0.1, the hop before ours, is a proxy of ours too.
+                (
+                    "VSL_SERVER__TRUSTED_PROXIES",
+                    "[\"127.0.0.0/8\", \"10.0.0.0/8\"]",
+                ),
+            ],
         );
         let code = new_code(&app, "https://example.com/proxied");
         let response = app

@@ -333,7 +333,12 @@ fn json_error(path: &str, inner: &serde_json::Error) -> ApiError {
         .strip_prefix("unknown field `")
         .and_then(|rest| rest.split('`').next())
     {
-        let field = child(name);
+        // serde_path_to_error's path already ends at the unknown field.
+        let field = if path == name || path.ends_with(&format!(".{name}")) {
+            path.to_string()
+        } else {
+            child(name)
+        };
         return ApiError::bad_request(
             "unknown_field",
             &field,

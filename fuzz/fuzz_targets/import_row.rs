@@ -1,0 +1,59 @@
+//! An import's rows (`vshortlink import`, SPEC §16): an exported link line or a CSV code cell,
+//! however malformed, is refused or accepted without a panic, and what is accepted obeys the
+//! API's rules — a code of the right syntax that is no reserved word, an http(s) URL, a valid
+//! space, a title and tags within their limits — and passes the same check again unchanged.
+#![no_main]
+
+use std::sync::{Arc, OnceLock};
+
+use libfuzzer_sys::fuzz_target;
+use vshortlink::clock::SystemClock;
+use vshortlink::codes::{is_code_syntax, is_reserved};
+use vshortlink::config::Config;
+use vshortlink::links::Links;
+use vshortlink::pools::Pools;
+use vshortlink::store::sled::{SledStore, StoreOptions};
+use vshortlink::store::Store;
+use vshortlink::transfer::{code_of, Record};
+
+fn links() -> &'static Links {
+    static LINKS: OnceLock<(tempfile::TempDir, Links)> = OnceLock::new();
+    &LINKS
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let store: Arc<dyn Store> =
+                SledStore::open(&StoreOptions::new(dir.path())).expect("store");
+            let config = Arc::new(Config::from_toml("").expect("config"));
+            let clock = Arc::new(SystemClock);
+            let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config).expect("pools"));
+            let links = Links::new(store, pools, clock, config).expect("links");
+            (dir, links)
+        })
+        .1
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(raw) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(code) = code_of(raw.trim()) {
+        assert!(raw.contains('/') || code == raw.trim());
+        assert!(!raw.contains('/') || is_code_syntax(&code), "{raw:?} gave {code:?}");
+    }
+    let Ok(Record::Link(record)) = serde_json::from_str::<Record>(raw) else {
+        return;
+    };
+    let Ok(link) = record.to_link() else {
+        return;
+    };
+    let links = links();
+    if let Ok(checked) = links.check_record(link) {
+        assert!(is_code_syntax(&checked.code) && !is_reserved(&checked.code));
+        assert!(checked.url.starts_with("http://") || checked.url.starts_with("https://"));
+        assert!(!checked.space.is_empty() && checked.space.len() <= 64);
+        assert!(checked.title.as_ref().is_none_or(|t| t.chars().count() <= 512));
+        assert!(checked.tags.len() <= 32);
+        assert!(checked.updated_at >= checked.created_at);
+        assert_eq!(links.check_record(checked.clone()).ok(), Some(checked));
+    }
+});
