@@ -4,32 +4,15 @@
 //! space, a title and tags within their limits — and passes the same check again unchanged.
 #![no_main]
 
-use std::sync::{Arc, OnceLock};
-
 use libfuzzer_sys::fuzz_target;
-use vshortlink::clock::SystemClock;
 use vshortlink::codes::{is_code_syntax, is_reserved};
-use vshortlink::config::Config;
-use vshortlink::links::Links;
-use vshortlink::pools::Pools;
-use vshortlink::store::sled::{SledStore, StoreOptions};
-use vshortlink::store::Store;
 use vshortlink::transfer::{code_of, Record};
 
-fn links() -> &'static Links {
-    static LINKS: OnceLock<(tempfile::TempDir, Links)> = OnceLock::new();
-    &LINKS
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let store: Arc<dyn Store> =
-                SledStore::open(&StoreOptions::new(dir.path())).expect("store");
-            let config = Arc::new(Config::from_toml("").expect("config"));
-            let clock = Arc::new(SystemClock);
-            let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config).expect("pools"));
-            let links = Links::new(store, pools, clock, config).expect("links");
-            (dir, links)
-        })
-        .1
+#[path = "../shared/links.rs"]
+mod shared;
+
+fn links() -> &'static vshortlink::links::Links {
+    shared::links("")
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -188,8 +188,10 @@ pub(crate) fn check_create_rate(
 #[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLink, security(("api_key" = [])),
     responses((status = 201, description = "Created", body = LinkView),
         (status = 200, description = "The existing link of this URL (dedup)", body = LinkView),
-        (status = 400, description = "Invalid input (problem+json)"),
+        (status = 400, description = "Invalid input, or an unknown field (`unknown_field`), as problem+json naming the field"),
         (status = 409, description = "The code is taken (problem+json)"),
+        (status = 415, description = "The body is not sent as `application/json` (problem+json)"),
+        (status = 429, description = "Over a rate limit, or past `auth_per_ip` after failed keys (problem+json, `Retry-After`)"),
         (status = 503, description = "No code available (problem+json)")))]
 pub async fn create_link(
     State(state): State<AppState>,
@@ -230,7 +232,8 @@ struct BatchItem {
 }
 
 #[utoipa::path(post, path = "/api/v1/links/batch", tag = "links", request_body = BatchRequest, security(("api_key" = [])),
-    responses((status = 200, description = "One result per link, in order: `{ok, link}` or `{ok, error}`")))]
+    responses((status = 200, description = "One result per link, in order: `{ok, link}` or `{ok, error}` (an unknown field of an item is its `unknown_field` error, e.g. `links[3].lenght`)"),
+        (status = 415, description = "The body is not sent as `application/json` (problem+json)")))]
 pub async fn create_batch(
     State(state): State<AppState>,
     caller: Caller,
@@ -384,7 +387,8 @@ pub async fn get_link(
 }
 
 #[utoipa::path(patch, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), request_body = UpdateLink, security(("api_key" = [])),
-    responses((status = 200, description = "The updated link", body = LinkView), (status = 404, description = "No such link")))]
+    responses((status = 200, description = "The updated link", body = LinkView), (status = 400, description = "Invalid value or unknown field (problem+json naming it)"),
+        (status = 404, description = "No such link"), (status = 415, description = "The body is not sent as `application/json` (problem+json)")))]
 pub async fn update_link(
     State(state): State<AppState>,
     caller: Caller,
