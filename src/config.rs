@@ -123,6 +123,9 @@ pub struct StorageConfig {
     pub path: PathBuf,
     pub cache_capacity_mb: u64,
     pub durability: Durability,
+    /// sled: writes are refused while the data directory's file system has less than this
+    /// free (at most a twentieth of it), so that reads go on when the disk fills.
+    pub min_free_mb: u64,
     pub postgres: PostgresConfig,
 }
 

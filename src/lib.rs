@@ -90,6 +90,7 @@ pub fn store_options(config: &Config) -> StoreOptions {
         filter_fp_rate: config.codes.filter_fp_rate,
         // A second process on the same directory fails at once with a clear message.
         lock_wait: Duration::ZERO,
+        min_free_bytes: config.storage.min_free_mb.saturating_mul(1024 * 1024),
     }
 }
 
@@ -371,7 +372,8 @@ async fn storage_watchdog(
 ) {
     loop {
         tokio::time::sleep(FAULT_PROBE_INTERVAL).await;
-        if store.write_fault().is_none() {
+        // A fault that clears by itself (the space guard's) needs no restart.
+        if !store.write_fault().is_some_and(|f| f.reopen) {
             continue;
         }
         let probe = data.join(".space-probe");

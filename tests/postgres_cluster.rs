@@ -510,3 +510,76 @@ fn a_page_session_opened_on_one_instance_works_on_the_other() {
         "signed out on B, still signed in on A"
     );
 }
+
+/// A database that refuses writes (a read-only replica after a failover, a full disk) still
+/// serves every stored link: redirects only read. Writes get a clear 503 or 507, never a 500,
+/// and work again once the database does.
+#[test]
+fn a_database_that_refuses_writes_still_serves_every_link() {
+    let Some(url) = postgres::fresh_database() else {
+        return;
+    };
+    let Some(server) = postgres::server() else {
+        return;
+    };
+    let database = url.rsplit('/').next().expect("database name").to_string();
+    let app = TestApp::start_on(&url, "[cache]\ncapacity = 10\n", &[]);
+    let mut acked = Vec::new();
+    for i in 0..60 {
+        let made = app.create(json!({ "url": format!("https://example.com/ro/{i}") }));
+        acked.push((
+            made["code"].as_str().expect("code").to_string(),
+            made["url"].as_str().expect("url").to_string(),
+        ));
+    }
+    let read_only = |on: bool| {
+        server.sql(
+            "postgres",
+            &format!("ALTER DATABASE {database} SET default_transaction_read_only = {on}"),
+        );
+        // The setting applies to new sessions: end the instance's, its pool reconnects.
+        server.sql(
+            "postgres",
+            &format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+            ),
+        );
+    };
+    read_only(true);
+    // The first requests after the cut may meet a connection that was just ended.
+    within(Duration::from_secs(10), || {
+        location(&app, &acked[59].0).is_some()
+    })
+    .expect("redirects resume on new connections");
+    for (code, url) in &acked {
+        assert_eq!(
+            location(&app, code).as_deref(),
+            Some(url.as_str()),
+            "{code}"
+        );
+    }
+    let refused = app.post_json(
+        "/api/v1/links",
+        ADMIN,
+        &json!({"url": "https://example.com/ro/refused"}),
+    );
+    let status = refused.status().as_u16();
+    assert!(status == 503 || status == 507, "a create answered {status}");
+    let body: Value = refused.json().expect("problem");
+    assert!(
+        body["code"] == "storage_unavailable" || body["code"] == "storage_full",
+        "{body}"
+    );
+    read_only(false);
+    within(Duration::from_secs(10), || {
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "https://example.com/ro/after"}),
+        )
+        .status()
+            == 201
+    })
+    .expect("creates work again once the database takes writes");
+}

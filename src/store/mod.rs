@@ -70,6 +70,9 @@ pub struct StorageFault {
     /// `storage_full` or `storage_unavailable`.
     pub reason: &'static str,
     pub detail: String,
+    /// The store must be reopened to write again (sled after a failed write); otherwise
+    /// writes resume by themselves once the cause is gone (space freed).
+    pub reopen: bool,
 }
 
 /// How far a write must have travelled before it is acknowledged (SPEC §13).

@@ -89,11 +89,22 @@ struct Shared {
 /// Maps a driver error: lost connections and refused ones are the storage being unavailable
 /// (503), anything else a backend failure.
 fn db_error(e: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
     let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
-    if e.is_closed() || io {
-        StoreError::Unavailable(format!("postgres: {e}"))
-    } else {
-        StoreError::Backend(format!("postgres: {e}"))
+    // A database that refuses writes (its disk full, or a read-only replica after a
+    // failover) is the storage's state, not a server bug: 507 and 503 like sled's, and the
+    // redirects, which only read, go on.
+    match e.code() {
+        Some(c) if *c == SqlState::DISK_FULL => StoreError::Full(format!("postgres: {e}")),
+        Some(c)
+            if *c == SqlState::READ_ONLY_SQL_TRANSACTION
+                || *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW =>
+        {
+            StoreError::Unavailable(format!("postgres: {e}"))
+        }
+        _ if e.is_closed() || io => StoreError::Unavailable(format!("postgres: {e}")),
+        _ => StoreError::Backend(format!("postgres: {e}")),
     }
 }
 

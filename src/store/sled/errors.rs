@@ -51,6 +51,7 @@ pub(crate) fn classify(detail: String) -> StoreError {
         *fault = Some(StorageFault {
             reason,
             detail: detail.clone(),
+            reopen: true,
         });
     }
     if full {

@@ -143,6 +143,15 @@ impl SledStore {
                 answers.extend(dones.into_iter().zip(results));
             }
         }
+        // Nothing written (every create refused, by the space guard say): nothing to flush.
+        // A flush here would write what reads restructured in memory, which on a full disk
+        // is the failed write that poisons sled ([`super::space`]).
+        if answers.iter().all(|(_, result)| result.is_err()) {
+            for (done, result) in answers {
+                done(result);
+            }
+            return;
+        }
         // A dedup hit may answer with a link whose own create is still waiting for its flush:
         // it is answered after this flush too.
         self.flusher.when_durable(Box::new(move |flushed| {
@@ -157,6 +166,10 @@ impl SledStore {
 
     /// Applies a group in one transaction if it can, else each create alone.
     fn create_group(&self, group: &[NewLink], length: u8) -> Vec<StoreResult<Created>> {
+        // Refused before sled sees a full disk ([`super::space`]).
+        if let Err(e) = self.space.admit(0) {
+            return group.iter().map(|_| Err(e.clone())).collect();
+        }
         let alone = |new: &NewLink| self.create_from_pool(new, length);
         if group.len() == 1 {
             return vec![alone(&group[0])];

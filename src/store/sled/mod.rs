@@ -38,6 +38,7 @@ mod keys;
 mod links;
 mod open;
 mod pools;
+mod space;
 mod visit_counts;
 mod visit_index;
 mod visits;
@@ -88,6 +89,9 @@ pub struct StoreOptions {
     /// How long to wait for another handle in this process to release the directory (a
     /// quick reopen in tests). Another process holding it fails at once when this is zero.
     pub lock_wait: std::time::Duration,
+    /// Writes are refused while the file system has less than this free (at most a
+    /// twentieth of it), so that sled never fails a write ([`space`]).
+    pub min_free_bytes: u64,
 }
 
 impl StoreOptions {
@@ -100,6 +104,7 @@ impl StoreOptions {
             filter_capacity: 10_000_000,
             filter_fp_rate: 0.01,
             lock_wait: std::time::Duration::from_secs(3),
+            min_free_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -167,11 +172,21 @@ pub struct SledStore {
     filter_path: PathBuf,
     filter_fp_rate: f64,
     flusher: Flusher,
+    /// Refuses writes before the disk is full ([`space`]).
+    space: space::SpaceGuard,
     report: OpenReport,
+}
+
+/// The room a batch of visits asks the space guard for.
+fn visit_bytes(visits: usize) -> u64 {
+    u64::try_from(visits)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(space::BYTES_PER_VISIT)
 }
 
 impl Store for SledStore {
     fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
+        self.space.admit(0)?;
         self.create_link_impl(new)
     }
 
@@ -200,22 +215,27 @@ impl Store for SledStore {
     }
 
     fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
+        self.space.admit(0)?;
         self.update_link_impl(code, patch, now)
     }
 
     fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        self.space.admit(0)?;
         self.delete_link_impl(code, now)
     }
 
     fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
+        self.space.admit(0)?;
         Ok(self.expire_links_impl(&[id], now)?.pop())
     }
 
     fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        self.space.admit(0)?;
         self.expire_links_impl(ids, now)
     }
 
     fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        self.space.admit(0)?;
         self.recycle_link_impl(id, score)
     }
 
@@ -224,6 +244,7 @@ impl Store for SledStore {
     }
 
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.space.admit(0)?;
         self.import_links_impl(links)
     }
 
@@ -240,6 +261,7 @@ impl Store for SledStore {
     }
 
     fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        self.space.admit(0)?;
         self.retire_link_impl(id)
     }
 
@@ -248,6 +270,7 @@ impl Store for SledStore {
     }
 
     fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
+        self.space.admit(0)?;
         self.pool_add_impl(batch)
     }
 
@@ -272,14 +295,17 @@ impl Store for SledStore {
     }
 
     fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        self.space.admit(0)?;
         self.meta_init_impl(key, value)
     }
 
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
         self.record_visits_impl(visits)
     }
 
     fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
         self.import_visits_impl(visits)
     }
 
@@ -314,6 +340,7 @@ impl Store for SledStore {
     }
 
     fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.space.admit(0)?;
         self.prune_visits_impl(before, limit)
     }
 
@@ -345,6 +372,6 @@ impl Store for SledStore {
     }
 
     fn write_fault(&self) -> Option<StorageFault> {
-        storage_fault()
+        storage_fault().or_else(|| self.space.fault())
     }
 }

@@ -40,9 +40,12 @@ impl SledStore {
         let config = sled::Config::new()
             .path(&db_path)
             .cache_capacity(options.cache_capacity_bytes)
-            // Durability comes from our own group-committed flushes; the background flush only
-            // bounds how much unacknowledged work a crash can lose.
-            .flush_every_ms(Some(1000));
+            // Durability comes from our own group-committed flushes, each after a write the
+            // space guard let through. No periodic flush of sled's own: what a read
+            // restructures (a leaf split on the way to a key) must not reach a full disk by
+            // itself, or sled fails it and then every read that meets that leaf ([`space`]);
+            // it is written with the next write's flush instead.
+            .flush_every_ms(None);
         // sled releases its file lock when its last background thread lets go of the previous
         // handle, a moment after that handle is dropped; a quick reopen in the same process
         // (tests) waits for it rather than failing.
@@ -100,6 +103,7 @@ impl SledStore {
                 visits_migrated: 0,
             },
             flusher,
+            space: super::space::SpaceGuard::new(options.path.clone(), options.min_free_bytes),
             db,
         };
         store.check_pool_sizes()?;
