@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, Links};
 use crate::pools::Pools;
 use crate::store::sled::{CheckReport, SledStore};
-use crate::store::{Link, Store, StoreError};
+use crate::store::{Link, LinkQuery, LinkStatus, Store, StoreError};
 use crate::BoxError;
 
 /// `vshortlink check`: prints each check and each fault; `Ok(false)` when there are faults.
@@ -40,7 +40,8 @@ pub fn check(config: &Config, out: &mut dyn Write) -> Result<bool, BoxError> {
         Err(e) => return Err(e.into()),
     };
     let open = store.open_report().clone();
-    let report: CheckReport = store.check()?;
+    let mut report: CheckReport = store.check()?;
+    check_characters(config, &*store, &mut report)?;
     for line in &report.checked {
         writeln!(out, "checked: {line}")?;
     }
@@ -63,6 +64,76 @@ pub fn check(config: &Config, out: &mut dyn Write) -> Result<bool, BoxError> {
     }
     store.close()?;
     Ok(report.faults.is_empty())
+}
+
+/// Every stored code of a check tier's length must pass its check character: a code that
+/// does not (made before `check` was turned on for its length) no longer redirects.
+fn check_characters(
+    config: &Config,
+    store: &dyn Store,
+    report: &mut CheckReport,
+) -> Result<(), BoxError> {
+    let lengths: Vec<u8> = config
+        .tiers
+        .iter()
+        .filter(|(_, t)| t.check)
+        .map(|(l, _)| *l)
+        .collect();
+    if lengths.is_empty() {
+        return Ok(());
+    }
+    let (mut checked, mut failing) = (0u64, 0u64);
+    let mut after = None;
+    loop {
+        let page = match store.list_links(&LinkQuery {
+            after,
+            limit: 1000,
+            ..LinkQuery::default()
+        }) {
+            Ok(page) => page,
+            // A damaged record is already a fault of the checks above; this one stops here.
+            Err(e) => {
+                report
+                    .faults
+                    .push(format!("check character: links could not be read on: {e}"));
+                return Ok(());
+            }
+        };
+        for link in &page.items {
+            if link.status == LinkStatus::Archived || !lengths.contains(&link.length()) {
+                continue;
+            }
+            checked += 1;
+            if !crate::codes::check::passes(&link.code) {
+                failing += 1;
+                if failing <= 20 {
+                    report.faults.push(format!(
+                        "check character: `{}` (link {}) fails the check of length {}; it no \
+                         longer redirects (tiers.{}.check)",
+                        link.code,
+                        link.id,
+                        link.length(),
+                        link.length()
+                    ));
+                }
+            }
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    if failing > 20 {
+        report
+            .faults
+            .push(format!("check character: {} more not listed", failing - 20));
+    }
+    let lengths: Vec<String> = lengths.iter().map(u8::to_string).collect();
+    report.checked.push(format!(
+        "{checked} codes of the check lengths ({}) against their check character",
+        lengths.join(", ")
+    ));
+    Ok(())
 }
 
 /// Where `create` and `stats` act.

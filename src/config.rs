@@ -173,6 +173,8 @@ pub enum TierStrategy {
     Random,
     Step,
     Permute,
+    /// Computed from the URL and a secret (four candidates, then random); no pool.
+    Hash,
 }
 
 impl TierStrategy {
@@ -183,7 +185,14 @@ impl TierStrategy {
             TierStrategy::Random => Some(Strategy::Random),
             TierStrategy::Step => Some(Strategy::Step),
             TierStrategy::Permute => Some(Strategy::Permute),
+            TierStrategy::Hash => None,
         }
+    }
+
+    /// Whether the service makes codes of the tier (a pool or the hash), so that a create
+    /// may ask for the length without a code.
+    pub fn makes_codes(self) -> bool {
+        self != TierStrategy::Custom
     }
 }
 
@@ -206,6 +215,18 @@ pub struct TierConfig {
     /// How long a recycled code waits in the pool before it is handed out again.
     #[serde(default = "default_cooldown")]
     pub cooldown: Span,
+    /// Codes end with a check character (Luhn mod 62) that the length counts:
+    /// a mistyped code is refused before any lookup, and custom codes of the length are not
+    /// allowed.
+    #[serde(default)]
+    pub check: bool,
+}
+
+impl TierConfig {
+    /// Characters of a generated code before its check character.
+    pub fn payload_len(&self, length: u8) -> u8 {
+        length - u8::from(self.check)
+    }
 }
 
 fn default_batch() -> u64 {
@@ -547,8 +568,31 @@ impl Config {
         }
         for (length, tier) in &self.tiers {
             let key = |field: &str| format!("tiers.{length}.{field}");
+            if tier.check && tier.strategy == TierStrategy::Custom {
+                return fail(
+                    &key("check"),
+                    "a tier of custom codes has no generated codes to check (custom codes of a \
+                     check tier's length are refused)"
+                        .into(),
+                );
+            }
+            if tier.check && *length < 2 {
+                return fail(
+                    &key("check"),
+                    "a code with a check character has at least 2 characters".into(),
+                );
+            }
+            let payload = tier.payload_len(*length);
+            if tier.strategy == TierStrategy::Hash
+                && usize::from(payload) != crate::codes::hash::CANDIDATE_LEN
+            {
+                return fail(
+                    &key("strategy"),
+                    format!("hash codes have 6 characters, 7 with `check = true`; not {length}"),
+                );
+            }
             if tier.strategy.generated().is_some() {
-                if *length > MAX_GENERATED_LEN || Space::for_length(*length).is_none() {
+                if payload > MAX_GENERATED_LEN || Space::for_length(payload).is_none() {
                     return fail(
                         &key("strategy"),
                         format!("generated codes go up to length {MAX_GENERATED_LEN}"),
@@ -566,7 +610,7 @@ impl Config {
             }
         }
         match self.tier(self.codes.default_length) {
-            Some(t) if t.strategy.generated().is_some() => {}
+            Some(t) if t.strategy.makes_codes() => {}
             _ => {
                 return fail(
                     "codes.default_length",

@@ -188,6 +188,15 @@ pub async fn build(
         Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
             .with_blocklist(blocked.clone()),
     );
+    if config
+        .tiers
+        .values()
+        .any(|t| t.strategy == config::TierStrategy::Hash)
+    {
+        // The `hash` strategy's secret exists from the first start on, like the permute keys.
+        let links = links.clone();
+        tokio::task::spawn_blocking(move || links.hash_secret()).await??;
+    }
     {
         // Instances sharing one database evict what the others changed.
         let links = links.clone();

@@ -12,7 +12,7 @@ pub use ranking::{Ranking, Totals};
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer};
 use time::format_description::well_known::Rfc3339;
@@ -22,8 +22,8 @@ use url::Url;
 use crate::blocklist::BlockedHosts;
 use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
-use crate::codes::{is_code_syntax, is_reserved};
-use crate::config::Config;
+use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
+use crate::config::{Config, TierStrategy};
 use crate::pools::Pools;
 use crate::store::{
     CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
@@ -162,6 +162,29 @@ pub struct Links {
     base: Url,
     config: Arc<Config>,
     blocked: Arc<BlockedHosts>,
+    /// By code length: whether codes of it end with a check character (the redirect path
+    /// refuses a failing one before any lookup).
+    check_lengths: [bool; MAX_CODE_LEN + 1],
+    /// The `hash` strategy's secret, read from the store once ([`Links::hash_secret`]).
+    hash_secret: OnceLock<Vec<u8>>,
+}
+
+/// The metadata key of the `hash` strategy's secret.
+pub const HASH_SECRET_KEY: &str = "hash_secret";
+
+/// Random codes a `hash` create tries after its four computed ones.
+const HASH_FALLBACKS: usize = 8;
+
+/// The length of the code a create asks for.
+fn code_length(code: &CodeChoice) -> u8 {
+    match code {
+        CodeChoice::Pool(length) => *length,
+        CodeChoice::Custom(c) => u8::try_from(c.len()).unwrap_or(0),
+        CodeChoice::Computed(codes) => codes
+            .first()
+            .and_then(|c| u8::try_from(c.len()).ok())
+            .unwrap_or(0),
+    }
 }
 
 impl Links {
@@ -177,7 +200,15 @@ impl Links {
         let blocked = BlockedHosts::new(&config.limits.blocked_hosts, None)
             .map(Arc::new)
             .unwrap_or_else(|_| Arc::new(BlockedHosts::empty()));
+        let mut check_lengths = [false; MAX_CODE_LEN + 1];
+        for (length, tier) in &config.tiers {
+            if let Some(slot) = check_lengths.get_mut(usize::from(*length)) {
+                *slot = tier.check;
+            }
+        }
         Ok(Self {
+            check_lengths,
+            hash_secret: OnceLock::new(),
             blocked,
             cache: RedirectCache::new(config.cache.capacity, ttl),
             epoch: AtomicU64::new(0),
@@ -289,6 +320,21 @@ impl Links {
     /// content; returns it normalised. The record's id is the store's to keep or replace.
     pub fn check_record(&self, mut link: Link) -> Result<Link> {
         check_custom_code(&link.code)?;
+        if link.custom {
+            self.refuse_check_length(&link.code)?;
+        } else if self.check_lengths.get(link.code.len()) == Some(&true)
+            && !check::passes(&link.code)
+        {
+            return Err(LinkError::invalid(
+                "invalid_code",
+                "code",
+                format!(
+                    "`{}` fails its check character, which codes of length {} carry",
+                    link.code,
+                    link.code.len()
+                ),
+            ));
+        }
         let content = self.check_content(
             &link.url,
             Some(&link.space),
@@ -309,6 +355,65 @@ impl Links {
         Ok(link)
     }
 
+    /// Refuses a caller's code of a check tier's length: such codes are made by
+    /// the service, their last character a check character.
+    fn refuse_check_length(&self, code: &str) -> Result<()> {
+        if self.check_lengths.get(code.len()) == Some(&true) {
+            return Err(LinkError::invalid(
+                "invalid_code",
+                "code",
+                format!(
+                    "codes of length {} end with a check character and are made by the service; \
+                     choose a code of another length",
+                    code.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The codes a create of a `hash` tier tries, in order: the four computed
+    /// from the URL and the secret that are no reserved word and hold no blocked word, then
+    /// random codes of the same length for when all four are owned. With `check`, each gets
+    /// its check character.
+    fn computed_codes(&self, url: &str, payload_len: u8, check: bool) -> Result<Vec<String>> {
+        let secret = self.hash_secret()?;
+        let finish = |payload: String| {
+            if check {
+                check::with_check(&payload)
+            } else {
+                Some(payload)
+            }
+        };
+        let allowed = |code: &String| !is_reserved(code) && self.pools.allows_generated(code);
+        let mut codes: Vec<String> = hash::candidates(url, &secret)
+            .into_iter()
+            .filter_map(finish)
+            .filter(allowed)
+            .collect();
+        if let Some(space) = Space::for_length(payload_len) {
+            codes.extend(
+                (0..HASH_FALLBACKS)
+                    .map(|_| encode(rand::random_range(space.min..=space.max)))
+                    .filter_map(finish)
+                    .filter(allowed),
+            );
+        }
+        Ok(codes)
+    }
+
+    /// The `hash` strategy's secret: generated on first use and kept in the store's metadata
+    /// (with the permute keys, carried by export and import), so that a moved store computes
+    /// the same codes.
+    pub fn hash_secret(&self) -> Result<Vec<u8>> {
+        if let Some(secret) = self.hash_secret.get() {
+            return Ok(secret.clone());
+        }
+        let fresh: [u8; 32] = rand::random();
+        let stored = self.store.meta_init(HASH_SECRET_KEY, &fresh)?;
+        Ok(self.hash_secret.get_or_init(|| stored).clone())
+    }
+
     /// Checks and normalises a create request (no writes).
     pub fn validate_create(&self, req: CreateLink, now: Millis) -> Result<NewLink> {
         let Content {
@@ -320,6 +425,7 @@ impl Links {
         let code = match req.code {
             Some(code) => {
                 check_custom_code(&code)?;
+                self.refuse_check_length(&code)?;
                 if let Some(length) = req.length {
                     if usize::from(length) != code.len() {
                         return Err(LinkError::invalid(
@@ -333,9 +439,21 @@ impl Links {
             }
             None => {
                 let length = req.length.unwrap_or(self.config.codes.default_length);
-                if !self.pools.has_pool(length) {
-                    let lengths: Vec<String> =
-                        self.pools.lengths().map(|l| l.to_string()).collect();
+                let tier = self.config.tier(length);
+                if let Some(tier) = tier.filter(|t| t.strategy == TierStrategy::Hash) {
+                    CodeChoice::Computed(self.computed_codes(
+                        &url,
+                        tier.payload_len(length),
+                        tier.check,
+                    )?)
+                } else if !self.pools.has_pool(length) {
+                    let lengths: Vec<String> = self
+                        .config
+                        .tiers
+                        .iter()
+                        .filter(|(_, t)| t.strategy.makes_codes())
+                        .map(|(l, _)| l.to_string())
+                        .collect();
                     return Err(LinkError::invalid(
                         "invalid_length",
                         "length",
@@ -344,8 +462,9 @@ impl Links {
                             lengths.join(", ")
                         ),
                     ));
+                } else {
+                    CodeChoice::Pool(length)
                 }
-                CodeChoice::Pool(length)
             }
         };
         let expires_at = match (req.ttl, req.expires_at) {
@@ -371,17 +490,17 @@ impl Links {
             }
             (None, Some(at)) => parse_expiry(at.as_deref(), now)?,
             (None, None) => match &code {
-                // Custom codes are permanent unless told otherwise (SPEC §16).
+                // Custom codes are permanent unless told otherwise.
                 CodeChoice::Custom(_) => None,
-                CodeChoice::Pool(length) => self
+                CodeChoice::Pool(_) | CodeChoice::Computed(_) => self
                     .config
-                    .tier(*length)
+                    .tier(code_length(&code))
                     .and_then(|t| t.ttl.millis())
                     .map(|ms| now.saturating_add(ms)),
             },
         };
         Ok(NewLink {
-            dedup: matches!(code, CodeChoice::Pool(_)),
+            dedup: !matches!(code, CodeChoice::Custom(_)),
             code,
             url,
             space,
@@ -406,6 +525,11 @@ impl Links {
 
     fn resolve_target(&self, code: &str) -> Result<Resolution> {
         if !is_code_syntax(code) {
+            return Ok(Resolution::NotFound);
+        }
+        // A code of a check tier's length whose check character fails is a typo: refused
+        // before the cache, the filter and the store.
+        if self.check_lengths.get(code.len()) == Some(&true) && !check::passes(code) {
             return Ok(Resolution::NotFound);
         }
         let now = self.clock.now();

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::clock::Clock;
 use crate::codes::permute::{self, PermuteState, Permuter};
 use crate::codes::step::{self, StepState};
-use crate::codes::{encode, random, CodeRules, Space, Strategy};
+use crate::codes::{check, encode, random, CodeRules, Space, Strategy};
 use crate::config::Config;
 use crate::store::{
     CodeChoice, Created, Millis, NewLink, PoolBatch, PoolCounts, Store, StoreError, StoreResult,
@@ -47,16 +47,44 @@ pub enum StrategyState {
 pub struct PoolStatus {
     pub length: u8,
     pub strategy: Strategy,
+    /// Codes end with a check character.
+    pub check: bool,
     #[serde(flatten)]
     pub counts: PoolCounts,
     pub exhausted: bool,
     pub state: StrategyState,
 }
 
+/// A tier whose codes are computed from the URL (`hash`): it has no pool, so `available`
+/// is `null` and nothing cools or is generated ahead.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComputedStatus {
+    pub length: u8,
+    pub strategy: &'static str,
+    pub check: bool,
+    pub available: Option<u64>,
+    pub cooling: u64,
+    pub generated_total: u64,
+    pub recycled_total: u64,
+    pub exhausted: bool,
+    pub state: serde_json::Value,
+}
+
+/// A generated length as `GET /api/v1/pools` and the dashboard show it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum TierStatus {
+    Pool(PoolStatus),
+    Computed(ComputedStatus),
+}
+
 /// One pooled length.
 struct Tier {
     length: u8,
+    /// The number space of the code before its check character (the whole code without one).
     space: Space,
+    /// Codes end with a check character ([`crate::codes::check`]).
+    check: bool,
     strategy: Strategy,
     batch: u64,
     low_water: u64,
@@ -69,11 +97,26 @@ struct Tier {
     random_exhausted: AtomicBool,
 }
 
+impl Tier {
+    /// The code of a number of the tier's space, with its check character if the tier has one.
+    fn code(&self, n: u64) -> String {
+        let payload = encode(n);
+        if self.check {
+            // A number's base-62 form is alphabet characters only.
+            check::with_check(&payload).unwrap_or(payload)
+        } else {
+            payload
+        }
+    }
+}
+
 /// The pools of every generated length.
 pub struct Pools {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     tiers: BTreeMap<u8, Tier>,
+    /// Lengths whose codes are computed (`hash`), with their check flag.
+    computed: BTreeMap<u8, bool>,
     rules: CodeRules,
     signal: Mutex<Option<mpsc::Sender<u8>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
@@ -86,7 +129,7 @@ impl Pools {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: &Config) -> StoreResult<Self> {
         let mut tiers = BTreeMap::new();
         for (length, strategy, tier) in config.pooled_lengths() {
-            let space = Space::for_length(length).ok_or_else(|| {
+            let space = Space::for_length(tier.payload_len(length)).ok_or_else(|| {
                 StoreError::Backend(format!("no number space for length {length}"))
             })?;
             let permuter = match strategy {
@@ -110,6 +153,7 @@ impl Pools {
                 Tier {
                     length,
                     space,
+                    check: tier.check,
                     strategy,
                     batch: tier.batch.max(1),
                     low_water: tier.low_water,
@@ -120,10 +164,17 @@ impl Pools {
                 },
             );
         }
+        let computed = config
+            .tiers
+            .iter()
+            .filter(|(_, t)| t.strategy == crate::config::TierStrategy::Hash)
+            .map(|(l, t)| (*l, t.check))
+            .collect();
         Ok(Self {
             store,
             clock,
             tiers,
+            computed,
             rules: CodeRules::new(&config.codes.blocked_words),
             signal: Mutex::new(None),
             worker: Mutex::new(None),
@@ -322,7 +373,7 @@ impl Pools {
             let chunk = (want - codes.len()).min(4096);
             attempts += chunk;
             for n in random::candidates(tier.space, chunk, &mut rng) {
-                let code = encode(n);
+                let code = tier.code(n);
                 // A filter hit may be a false positive: that only wastes the candidate.
                 if self.rules.allows_generated(&code)
                     && !(filtered && self.store.may_exist(&code))
@@ -345,7 +396,7 @@ impl Pools {
         let mut added = 0;
         while added < count && !state.exhausted {
             let (values, next) = step::next_batch(tier.space, tier.batch, &state);
-            let codes = self.allowed(values);
+            let codes = self.allowed(tier, values);
             let encoded = rmp_serde::to_vec(&next).unwrap_or_default();
             added += self.add(tier, codes, Some(encoded))?;
             state = next;
@@ -361,7 +412,7 @@ impl Pools {
         let mut added = 0;
         while added < count && !state.exhausted {
             let (values, next) = permute::next_batch(permuter, count - added, &state);
-            let codes = self.allowed(values);
+            let codes = self.allowed(tier, values);
             let encoded = rmp_serde::to_vec(&next).unwrap_or_default();
             added += self.add(tier, codes, Some(encoded))?;
             state = next;
@@ -369,10 +420,10 @@ impl Pools {
         Ok(added)
     }
 
-    fn allowed(&self, values: Vec<u64>) -> Vec<String> {
+    fn allowed(&self, tier: &Tier, values: Vec<u64>) -> Vec<String> {
         values
             .into_iter()
-            .map(encode)
+            .map(|n| tier.code(n))
             .filter(|c| self.rules.allows_generated(c))
             .collect()
     }
@@ -425,6 +476,7 @@ impl Pools {
         Ok(Some(PoolStatus {
             length,
             strategy: tier.strategy,
+            check: tier.check,
             counts,
             exhausted,
             state,
@@ -436,6 +488,34 @@ impl Pools {
         self.lengths()
             .filter_map(|l| self.status(l).transpose())
             .collect()
+    }
+
+    /// Every length whose codes the service makes, pooled or computed, by length.
+    pub fn tier_statuses(&self) -> StoreResult<Vec<TierStatus>> {
+        let mut all: Vec<TierStatus> = self.statuses()?.into_iter().map(TierStatus::Pool).collect();
+        all.extend(self.computed.iter().map(|(&length, &check)| {
+            TierStatus::Computed(ComputedStatus {
+                length,
+                strategy: "hash",
+                check,
+                available: None,
+                cooling: 0,
+                generated_total: 0,
+                recycled_total: 0,
+                exhausted: false,
+                state: serde_json::json!({}),
+            })
+        }));
+        all.sort_by_key(|t| match t {
+            TierStatus::Pool(p) => p.length,
+            TierStatus::Computed(c) => c.length,
+        });
+        Ok(all)
+    }
+
+    /// Whether generated codes may use this code (no blocked word), for computed codes.
+    pub fn allows_generated(&self, code: &str) -> bool {
+        self.rules.allows_generated(code)
     }
 }
 

@@ -39,13 +39,27 @@ const SYNC_EVERY: u64 = 10_000;
 /// Link records written per store transaction while importing.
 const LINK_BATCH: usize = 256;
 
-/// One line of an export: a link or a visit.
+/// One line of an export: a key of the store, a link or a visit.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Record {
+    Key(KeyRecord),
     Link(LinkRecord),
     Visit(VisitRecord),
 }
+
+/// A key the store generated that decides codes: the `hash` strategy's secret, so that a
+/// moved store computes the same codes for the same URLs. Written first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRecord {
+    pub name: String,
+    /// Hex.
+    pub value: String,
+}
+
+/// The keys an export carries (and an import accepts).
+const CARRIED_KEYS: &[&str] = &[crate::links::HASH_SECRET_KEY];
 
 /// Every field of a link record; times in RFC 3339 (UTC, millisecond precision).
 #[derive(Debug, Serialize, Deserialize)]
@@ -225,6 +239,16 @@ pub fn export(
 ) -> Result<ExportSummary, BoxError> {
     let mut summary = ExportSummary::default();
     let mut progress = Progress::new("exporting", None);
+    for name in CARRIED_KEYS {
+        if let Some(value) = store.meta_get(name)? {
+            let record = Record::Key(KeyRecord {
+                name: name.to_string(),
+                value: hex::encode(value),
+            });
+            serde_json::to_writer(&mut *out, &record)?;
+            out.write_all(b"\n")?;
+        }
+    }
     let mut after = None;
     loop {
         let page = store.list_links(&LinkQuery {
@@ -480,6 +504,48 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// A key of the exported store: kept when this store has none yet (or the same one).
+    fn key(&mut self, line: u64, record: KeyRecord) -> Result<(), BoxError> {
+        if !CARRIED_KEYS.contains(&record.name.as_str()) {
+            return self.refuse_now(
+                line,
+                format!("`{}` is not a key an import sets", record.name),
+            );
+        }
+        let Ok(value) = hex::decode(&record.value) else {
+            return self.refuse_now(
+                line,
+                format!("malformed: the value of `{}` is not hex", record.name),
+            );
+        };
+        if value.len() < 16 {
+            return self.refuse_now(line, format!("`{}` is shorter than 16 bytes", record.name));
+        }
+        let before = self.store.meta_get(&record.name)?;
+        let stored = match (&before, self.dry_run) {
+            (Some(stored), _) => stored.clone(),
+            (None, true) => value.clone(),
+            (None, false) => self.store.meta_init(&record.name, &value)?,
+        };
+        if stored == value {
+            if before.is_some() {
+                self.summary.unchanged += 1;
+            } else {
+                self.summary.created += 1;
+            }
+            Ok(())
+        } else {
+            self.refuse_now(
+                line,
+                format!(
+                    "this store has its own `{}`: links made here by the `hash` strategy get \
+                     other codes than in the exported store",
+                    record.name
+                ),
+            )
+        }
+    }
+
     fn visit(&mut self, line: u64, record: VisitRecord) -> Result<(), BoxError> {
         // The link lines before this one must be written for its link's id to be known.
         self.flush_links()?;
@@ -624,6 +690,7 @@ pub fn import(
                         Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
                     },
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,
+                    Ok(Record::Key(record)) => importer.key(number, record)?,
                     Err(e) => importer.refuse_now(number, format!("malformed: {e}"))?,
                 }
             }

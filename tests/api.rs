@@ -176,14 +176,20 @@ fn every_route_happy_path() {
             .iter()
             .map(|p| p["length"].as_u64().unwrap())
             .collect::<Vec<_>>(),
-        [4, 5, 6]
+        [4, 5, 6, 7]
     );
     let four = &pools[0];
     assert_eq!(four["strategy"], "step");
     assert!(four["state"]["batch_index"].is_u64() && four["state"]["last_id"].is_u64());
     for p in pools {
-        for key in ["available", "cooling", "generated_total", "recycled_total"] {
+        for key in ["cooling", "generated_total", "recycled_total"] {
             assert!(p[key].is_u64(), "{key} in {p}");
+        }
+        // Computed codes (`hash`) have no pool: nothing is available ahead.
+        if p["strategy"] == "hash" {
+            assert!(p["available"].is_null(), "{p}");
+        } else {
+            assert!(p["available"].is_u64(), "{p}");
         }
         assert!(p["exhausted"].is_boolean());
     }
@@ -776,7 +782,7 @@ fn healthcheck_command_and_storage_path_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("elsewhere");
     let app = TestApp::start_sled("", &[("VSL_STORAGE__PATH", data.to_str().unwrap())]);
-    app.create(json!({"url": "https://example.com/env", "code": "envpath"}));
+    app.create(json!({"url": "https://example.com/env", "code": "env-path"}));
     assert!(
         data.join("db").exists(),
         "VSL_STORAGE__PATH wins over the file"

@@ -583,3 +583,64 @@ fn a_database_that_refuses_writes_still_serves_every_link() {
     })
     .expect("creates work again once the database takes writes");
 }
+
+/// Computed codes (`hash`) on two instances: creates of the same URL at once from both
+/// agree on one link (one wins, the other gets it back by dedup); creates of other URLs whose
+/// candidates collide take the next candidate. Every code passes its check character.
+#[test]
+fn computed_codes_agree_across_instances_under_concurrent_creates() {
+    let Some((a, b, _)) = pair() else { return };
+    let apps = [&a, &b];
+    let answers: Vec<(usize, String, u16)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..48)
+            .map(|i| {
+                let app = apps[i % 2];
+                scope.spawn(move || {
+                    // Six URLs, each created eight times over both instances.
+                    let url = i % 6;
+                    let response = app.post_json(
+                        "/api/v1/links",
+                        ADMIN,
+                        &json!({ "url": format!("https://example.com/h/{url}"), "length": 7 }),
+                    );
+                    let status = response.status().as_u16();
+                    let body: Value = response.json().expect("json");
+                    (
+                        url,
+                        body["code"].as_str().expect("code").to_string(),
+                        status,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    });
+    for url in 0..6 {
+        let codes: Vec<&(usize, String, u16)> =
+            answers.iter().filter(|(u, _, _)| *u == url).collect();
+        let first = &codes[0].1;
+        assert!(
+            codes.iter().all(|(_, code, _)| code == first),
+            "URL {url} got several codes: {codes:?}"
+        );
+        assert_eq!(
+            codes.iter().filter(|(_, _, status)| *status == 201).count(),
+            1,
+            "URL {url}: exactly one create made the link: {codes:?}"
+        );
+        assert!(vshortlink::codes::check::passes(first), "{first}");
+        for app in apps {
+            assert_eq!(
+                location(app, first).as_deref(),
+                Some(format!("https://example.com/h/{url}").as_str())
+            );
+        }
+    }
+    let mut distinct: Vec<&String> = answers.iter().map(|(_, c, _)| c).collect();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 6);
+}

@@ -469,7 +469,7 @@ fn links_are_searched_filtered_and_paged_newest_first() {
             json!({ "url": format!("https://example.com/{i}"), "title": title, "tags": ["t"] }),
         );
     }
-    app.create(json!({ "url": "https://alpha.example/x", "code": "custom7" }));
+    app.create(json!({ "url": "https://alpha.example/x", "code": "custom08" }));
     let page = PageClient::signed_in(&app, ADMIN);
     let html = page.html("/ui/links?q=ALPHA", 200);
     assert_eq!(
@@ -482,7 +482,7 @@ fn links_are_searched_filtered_and_paged_newest_first() {
     assert!(two < one, "newest first");
     let api: serde_json::Value = app.api_get("/api/v1/links?q=alpha", ADMIN);
     assert_eq!(api["items"].as_array().unwrap().len(), 3);
-    let by_length = page.html("/ui/links?length=7", 200);
+    let by_length = page.html("/ui/links?length=8", 200);
     assert_eq!(by_length.matches("class=\"code\"").count(), 1);
     let none = page.html("/ui/links?q=nothing-matches", 200);
     assert!(none.contains("No link matches"));

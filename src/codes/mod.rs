@@ -1,10 +1,13 @@
 //! Short-code rules and generation: the base-62 alphabet, per-length number
-//! spaces, reserved/blocked words, the three generation strategies and the
+//! spaces, reserved/blocked words, the three pooled generation strategies, the
+//! codes computed from a URL (`hash`), the check character and the
 //! issued-code Bloom filter. Everything here is pure computation; this module
 //! does no I/O (callers persist state and filter bytes).
 
 pub mod alphabet;
+pub mod check;
 pub mod filter;
+pub mod hash;
 pub mod permute;
 pub mod random;
 pub mod space;

@@ -428,7 +428,7 @@ pub async fn list_pools(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     caller.require(Role::Viewer)?;
     let pools = state.pools.clone();
-    let statuses = tokio::task::spawn_blocking(move || pools.statuses())
+    let statuses = tokio::task::spawn_blocking(move || pools.tier_statuses())
         .await
         .map_err(ApiError::internal)?
         .map_err(ApiError::internal)?;

@@ -195,10 +195,7 @@ impl Links {
         let now = self.clock.now();
         let mut new = self.validate_create(req, now)?;
         new.dedup = false;
-        let length = match &new.code {
-            crate::store::CodeChoice::Pool(l) => *l,
-            crate::store::CodeChoice::Custom(c) => u8::try_from(c.len()).unwrap_or(0),
-        };
+        let length = new.length();
         match self.pools.create(&new) {
             Ok(Created::New(link)) | Ok(Created::Existing(link)) => Ok(link),
             Err(StoreError::CodeTaken(code)) => Err(LinkError::CodeTaken(code)),

@@ -214,6 +214,10 @@ pub enum CodeChoice {
     Pool(u8),
     /// The caller's code (already checked for syntax and reserved words by the domain layer).
     Custom(String),
+    /// Codes computed by the domain (the `hash` strategy), all of one length: the first that
+    /// no link owns is taken (out of a pool if it sits in one). A generated code: the link is
+    /// a dedup target. None free: [`StoreError::PoolEmpty`].
+    Computed(Vec<String>),
 }
 
 /// A create request as the store sees it: validated, normalised, with its clock reading.
@@ -237,6 +241,10 @@ impl NewLink {
         match &self.code {
             CodeChoice::Pool(length) => *length,
             CodeChoice::Custom(code) => u8::try_from(code.len()).unwrap_or(0),
+            CodeChoice::Computed(codes) => codes
+                .first()
+                .and_then(|c| u8::try_from(c.len()).ok())
+                .unwrap_or(0),
         }
     }
 

@@ -14,6 +14,7 @@ use super::render::{message, page, see_other, Visitor};
 use crate::config::Role;
 use crate::http::api::blocking;
 use crate::links::LinkError;
+use crate::pools::TierStatus;
 use crate::state::AppState;
 
 /// `GET /ui/dashboard`.
@@ -34,7 +35,7 @@ pub async fn show(
         .and_then(|s| s.principal.spaces.clone());
     let read = blocking(move || {
         let system = stats.system(spaces.as_deref()).map_err(LinkError::Store)?;
-        let pools = pools.statuses().map_err(LinkError::Store)?;
+        let pools = pools.tier_statuses().map_err(LinkError::Store)?;
         Ok((system, pools))
     })
     .await;
@@ -66,16 +67,26 @@ pub async fn show(
         .collect();
     let pools: Vec<Value> = pools
         .iter()
-        .map(|p| {
-            context! {
+        .map(|t| match t {
+            TierStatus::Pool(p) => context! {
                 length => p.length,
-                strategy => format!("{:?}", p.strategy).to_lowercase(),
+                strategy => p.strategy.as_str(),
+                check => p.check,
+                pooled => true,
                 available => p.counts.available,
                 cooling => p.counts.cooling,
                 generated => p.counts.generated_total,
                 recycled => p.counts.recycled_total,
                 exhausted => p.exhausted,
-            }
+            },
+            // Computed codes (`hash`): no pool, nothing to count or refill.
+            TierStatus::Computed(c) => context! {
+                length => c.length,
+                strategy => c.strategy,
+                check => c.check,
+                pooled => false,
+                exhausted => false,
+            },
         })
         .collect();
     let notice = query

@@ -282,6 +282,13 @@ keys = [
         Some(status)
     }
 
+    /// Replaces the extra TOML the next start writes into the config (the server must be
+    /// stopped; `respawn` starts it with it).
+    pub fn set_extra(&mut self, extra: &str) {
+        self.extra = extra.to_string();
+        self.write_config();
+    }
+
     /// Starts the server again after it exited by itself.
     pub fn respawn(&mut self) {
         self.spawn();

@@ -124,14 +124,16 @@ fn like_pattern(q: &str) -> String {
 
 impl Shared {
     pub(super) async fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
-        loop {
+        'attempt: loop {
             // Before the transaction's connection: a spent segment needs a connection of its
             // own, and a create holding one while waiting for another could starve the pool.
             let id = self.next_link_id().await?;
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(db_error)?;
-            if let (CodeChoice::Pool(length), true) = (&new.code, new.dedup) {
+            let generated = matches!(new.code, CodeChoice::Pool(_) | CodeChoice::Computed(_));
+            if generated && new.dedup {
                 // Two instances creating the same URL at once must agree on one link.
+                let length = new.length();
                 tx.exec(
                     "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
                     &[&format!("dedup:{}:{length}:{}", new.space, new.url)],
@@ -139,45 +141,62 @@ impl Shared {
                 .await
                 .map_err(db_error)?;
                 if let Some(link) =
-                    dedup_in(&tx, &new.space, *length, &new.url, Some(new.now)).await?
+                    dedup_in(&tx, &new.space, length, &new.url, Some(new.now)).await?
                 {
                     tx.commit().await.map_err(db_error)?;
                     return Ok(Created::Existing(link));
                 }
             }
-            let (code, custom) = match &new.code {
+            // The codes to try, in order.
+            let codes: Vec<String> = match &new.code {
                 CodeChoice::Pool(length) => {
                     let taken = tx
                         .row_opt(TAKE, &[&i16::from(*length), &sql_ms(new.now)])
                         .await
                         .map_err(db_error)?;
                     match taken {
-                        Some(row) => (row.get::<_, String>(0), false),
+                        Some(row) => vec![row.get::<_, String>(0)],
                         None => return Err(StoreError::PoolEmpty(*length)),
                     }
                 }
-                CodeChoice::Custom(code) => {
+                CodeChoice::Custom(code) => vec![code.clone()],
+                CodeChoice::Computed(codes) => codes.clone(),
+            };
+            let custom = matches!(new.code, CodeChoice::Custom(_));
+            let mut created = None;
+            for code in codes {
+                if !matches!(new.code, CodeChoice::Pool(_)) {
                     // Out of its pool first: a pool take of the same code holds that row, so
                     // the two wait on one lock instead of deadlocking on two.
-                    tx.exec("DELETE FROM pool WHERE code = $1", &[code])
+                    tx.exec("DELETE FROM pool WHERE code = $1", &[&code])
                         .await
                         .map_err(db_error)?;
-                    (code.clone(), true)
                 }
-            };
-            let link = new.record(id, &code, custom);
-            match insert_link(&tx, &link).await? {
-                None => {}
-                Some(Refused::CodeOwned) if custom => return Err(StoreError::CodeTaken(code)),
-                Some(Refused::CodeOwned) => {
-                    // A pooled code that a link owns (a custom create raced a refill): the
-                    // take removed it from the pool; keep that and take another.
-                    tracing::error!(code = %code, "a pooled code is owned by a link; dropped it from the pool");
-                    tx.commit().await.map_err(db_error)?;
-                    continue;
+                let link = new.record(id, &code, custom);
+                match insert_link(&tx, &link).await? {
+                    None => {
+                        created = Some(link);
+                        break;
+                    }
+                    Some(Refused::CodeOwned) => match &new.code {
+                        CodeChoice::Custom(_) => return Err(StoreError::CodeTaken(code)),
+                        // The next computed candidate.
+                        CodeChoice::Computed(_) => continue,
+                        CodeChoice::Pool(_) => {
+                            // A pooled code that a link owns (a custom create raced a
+                            // refill): the take removed it from the pool; keep that and take
+                            // another.
+                            tracing::error!(code = %code, "a pooled code is owned by a link; dropped it from the pool");
+                            tx.commit().await.map_err(db_error)?;
+                            continue 'attempt;
+                        }
+                    },
+                    Some(Refused::IdTaken) => continue 'attempt,
                 }
-                Some(Refused::IdTaken) => continue,
             }
+            let Some(link) = created else {
+                return Err(StoreError::PoolEmpty(new.length()));
+            };
             bump(
                 &tx,
                 &[

@@ -164,7 +164,7 @@ impl SledStore {
                 .unwrap_or(0);
             let id = tx_next_link_id(links, last)?;
             counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
-            let link = new.record(id, code, taken.is_none());
+            let link = new.record(id, code, matches!(new.code, CodeChoice::Custom(_)));
             insert_active([links, codes, dedup, expiry], &link, dedup_key.as_deref())?;
             bump_status(counters, None, LinkStatus::Active)?;
             bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
@@ -217,6 +217,25 @@ impl SledStore {
             self.note_cooling(length, score, -1);
         }
         Ok(created)
+    }
+
+    /// A create of the first free code of `codes` (the `hash` strategy): each is tried like a
+    /// custom code, in order, until one is not owned.
+    fn create_computed(&self, new: &NewLink, codes: &[String]) -> StoreResult<Created> {
+        for code in codes {
+            self.filter_insert([code.as_str()]);
+            match self.create_tx(new, code, None) {
+                Ok((created, unpooled)) => {
+                    if let (Some(score), Some(length)) = (unpooled, length_of(code)) {
+                        self.note_cooling(length, score, -1);
+                    }
+                    return Ok(created);
+                }
+                Err(TransactionError::Abort(Abort::CodeTaken)) => continue,
+                Err(e) => return Err(tx_error(e, code)),
+            }
+        }
+        Err(StoreError::PoolEmpty(new.length()))
     }
 
     /// Reads a link by code inside a transaction.
@@ -279,6 +298,10 @@ impl SledStore {
             CodeChoice::Custom(code) => {
                 let _committing = self.flusher.committing();
                 self.create_custom(new, code)?
+            }
+            CodeChoice::Computed(codes) => {
+                let _committing = self.flusher.committing();
+                self.create_computed(new, codes)?
             }
         };
         // A dedup hit may return a link whose own create is still waiting for its flush:
