@@ -38,7 +38,7 @@ REFERER = "https://news.example.org/articles/42"
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SIX_MIN = 62 ** 5  # the first 6-character code number (SPEC §2)
 # The groups of rows `--rows` can pick from.
-ROWS = ("hot", "zipf", "uniform", "unknown", "job", "create")
+ROWS = ("hot", "zipf", "uniform", "check", "unknown", "job", "create")
 
 
 def log(text):
@@ -51,6 +51,16 @@ def base62(n, width):
         n, r = divmod(n, 62)
         digits.append(ALPHABET[r])
     return "".join(reversed(digits))
+
+
+def with_check(payload):
+    """The payload and its Luhn mod 62 check character (docs/architecture.md)."""
+    total, factor = 0, 2
+    for ch in reversed(payload):
+        product = factor * ALPHABET.index(ch)
+        total += product // 62 + product % 62
+        factor = 3 - factor
+    return payload + ALPHABET[(62 - total % 62) % 62]
 
 
 def free_port():
@@ -167,10 +177,13 @@ def mean_run(runs):
             "errors": sum(r["errors"] for r in runs)}
 
 
-def seed_file(path, links, now_ms, expiring_share):
+def seed_file(path, links, now_ms, expiring_share, checked=0):
     """`links` link records as `vshortlink import` reads them; returns the codes (the first
-    ones expire in the past when `expiring_share` > 0, for the daily-job row)."""
+    ones expire in the past when `expiring_share` > 0, for the daily-job row) and `checked`
+    more of 7 characters, the last one a check character (the default tier 7), for the rows
+    that compare them with 6-character codes."""
     codes = []
+    codes7 = []
     stride = 7919  # spread codes over the space, as random codes would be
     created = datetime.datetime.fromtimestamp(now_ms / 1000 - 86400, datetime.timezone.utc)
     created = created.strftime("%Y-%m-%dT%H:%M:%S.000Z")
@@ -187,7 +200,15 @@ def seed_file(path, links, now_ms, expiring_share):
                       "updated_at": created, "expires_at": past if i < expiring else None,
                       "title": None, "tags": []}
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
-    return codes, expiring
+        for j in range(checked):
+            code = with_check(base62(SIX_MIN + (j * 104729) % (61 * SIX_MIN), 6))
+            codes7.append(code)
+            record = {"type": "link", "id": links + j + 1, "code": code,
+                      "url": f"https://example.com/7/{j}", "space": "default",
+                      "status": "active", "custom": False, "created_at": created,
+                      "updated_at": created, "expires_at": None, "title": None, "tags": []}
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+    return codes, expiring, codes7
 
 
 def main():
@@ -275,7 +296,8 @@ not_found_per_ip = "off"
     log(f"seeding {links:,} links with vshortlink import")
     now_ms = int(time.time() * 1000)
     seed = os.path.join(tmp, "seed.jsonl")
-    codes, expiring = seed_file(seed, links, now_ms, 0.10)
+    checked = max(1_000, links // 10) if "check" in args.rows else 0
+    codes, expiring, codes7 = seed_file(seed, links, now_ms, 0.10, checked)
     started = time.monotonic()
     subprocess.run([ours_bin, "--config", config, "import", seed], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -345,6 +367,24 @@ not_found_per_ip = "off"
     if "uniform" in args.rows:
         measure(f"redirect, uniform over {len(live):,} links", 0.60, "zipf.lua",
                 [live_file, "uniform"], [bare_codes, "uniform"])
+    if "check" in args.rows:
+        # Codes of the `hash` tier carry a check character the redirect verifies before any
+        # lookup: the same rows over 7-character codes, beside 6-character ones of the same
+        # count, so that the check's cost shows.
+        for name, sample in (("6", live[-len(codes7):]), ("7", codes7)):
+            with open(os.path.join(tmp, f"hot{name}.txt"), "w") as f:
+                f.write(sample[0] + "\n")
+            with open(os.path.join(tmp, f"codes{name}.txt"), "w") as f:
+                f.write("\n".join(sample) + "\n")
+        bare_check = os.path.join(tmp, "bare_check.txt")
+        with open(bare_check, "w") as f:
+            f.write("\n".join(f"c{i}" for i in range(len(codes7))) + "\n")
+        for name, what in (("6", "6-character codes"), ("7", "7-character codes with a check character")):
+            measure(f"redirect, one hot code of {what}", 0.85, "zipf.lua",
+                    [os.path.join(tmp, f"hot{name}.txt")], [os.path.join(tmp, "bare_hot.txt")])
+        for name, what in (("6", "6-character codes"), ("7", "7-character codes with a check character")):
+            measure(f"redirect, uniform over {len(codes7):,} {what}", 0.60, "zipf.lua",
+                    [os.path.join(tmp, f"codes{name}.txt"), "uniform"], [bare_check, "uniform"])
     if "unknown" in args.rows:
         measure("unknown code", 0.85, "unknown.lua", [live_file], [], drops=False)
     if "job" in args.rows:
