@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""vshortlink's benchmark: every SPEC §14 row in one table, ours beside the ceiling measured in
-the same run, with the target and the visits dropped in each row.
+"""vshortlink's benchmark: every performance target (benches/RESULTS.md) in one table, ours
+beside the ceiling measured in the same run, with the target and the visits dropped in each row.
 
     python3 benches/run.py            # 1 M links, release build, about 10 minutes on 2 cores
     python3 benches/run.py --quick    # seconds, 2,000 links, debug build (what CI runs)
@@ -36,7 +36,7 @@ USER_AGENT = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
               "(KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36")
 REFERER = "https://news.example.org/articles/42"
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-SIX_MIN = 62 ** 5  # the first 6-character code number (SPEC §2)
+SIX_MIN = 62 ** 5  # the first 6-character code number
 # The groups of rows `--rows` can pick from.
 ROWS = ("hot", "zipf", "uniform", "check", "unknown", "job", "create")
 

@@ -1,4 +1,4 @@
-//! The visit writer's sustained throughput (SPEC §7), side by side in one run:
+//! The visit writer's sustained throughput, side by side in one run:
 //!
 //! - `pipeline`: visits offered to the [`Recorder`] as fast as one task can (the redirect's
 //!   side), drained by the writer task in batches: user-agent parsing, geolocation (when

@@ -1,7 +1,8 @@
-//! The ceiling for redirect benchmarks (SPEC §14): a bare axum server answering `GET /{code}`
-//! with 302 + `Location` from a read-only in-memory `HashMap`, 404 otherwise. No storage, no
-//! cache, no visits, no validation: whatever vshortlink's redirect reaches is measured as a
-//! ratio of what this reaches on the same machine in the same run (`benches/run.py`).
+//! The ceiling for redirect benchmarks (see benches/RESULTS.md): a bare axum server answering
+//! `GET /{code}` with 302 + `Location` from a read-only in-memory `HashMap`, 404 otherwise. No
+//! storage, no cache, no visits, no validation: whatever vshortlink's redirect reaches is
+//! measured as a ratio of what this reaches on the same machine in the same run
+//! (`benches/run.py`).
 //!
 //! Usage: `bare_redirect [--listen ADDR] [--codes N]` (defaults 127.0.0.1:18181, 100000).
 //! Code i is `c{i}` and points at `https://example.com/{i}`. Prints `listening addr=<addr>` on

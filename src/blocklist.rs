@@ -1,4 +1,4 @@
-//! Blocked destination hosts (SPEC §16): `limits.blocked_hosts` plus the lines of
+//! Blocked destination hosts: `limits.blocked_hosts` plus the lines of
 //! `limits.blocked_hosts_file`, which a background thread re-reads within
 //! [`RELOAD_INTERVAL`] of a change. A host matches itself and its subdomains.
 //!

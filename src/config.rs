@@ -196,7 +196,7 @@ impl TierStrategy {
     }
 }
 
-/// One code length's rules (SPEC §2 table).
+/// One code length's rules (a row of the tiers table in docs/configuration.md).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TierConfig {

@@ -1,5 +1,5 @@
 //! Every CSV the product writes (a link's visits, a batch's results) goes through [`CsvWriter`],
-//! which neutralises formula cells (SPEC §16): a cell that begins with `=`, `+`, `-`, `@`, a
+//! which neutralises formula cells: a cell that begins with `=`, `+`, `-`, `@`, a
 //! tab or a carriage return gets a leading `'`, so that a spreadsheet shows it as text instead
 //! of evaluating it. Visitors choose their user agent and referer, and the link's owner opens
 //! the file: without this, a visit could plant `=HYPERLINK(…)` or a DDE command in it.

@@ -1,4 +1,5 @@
-//! API keys (SPEC §8): the key ring, who holds each key, and the generated admin key.
+//! API keys (see docs/api.md, "Keys and roles"): the key ring, who holds each key, and the
+//! generated admin key.
 //!
 //! Keys come from `[[auth.keys]]`; with none configured, the first start generates an admin
 //! key into `<data>/admin.key` (mode 0600). Keys are looked up by their SHA-256, so the lookup

@@ -1,4 +1,4 @@
-//! Rate limits (SPEC §16 `limits.rates`): one keyed GCRA limiter from the `governor` crate per
+//! Rate limits (`limits.rates`): one keyed GCRA limiter from the `governor` crate per
 //! configured limit, with a bounded per-key state so that a scanner walking through addresses
 //! cannot grow memory without end. Knows nothing of HTTP: callers pass the client address or
 //! key name and turn a [`RateLimited`] into a 429 (in `http/error.rs`).

@@ -641,7 +641,7 @@ impl Links {
         }
     }
 
-    /// Parses and normalises a target URL (SPEC §12).
+    /// Parses and normalises a target URL.
     pub fn check_url(&self, raw: &str) -> Result<String> {
         let max = self.config.limits.max_url_len;
         let bad = |detail: String| LinkError::invalid("invalid_url", "url", detail);
@@ -683,7 +683,7 @@ impl Links {
 }
 
 impl Links {
-    /// Whether a URL leads back to this server (SPEC §16 "loops"): its host is the base URL's
+    /// Whether a URL leads back to this server (a loop): its host is the base URL's
     /// host, or any name of this machine — `localhost` and `*.localhost`, a loopback or
     /// unspecified address in any spelling (the `url` crate reads `0x7f.1` and `2130706433` as
     /// 127.0.0.1; an IPv4-mapped IPv6 address counts as IPv4), the address it listens on —
@@ -722,7 +722,7 @@ fn is_own_ip(ip: IpAddr, listen: IpAddr) -> bool {
     ip.is_loopback() || ip.is_unspecified() || ip == listen.to_canonical()
 }
 
-/// Checks a caller-chosen code (SPEC §2, §16).
+/// Checks a caller-chosen code.
 pub fn check_custom_code(code: &str) -> Result<()> {
     if !is_code_syntax(code) {
         return Err(LinkError::invalid(

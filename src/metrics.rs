@@ -1,4 +1,4 @@
-//! `/metrics` (SPEC §8): Prometheus text from a `prometheus-client` registry.
+//! `/metrics` (see docs/api.md, "Metrics"): Prometheus text from a `prometheus-client` registry.
 //!
 //! Counters that hot paths bump (requests, redirect latency, cache hits, visit queue) are
 //! atomics owned by the components that count and registered here by handle. Levels that

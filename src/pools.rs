@@ -1,4 +1,4 @@
-//! Code pools (SPEC §3, §4): which strategy fills which length, refills (background when a pool
+//! Code pools: which strategy fills which length, refills (background when a pool
 //! runs low, synchronous when it is empty), and creates that take from them.
 //!
 //! Generation is pure (`codes::*`); this module decides how many codes to make, filters them

@@ -1,4 +1,4 @@
-//! The HTTP API and the redirect path, against the real binary (SPEC §6, §8, §9, §11, §12).
+//! The HTTP API and the redirect path, against the real binary (see docs/api.md).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Crash safety of the real server (SPEC §5): concurrent creates, patches and deletes, SIGKILL
+//! Crash safety of the real server: concurrent creates, patches and deletes, SIGKILL
 //! at a moment nobody chose, restart on the same data dir, then check every acknowledged
 //! write, that no code has two live links, and that no code was lost from both its pool and
 //! the links. `benches/crash.sh` runs the same check for many more cycles.

@@ -1,4 +1,4 @@
-//! Hardening against the real binary (SPEC §12, §16): code order, base_url from `listen`, rate
+//! Hardening against the real binary: code order, base_url from `listen`, rate
 //! limits, blocked hosts, robots.txt and previews, slow and huge clients.
 
 mod common;

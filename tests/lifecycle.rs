@@ -1,4 +1,4 @@
-//! The life of links and codes (SPEC §4, §5) with a manual clock: expiry at redirect time, the
+//! The life of links and codes with a manual clock: expiry at redirect time, the
 //! maintenance job, recycling with cooldown, retiring, idempotence.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Several instances on one PostgreSQL database (SPEC §15 scale-out): two real vshortlink
+//! Several instances on one PostgreSQL database: two real vshortlink
 //! processes share a database of a real PostgreSQL server the test starts itself. A link
 //! created on one redirects on the other at once; a change on one is seen by the other within
 //! a second; concurrent creates over both never share a code; the lifecycle job run on both

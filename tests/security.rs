@@ -1,4 +1,4 @@
-//! The holes an attack run on 127.0.0.1 found (SPEC §16's precisions), one test each, through
+//! The holes an attack run on 127.0.0.1 found, one test each, through
 //! the real binary and CLI: imported ids that made later creates overwrite links, the open
 //! redirect of `back`/`next`, unlimited key guessing, formula cells in CSV, imports that
 //! skipped the API's rules, loops by another name, a 500 for a bad header value, a header limit

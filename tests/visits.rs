@@ -1,4 +1,4 @@
-//! Visits and statistics against the real server (SPEC §6, §7, §8, §11): user agents and bots,
+//! Visits and statistics against the real server: user agents and bots,
 //! geolocation from a test database, stored addresses, counters and series, the visit listing
 //! and CSV export, queue overflow, draining on SIGTERM, and `/metrics`.
 

@@ -1,4 +1,4 @@
-//! Code parsing (SPEC §2): syntax check, base-62 decoding and custom-code rules never panic, and
+//! Code parsing: syntax check, base-62 decoding and custom-code rules never panic, and
 //! a decoded number encodes to a code that decodes to it again.
 #![no_main]
 

@@ -1,4 +1,4 @@
-//! Configuration (SPEC §9): TOML text plus `VSL_*` environment pairs, layered over the embedded
+//! Configuration: TOML text plus `VSL_*` environment pairs, layered over the embedded
 //! defaults. Any input either loads (and validates) or is an error naming a key; never a panic.
 //! Input: lines `KEY=VALUE` (the environment, without the `VSL_` prefix) up to a blank line,
 //! then TOML.

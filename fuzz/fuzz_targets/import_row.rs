@@ -1,4 +1,4 @@
-//! An import's rows (`vshortlink import`, SPEC §16): an exported link line or a CSV code cell,
+//! An import's rows (`vshortlink import`): an exported link line or a CSV code cell,
 //! however malformed, is refused or accepted without a panic, and what is accepted obeys the
 //! API's rules — a code of the right syntax that is no reserved word, an http(s) URL, a valid
 //! space, a title and tags within their limits — and passes the same check again unchanged.

@@ -1,4 +1,4 @@
-//! Local redirects (`back`, `next`; SPEC §16): whatever a query or form holds, the place a
+//! Local redirects (`back`, `next`): whatever a query or form holds, the place a
 //! browser is sent to is a plain path of this site — a valid `Location` header that a browser
 //! resolves against this site to this site — and asking again gives the same answer.
 #![no_main]

@@ -1,5 +1,5 @@
 //! Query and header parsers: the API's listing parameters (`cursor`, `limit`, clamped to 1000)
-//! and the client address from proxy headers (SPEC §16). Never a panic. Input: a query string,
+//! and the client address from proxy headers. Never a panic. Input: a query string,
 //! a newline, then header values for X-Forwarded-For, X-Real-IP and Forwarded, one a line.
 #![no_main]
 

@@ -1,4 +1,4 @@
-//! URL validation and normalisation (`Links::check_url`, SPEC §12): never panics; an accepted URL
+//! URL validation and normalisation (`Links::check_url`): never panics; an accepted URL
 //! is http(s), within `max_url_len`, accepted again unchanged, and its host as the redirect
 //! path's blocklist check reads it (`blocklist::host_of`) is the `url` crate's host.
 #![no_main]

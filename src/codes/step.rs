@@ -1,6 +1,6 @@
-//! The `step` generation strategy (design 000): walks a space in interleaved
-//! batches so consecutive codes are far apart, and every number is produced
-//! exactly once over a full cycle. Pure computation; this module does no I/O.
+//! The `step` generation strategy (see docs/architecture.md, "How codes work"): walks a
+//! space in interleaved batches so consecutive codes are far apart, and every number is
+//! produced exactly once over a full cycle. Pure computation; this module does no I/O.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! `/api/v1` handlers (SPEC §8): thin adapters between HTTP and the domain service. They check
+//! `/api/v1` handlers: thin adapters between HTTP and the domain service. They check
 //! the caller, parse, call [`crate::links::Links`] or [`crate::pools::Pools`] on the blocking
 //! pool (writes wait for a durable flush), and shape the JSON. No business rules here.
 
@@ -160,7 +160,7 @@ fn authenticate_writer(state: &AppState, caller: &Caller) -> Result<(), ApiError
     caller.require(Role::Editor).map(|_| ())
 }
 
-/// The client address of SPEC §16 (the proxy headers only when trusted).
+/// The client address (the proxy headers only when trusted).
 fn request_ip(state: &AppState, request: &Request) -> IpAddr {
     let peer = request
         .extensions()

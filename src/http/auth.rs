@@ -1,4 +1,4 @@
-//! Who is calling the API (SPEC §8): the [`Caller`] extractor reads the key a request carries
+//! Who is calling the API: the [`Caller`] extractor reads the key a request carries
 //! and looks it up in the key ring ([`crate::keys`]). A missing or unknown key is 401; a known
 //! key whose role or spaces do not allow the request is 403. Failed keys count against
 //! `limits.rates.auth_per_ip` per client address; past it every key is 429.

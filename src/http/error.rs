@@ -230,7 +230,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        // A JSON content type is required (SPEC §16): a `text/plain` or form body is a
+        // A JSON content type is required: a `text/plain` or form body is a
         // request a page of another site can send without asking (no CORS preflight).
         if !is_json(req.headers()) {
             return Err(ApiError::new(

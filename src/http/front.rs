@@ -39,7 +39,7 @@ impl Front {
     /// Answers one request from `peer`.
     pub async fn handle(self, request: Request<Body>, peer: SocketAddr) -> Response {
         let mut response = self.answer(request, peer).await;
-        // Every answer, redirects and errors included (SPEC §16): no browser guesses a type.
+        // Every answer, redirects and errors included: no browser guesses a type.
         response
             .headers_mut()
             .insert(header::X_CONTENT_TYPE_OPTIONS, NOSNIFF);

@@ -44,7 +44,7 @@ use crate::links::{CreateLink, UpdateLink};
 )]
 pub struct ApiDoc;
 
-/// `Authorization: Bearer <key>` or `X-Api-Key: <key>` (SPEC §8).
+/// `Authorization: Bearer <key>` or `X-Api-Key: <key>`.
 struct Security;
 
 impl Modify for Security {

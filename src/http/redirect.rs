@@ -1,4 +1,4 @@
-//! `GET`/`HEAD /{code}` (SPEC §6; a `GET` comes here from [`super::front`], a `HEAD` through
+//! `GET`/`HEAD /{code}` (a `GET` comes here from [`super::front`], a `HEAD` through
 //! the router): resolve through the domain service and answer a redirect,
 //! or the 404/410 page (problem+json for clients that ask for JSON), and hand the visit of a
 //! `GET` to the visit queue (a `HEAD` is answered alike but records nothing). Never waits on
@@ -8,7 +8,7 @@
 //! is blocked answers 403 `blocked_url`. `GET /robots.txt` keeps crawlers out of `/api/` and
 //! `/ui/`.
 //!
-//! Rate limits (SPEC §16): `redirect_per_ip` is checked first when it is on; `not_found_per_ip`
+//! Rate limits: `redirect_per_ip` is checked first when it is on; `not_found_per_ip`
 //! only on the way to a 404, so that redirects that succeed never pay for it. Past a quota the
 //! answer is 429 with `Retry-After` (a page, or problem+json for JSON clients).
 
@@ -163,7 +163,7 @@ pub async fn fallback(
     response
 }
 
-/// The client address of SPEC §16 (the proxy headers only when trusted).
+/// The client address (the proxy headers only when trusted).
 fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> std::net::IpAddr {
     state.client_ip(peer.ip(), headers)
 }

@@ -1,4 +1,4 @@
-//! The accept loop (SPEC §16 "slow and huge clients"): HTTP/1 connections served by hyper with
+//! The accept loop, against slow and huge clients: HTTP/1 connections served by hyper with
 //! a header read timeout (`server.header_timeout`), a header size limit answered 431
 //! (`server.max_header_bytes`), and a cap on concurrent connections (`server.max_connections`).
 //! `axum::serve` exposes none of these, so this replaces it; the router is the same, behind

@@ -1,5 +1,6 @@
-//! Visit and statistics handlers (SPEC §7, §8): a link's statistics and visits (JSON pages or
-//! streamed CSV), the system-wide statistics, and `/metrics`. Statistics read counters only.
+//! Visit and statistics handlers (see docs/api.md, "Statistics and visits"): a link's
+//! statistics and visits (JSON pages or streamed CSV), the system-wide statistics, and
+//! `/metrics`. Statistics read counters only.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -319,7 +320,7 @@ pub async fn system_stats(
     ))
 }
 
-/// `GET /metrics`, Prometheus text. Needs no key (SPEC §16).
+/// `GET /metrics`, Prometheus text. Needs no key.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text")))]
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {

@@ -1,6 +1,6 @@
-//! The lifecycle job (SPEC §5): marks expired links, recycles or retires codes of links that
-//! ended long enough ago, and prunes old visits. Run daily by the scheduler and on demand by
-//! `POST /api/v1/maintenance/run`.
+//! The lifecycle job: marks expired links, recycles or retires codes of links that ended long
+//! enough ago, and prunes old visits. Run daily by the scheduler and on demand by
+//! `POST /api/v1/maintenance/run` (see docs/architecture.md, "The life of a link").
 //!
 //! It works in bounded chunks: each link is its own small transaction (expiries: a group of
 //! links per transaction), and each chunk ends with one shared flush, so the job never holds a giant transaction, never stalls redirects

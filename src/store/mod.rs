@@ -75,7 +75,8 @@ pub struct StorageFault {
     pub reopen: bool,
 }
 
-/// How far a write must have travelled before it is acknowledged (SPEC §13).
+/// How far a write must have travelled before it is acknowledged (see docs/operations.md,
+/// "Durability").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
@@ -181,13 +182,13 @@ impl Link {
     }
 
     /// Whether a create of the same space, length and URL may return this link instead of
-    /// taking a code (SPEC §5, §16): an active generated link not yet past its expiry. The
+    /// taking a code: an active generated link not yet past its expiry. The
     /// rule every backend applies.
     pub fn is_dedup_target(&self, now: Millis) -> bool {
         self.status == LinkStatus::Active && !self.custom && !self.is_expired_at(now)
     }
 
-    /// When the link ended, for the recycling clock (SPEC §16): its expiry if it expired, its
+    /// When the link ended, for the recycling clock: its expiry if it expired, its
     /// deletion if it was deleted (a record without a deletion time, from an older version or
     /// an import, ended at its last update). `None` while active, or once archived.
     pub fn ended_at(&self) -> Option<Millis> {
@@ -230,7 +231,7 @@ pub struct NewLink {
     pub title: Option<String>,
     pub tags: Vec<String>,
     /// Return an existing active generated link of the same space, length and URL instead of
-    /// taking a code (SPEC §5, §16). Only meaningful with [`CodeChoice::Pool`].
+    /// taking a code. Only meaningful with [`CodeChoice::Pool`].
     pub dedup: bool,
     pub now: Millis,
 }
@@ -442,7 +443,7 @@ fn contains_folded(haystack: &str, needle: &str) -> bool {
 
 // ---- visits ----
 
-/// One recorded visit (SPEC §7), as the visit writer enriched it.
+/// One recorded visit, as the visit writer enriched it.
 ///
 /// The strings that repeat across visits (the user agent and what it says, the referer, the
 /// client id, the place) are shared: the writer parses each distinct agent and referer once

@@ -1,6 +1,6 @@
-//! The web pages (SPEC §10): shorten at `/`, sign in and out, the links, one link's statistics,
-//! the dashboard, and the 404/410 pages — server-rendered from templates compiled into the
-//! binary, in English and Simplified Chinese, working without JavaScript.
+//! The web pages (see docs/web-interface.md): shorten at `/`, sign in and out, the links, one
+//! link's statistics, the dashboard, and the 404/410 pages — server-rendered from templates
+//! compiled into the binary, in English and Simplified Chinese, working without JavaScript.
 //!
 //! - `render` — the template environment, the [`Visitor`] extractor (language, session, form
 //!   token), security headers

@@ -101,7 +101,7 @@ pub struct Visitor {
     new_csrf: bool,
     /// The path and query of this request (where the language switcher comes back to).
     pub path: String,
-    /// The client address of SPEC §16 (rate limits of anonymous creates).
+    /// The client address (proxy headers only when trusted): rate limits of anonymous creates.
     pub ip: std::net::IpAddr,
     /// The request's `Origin`, if it sent one.
     origin: Option<String>,
@@ -309,7 +309,7 @@ pub fn see_other(to: &str) -> Response {
     Redirect::to(to).into_response()
 }
 
-/// Adds the pages' security headers (SPEC §10) to every response of the pages' router.
+/// Adds the pages' security headers to every response of the pages' router.
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     add_security_headers(response.headers_mut());

@@ -1,4 +1,4 @@
-//! Who is visiting (SPEC §7, §16): the client address (optionally from proxy headers), the form
+//! Who is visiting: the client address (optionally from proxy headers), the form
 //! of it that is stored, and the client id. Pure functions; nothing here stores or logs.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -85,7 +85,7 @@ pub fn stored_ip(ip: IpAddr, mode: IpMode) -> Option<String> {
     }
 }
 
-/// Lowercase hex SHA-1 of `ip + "&" + user_agent` over the full address (SPEC §7), whatever
+/// Lowercase hex SHA-1 of `ip + "&" + user_agent` over the full address, whatever
 /// `visits.ip` stores.
 pub fn client_id(ip: IpAddr, user_agent: &str) -> String {
     client_key(ip, user_agent).0

@@ -1,4 +1,4 @@
-//! Offline geolocation from a MaxMind-format database (SPEC §7): country, region, city and ISP
+//! Offline geolocation from a MaxMind-format database: country, region, city and ISP
 //! of a visitor's address. Reads only; never fails a visit — a missing answer is empty fields.
 
 use std::net::IpAddr;

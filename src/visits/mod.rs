@@ -1,6 +1,6 @@
-//! Visits (SPEC §6, §7): the redirect hands a raw visit to a bounded queue and returns; the
-//! writer task enriches visits (user agent, geolocation, client id) and writes them in batches,
-//! with their counters, through the store.
+//! Visits: the redirect hands a raw visit to a bounded queue and returns; the writer task
+//! enriches visits (user agent, geolocation, client id) and writes them in batches, with their
+//! counters, through the store (see docs/architecture.md, "Visits and statistics, inside").
 
 pub mod client;
 pub mod geo;

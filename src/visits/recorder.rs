@@ -1,4 +1,4 @@
-//! The visit queue and its writer (SPEC §6, §7).
+//! The visit queue and its writer (see docs/architecture.md, "Visits and statistics, inside").
 //!
 //! The redirect handler calls [`Recorder::record`], which stamps the visit, copies what it
 //! needs of the request into a fixed-size record ([`RawVisit`]) and offers it to a bounded

@@ -1,5 +1,6 @@
-//! Statistics (SPEC §7, §8): shapes the counters the store keeps into the answers of
-//! `/api/v1/links/{code}/stats` and `/api/v1/stats`. Reads counters only, never visits.
+//! Statistics (see docs/api.md, "Statistics and visits"): shapes the counters the store keeps
+//! into the answers of `/api/v1/links/{code}/stats` and `/api/v1/stats`. Reads counters only,
+//! never visits.
 
 use std::collections::BTreeMap;
 
@@ -192,7 +193,7 @@ pub fn system_stats(store: &dyn Store, now: Millis) -> StoreResult<SystemStats> 
 /// Links read per store page by [`space_stats`].
 const SPACE_PAGE: usize = 1000;
 
-/// The same statistics over the links of some spaces only (SPEC §16: a key limited to spaces
+/// The same statistics over the links of some spaces only (a key limited to spaces
 /// sees its spaces' counts). The store keeps its counters for the whole store, so this walks
 /// the spaces' links (archived ones too: their visits still count) and reads each link's
 /// hourly counters for the last [`DAYS`] days: O(links of those spaces), bounded memory.

@@ -1,11 +1,11 @@
-//! User-agent parsing for visits (SPEC §7): browser, OS, device class and the bot flag, from the
+//! User-agent parsing for visits: browser, OS, device class and the bot flag, from the
 //! `woothee` crate plus a few rules of our own. Pure and synchronous; it must not do I/O.
 
 use std::sync::{Arc, LazyLock};
 
 use quick_cache::sync::Cache;
 
-/// Device class of a visit (SPEC §7).
+/// Device class of a visit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Device {
@@ -55,7 +55,7 @@ pub struct Agent {
     pub os_version: Arc<str>,
     pub device: Device,
     /// True exactly when `device` is [`Device::Bot`]; kept separate because visitor counts
-    /// filter on it (SPEC §7).
+    /// filter on it.
     pub is_bot: bool,
 }
 
@@ -70,7 +70,7 @@ const MAX_CACHED_LEN: usize = 1024;
 /// cache hit (measured once during development; `cargo bench --bench visit_writer` measures
 /// the whole writer). The writer parses every visit, so the cache matters.
 ///
-/// Bot rule (SPEC §7 "crawlers"): woothee's `crawler` category and headless browsers are
+/// Bot rule: woothee's `crawler` category and headless browsers are
 /// bots. HTTP libraries and command-line clients (`curl`, `python-requests`,
 /// `Go-http-client`…) are not crawlers: they are device `other`, named by their first product
 /// token, and not flagged, because people do open short links with them (and API users test

@@ -1,5 +1,6 @@
-//! The PostgreSQL [`Store`]: several vshortlink instances share one database (SPEC §15,
-//! design 004). Only `store/postgres/` knows about PostgreSQL.
+//! The PostgreSQL [`Store`]: several vshortlink instances share one database (see
+//! docs/operations.md, "Several instances on PostgreSQL"). Only `store/postgres/` knows about
+//! PostgreSQL.
 //!
 //! The seam is blocking ([`Store`] methods return values, as sled's do), so this store owns a
 //! small tokio runtime of its own for the driver (`tokio-postgres` over a `deadpool-postgres`

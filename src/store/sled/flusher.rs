@@ -8,7 +8,7 @@
 //!
 //! In `power` durability the thread also fsyncs the store's files after sled's flush, because
 //! sled 0.34's flush ends in `sync_file_range`, which survives a killed process but not a power
-//! cut (SPEC §13). This file owns no data; it never reads or writes records.
+//! cut. This file owns no data; it never reads or writes records.
 //!
 //! A writer that must not block (the create committer, [`super::group`]) hands over a callback
 //! instead ([`Flusher::when_durable`]); the flusher thread calls it after the flush that covers

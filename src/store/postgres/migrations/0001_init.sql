@@ -36,7 +36,7 @@ CREATE TABLE pool (
 );
 CREATE INDEX pool_order ON pool (length, score, tiebreak, code);
 
--- Id segments (design 004): an instance reserves a block of link ids with one UPDATE.
+-- Id segments: an instance reserves a block of link ids with one UPDATE.
 CREATE TABLE id_blocks (
     name TEXT PRIMARY KEY,
     next BIGINT NOT NULL
