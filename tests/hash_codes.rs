@@ -201,6 +201,41 @@ fn custom_codes_of_a_check_length_are_refused_on_every_path() {
         .expect("yourls");
     let body: Value = r.json().expect("json");
     assert_eq!(body["status"], "fail", "{body}");
+    // An import obeys the same rule: a custom record of 7 characters is refused, a generated
+    // one must pass its check.
+    let mut app = app;
+    assert!(app.terminate().success());
+    let line = |code: &str, custom: bool| {
+        json!({"type": "link", "id": 0, "code": code, "url": format!("https://example.com/i/{code}"),
+            "space": "default", "status": "active", "custom": custom,
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "expires_at": null, "title": null, "tags": []})
+        .to_string()
+    };
+    let good = check::with_check("impor1").expect("alphabet");
+    let bad = format!(
+        "{}{}",
+        &good[..6],
+        if good.ends_with('0') { '1' } else { '0' }
+    );
+    let file = app.dir.path().join("seven.jsonl");
+    std::fs::write(
+        &file,
+        [line("custom7", true), line(&bad, false), line(&good, false)].join("\n"),
+    )
+    .expect("write");
+    let out = vsl(
+        &app.config_path(),
+        &["import", file.to_str().expect("path")],
+    );
+    let report = text(&out.stderr);
+    assert!(
+        report.contains("created 1") && report.contains("refused 2"),
+        "{report}"
+    );
+    assert!(report.contains("check character"), "{report}");
+    app.respawn();
+    assert_eq!(app.get(&format!("/{good}")).status(), 302);
     // Six and eight characters are other lengths: fine.
     for code in ["abcdef", "abcdefgh"] {
         let r = app.post_json(
@@ -210,7 +245,7 @@ fn custom_codes_of_a_check_length_are_refused_on_every_path() {
         );
         assert_eq!(r.status(), 201, "{code}");
     }
-    assert_eq!(app.link_total(), 2);
+    assert_eq!(app.link_total(), 3);
 }
 
 #[test]
