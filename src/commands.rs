@@ -1,16 +1,20 @@
 //! The command-line tools beside `serve`, `export` and `import`: `check` (the store's
 //! invariants), `create` and `stats`. `create` and `stats` work on a stopped store, or through a
-//! running server's API with `--server URL --key KEY` (plain HTTP/1.1, no TLS: meant for the
-//! server on this host or its network).
+//! running server's API with `--server URL --key KEY` (hyper's HTTP/1.1 client, no TLS: meant
+//! for the server on this host or its network).
 //!
 //! Offline work goes through the domain service like the API does; only `check` reads the
 //! store's trees, and only to verify them.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::http::{header, Method, Request, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
 use crate::clock::{Clock, SystemClock};
@@ -207,7 +211,7 @@ pub fn create(config: &Config, target: &Target, args: CreateArgs) -> Result<Valu
             call(
                 url,
                 key,
-                "POST",
+                Method::POST,
                 "/api/v1/links",
                 Some(&Value::Object(body)),
             )
@@ -225,10 +229,14 @@ pub fn create(config: &Config, target: &Target, args: CreateArgs) -> Result<Valu
 /// `vshortlink stats [CODE]`: a link and its visit total, or the system's counts.
 pub fn stats(config: &Config, target: &Target, code: Option<&str>) -> Result<Value, BoxError> {
     match (target, code) {
-        (Target::Server { url, key }, Some(code)) => {
-            call(url, key, "GET", &format!("/api/v1/links/{code}"), None)
-        }
-        (Target::Server { url, key }, None) => call(url, key, "GET", "/api/v1/stats", None),
+        (Target::Server { url, key }, Some(code)) => call(
+            url,
+            key,
+            Method::GET,
+            &format!("/api/v1/links/{code}"),
+            None,
+        ),
+        (Target::Server { url, key }, None) => call(url, key, Method::GET, "/api/v1/stats", None),
         (Target::Offline, code) => {
             let (store, links) = service(config)?;
             let result = (|| -> Result<Value, BoxError> {
@@ -255,68 +263,73 @@ pub fn stats(config: &Config, target: &Target, code: Option<&str>) -> Result<Val
     }
 }
 
-/// One API call over plain HTTP/1.1; the JSON body on 2xx, an error with the body otherwise.
+/// One API call over plain HTTP/1.1 (hyper's client on a runtime of its own); the JSON body
+/// on 2xx, an error with the body otherwise.
 fn call(
     server: &str,
     key: &str,
-    method: &str,
+    method: Method,
     path: &str,
     body: Option<&Value>,
 ) -> Result<Value, BoxError> {
-    let base = url::Url::parse(server).map_err(|e| format!("--server {server}: {e}"))?;
-    if base.scheme() != "http" {
+    let mut target = url::Url::parse(server).map_err(|e| format!("--server {server}: {e}"))?;
+    if target.scheme() != "http" {
         return Err(format!("--server {server}: only http:// is supported").into());
     }
-    let host = base.host_str().ok_or("--server has no host")?;
-    let port = base.port_or_known_default().unwrap_or(80);
-    let prefix = base.path().trim_end_matches('/');
+    if target.host_str().is_none() {
+        return Err("--server has no host".into());
+    }
+    let prefix = target.path().trim_end_matches('/').to_string();
+    target.set_path(&format!("{prefix}{path}"));
+    target.set_query(None);
+    target.set_fragment(None);
+    let uri: Uri = target
+        .as_str()
+        .parse()
+        .map_err(|e| format!("--server {server}: {e}"))?;
+    let mut request = Request::builder()
+        .method(method.clone())
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {key}"));
+    if body.is_some() {
+        request = request.header(header::CONTENT_TYPE, "application/json");
+    }
     let payload = body.map(Value::to_string).unwrap_or_default();
-    let mut stream = TcpStream::connect((host, port)).map_err(|e| format!("{server}: {e}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let request = format!(
-        "{method} {prefix}{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
-    stream.write_all(request.as_bytes())?;
-    let mut reply = Vec::new();
-    stream.read_to_end(&mut reply)?;
-    let text = String::from_utf8_lossy(&reply);
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status: u16 = head
-        .lines()
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-    });
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_string()
-    };
+    let request = request
+        .body(Full::new(Bytes::from(payload)))
+        .map_err(|e| format!("{method} {path}: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (status, reply) = runtime.block_on(async {
+        let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+        let exchange = async {
+            let response = client.request(request).await.map_err(chain)?;
+            let status = response.status();
+            let reply = response.into_body().collect().await.map_err(chain)?;
+            Ok::<_, String>((status, reply.to_bytes()))
+        };
+        match tokio::time::timeout(Duration::from_secs(30), exchange).await {
+            Ok(done) => done.map_err(|e| format!("{server}: {e}")),
+            Err(_) => Err(format!("{server}: no answer within 30 s")),
+        }
+    })?;
+    let body = String::from_utf8_lossy(&reply).into_owned();
     let value: Value = serde_json::from_str(&body).unwrap_or(Value::String(body.clone()));
-    if (200..300).contains(&status) {
+    if status.is_success() {
         Ok(value)
     } else {
-        Err(format!("{method} {path}: {status} {body}").into())
+        Err(format!("{method} {path}: {} {body}", status.as_u16()).into())
     }
 }
 
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].trim_start_matches("\r\n");
+/// An error and its causes on one line (hyper's own message is only "client error (Connect)").
+fn chain(e: impl std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
     }
-    out
+    text
 }

@@ -33,6 +33,8 @@
 //! [`build`] wires the services and the router over a store (the server and in-process tests
 //! alike); [`run`] opens the store, builds, serves, then drains and flushes.
 
+#![forbid(unsafe_code)]
+
 pub mod blocklist;
 pub mod cache;
 pub mod clock;

@@ -1,5 +1,9 @@
 //! The `vshortlink` binary: parses the command line, starts logging, calls the library.
 
+// `deny`, not `forbid`: rustc counts `#[export_name]` as unsafe code, and `malloc_conf` below
+// (jemalloc reads its options from that symbol) is the one item allowed it.
+#![deny(unsafe_code)]
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +22,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// returns freed pages to the system after a second rather than on some later allocation, so
 /// memory freed after a burst leaves the process. `_RJEM_MALLOC_CONF` in the environment
 /// overrides these.
-#[allow(non_upper_case_globals)]
+#[allow(non_upper_case_globals, unsafe_code)]
 #[export_name = "_rjem_malloc_conf"]
 pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 

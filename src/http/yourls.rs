@@ -17,8 +17,10 @@ use axum::body::Bytes;
 use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
 use md5::Md5;
 use sha2::{Digest, Sha256, Sha384, Sha512};
+use subtle::ConstantTimeEq;
 use time::macros::format_description;
 use time::OffsetDateTime;
 
@@ -83,8 +85,8 @@ impl Answer {
 pub struct Params(Vec<(String, String)>);
 
 impl Params {
-    /// Reads the query string and a urlencoded or multipart body (public for the fuzz target).
-    pub fn parse(query: Option<&str>, headers: &HeaderMap, body: &[u8]) -> Self {
+    /// Reads the query string and a urlencoded or multipart body.
+    pub async fn read(query: Option<&str>, headers: &HeaderMap, body: Bytes) -> Self {
         let mut pairs: Vec<(String, String)> = query
             .map(|q| {
                 url::form_urlencoded::parse(q.as_bytes())
@@ -99,20 +101,23 @@ impl Params {
         let lower = kind.to_ascii_lowercase();
         if lower.starts_with("application/x-www-form-urlencoded") {
             pairs.extend(
-                url::form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())),
+                url::form_urlencoded::parse(&body).map(|(k, v)| (k.into_owned(), v.into_owned())),
             );
         } else if lower.starts_with("multipart/form-data") {
             // Browser extensions post `FormData`, which is multipart.
-            if let Some(boundary) = kind
-                .split(';')
-                .filter_map(|p| p.trim().split_once('='))
-                .find(|(k, _)| k.eq_ignore_ascii_case("boundary"))
-                .map(|(_, v)| v.trim_matches('"'))
-            {
-                pairs.extend(multipart_fields(body, boundary));
+            if let Ok(boundary) = multer::parse_boundary(kind) {
+                pairs.extend(multipart_fields(body, boundary).await);
             }
         }
         Params(pairs)
+    }
+
+    /// [`Params::read`] for a caller without a runtime (the fuzz target). The body is whole in
+    /// memory, so multer's one-item stream is always ready and a single poll finishes the read.
+    pub fn parse(query: Option<&str>, headers: &HeaderMap, body: &[u8]) -> Self {
+        Self::read(query, headers, Bytes::copy_from_slice(body))
+            .now_or_never()
+            .unwrap_or(Params(Vec::new()))
     }
 
     /// The last value given for `name` (PHP keeps the last of repeated keys).
@@ -135,25 +140,24 @@ impl Params {
     }
 }
 
-/// The text fields of a `multipart/form-data` body (files are not parameters of this API).
-fn multipart_fields(body: &[u8], boundary: &str) -> Vec<(String, String)> {
-    let text = String::from_utf8_lossy(body);
-    let delimiter = format!("--{boundary}");
-    text.split(delimiter.as_str())
-        .filter_map(|part| {
-            let part = part.strip_prefix("\r\n")?;
-            let (head, value) = part.split_once("\r\n\r\n")?;
-            let name = head
-                .lines()
-                .find(|l| l.to_ascii_lowercase().starts_with("content-disposition:"))?
-                .split(';')
-                .filter_map(|p| p.trim().split_once('='))
-                .find(|(k, _)| k.eq_ignore_ascii_case("name"))
-                .map(|(_, v)| v.trim_matches('"').to_string())?;
-            let value = value.strip_suffix("\r\n").unwrap_or(value);
-            Some((name, value.to_string()))
-        })
-        .collect()
+/// The text fields of a `multipart/form-data` body, read with multer (files are not
+/// parameters of this API: PHP keeps them out of `$_REQUEST`). A malformed body gives the
+/// fields read before the fault.
+async fn multipart_fields(body: Bytes, boundary: String) -> Vec<(String, String)> {
+    let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(body) });
+    let mut form = multer::Multipart::new(stream, boundary);
+    let mut fields = Vec::new();
+    while let Ok(Some(field)) = form.next_field().await {
+        let Some(name) = field.name().filter(|_| field.file_name().is_none()) else {
+            continue;
+        };
+        let name = name.to_string();
+        match field.text().await {
+            Ok(value) => fields.push((name, value)),
+            Err(_) => break,
+        }
+    }
+    fields
 }
 
 /// `GET` and `POST /yourls-api.php`.
@@ -169,8 +173,12 @@ pub async fn api(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: &[u8] = if method == Method::POST { &body } else { &[] };
-    let params = Params::parse(query.as_deref(), &headers, body);
+    let body = if method == Method::POST {
+        body
+    } else {
+        Bytes::new()
+    };
+    let params = Params::read(query.as_deref(), &headers, body).await;
     let format = params.get("format").unwrap_or("xml").to_string();
     let callback = params
         .get("callback")
@@ -331,8 +339,9 @@ fn check_timestamp_signature(
     })
 }
 
+/// Equal bytes, compared in time that does not depend on where they differ.
 fn constant_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 /// Runs one action (on the blocking pool: creates are durable writes, stats walk the links).
@@ -902,6 +911,35 @@ mod tests {
         assert_eq!(trim_long(&long).chars().count(), 60);
         assert!(trim_long(&long).ends_with("[...]"));
         assert_eq!(trim_long("short"), "short");
+    }
+
+    #[test]
+    fn multipart_text_fields_are_parameters_and_files_are_not() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("multipart/form-data; boundary=\"XyZ\""),
+        );
+        let body = "--XyZ\r\nContent-Disposition: form-data; name=\"action\"\r\n\r\nexpand\r\n\
+            --XyZ\r\nContent-Disposition: form-data; name=\"url\"; filename=\"a.txt\"\r\n\
+            Content-Type: text/plain\r\n\r\nhttps://file.example/\r\n\
+            --XyZ\r\ncontent-disposition: form-data; name=\"url\"\r\n\r\nhttps://a.example/?x=1\r\n\r\n\
+            --XyZ--\r\n";
+        let params = Params::parse(
+            Some("action=version&format=json"),
+            &headers,
+            body.as_bytes(),
+        );
+        assert_eq!(params.get("action"), Some("expand"), "the body wins");
+        assert_eq!(params.get("format"), Some("json"));
+        assert_eq!(params.get("url"), Some("https://a.example/?x=1\r\n"));
+        // A body cut short keeps the fields before the cut.
+        let cut = &body[..body.find("--XyZ\r\ncontent-disposition").unwrap_or(0) + 20];
+        let params = Params::parse(None, &headers, cut.as_bytes());
+        assert_eq!(
+            params.pairs(),
+            [("action".to_string(), "expand".to_string())]
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use rand::seq::{IteratorRandom, SliceRandom};
+
 use super::{CreateLink, LinkError, Links, Result};
 use crate::store::{Created, Link, LinkQuery, LinkStatus, StoreError};
 
@@ -48,26 +50,47 @@ impl Links {
 
     /// [`Links::walk`] over the links of one space, or of all (`None`).
     fn walk_space(&self, space: Option<&str>, mut each: impl FnMut(Link, u64)) -> Result<()> {
+        for item in self.active(space) {
+            let (link, clicks) = item?;
+            each(link, clicks);
+        }
+        Ok(())
+    }
+
+    /// Every active link of one space (all: `None`) with its clicks, in id order, read from
+    /// the store a page at a time. Ends after the first error.
+    fn active(&self, space: Option<&str>) -> impl Iterator<Item = Result<(Link, u64)>> + '_ {
+        let space = space.map(str::to_string);
+        let mut page = Vec::<Link>::new().into_iter();
         let mut after = None;
-        loop {
-            let page = self.store.list_links(&LinkQuery {
-                space: space.map(str::to_string),
-                after,
-                limit: PAGE,
-                ..LinkQuery::default()
-            })?;
-            for link in page.items {
+        let mut more = true;
+        std::iter::from_fn(move || loop {
+            if let Some(link) = page.next() {
                 if link.status != LinkStatus::Active {
                     continue;
                 }
-                let clicks = self.clicks(&link)?;
-                each(link, clicks);
+                return Some(self.clicks(&link).map(|clicks| (link, clicks)));
             }
-            match page.next {
-                Some(next) => after = Some(next),
-                None => return Ok(()),
+            if !more {
+                return None;
             }
-        }
+            match self.store.list_links(&LinkQuery {
+                space: space.clone(),
+                after,
+                limit: PAGE,
+                ..LinkQuery::default()
+            }) {
+                Ok(next) => {
+                    more = next.next.is_some();
+                    after = next.next;
+                    page = next.items.into_iter();
+                }
+                Err(e) => {
+                    more = false;
+                    return Some(Err(e.into()));
+                }
+            }
+        })
     }
 
     /// `limit` links from position `start` in the given order, with their clicks, and the
@@ -85,25 +108,24 @@ impl Links {
         }
         let mut ranked: Vec<(Link, u64)> = match ranking {
             Ranking::Random => {
-                // Reservoir sampling: every link has the same chance whatever the size.
-                let mut sample: Vec<(Link, u64)> = Vec::new();
-                let mut seen = 0u64;
-                self.walk(|link, clicks| {
-                    totals.links += 1;
-                    totals.clicks += clicks;
-                    seen += 1;
-                    if sample.len() < keep {
-                        sample.push((link, clicks));
-                    } else {
-                        let slot = rand::random_range(0..seen);
-                        if let Ok(slot) = usize::try_from(slot) {
-                            if slot < keep {
-                                sample[slot] = (link, clicks);
-                            }
-                        }
-                    }
-                })?;
-                shuffle(&mut sample);
+                // rand's reservoir sampling: every link has the same chance whatever the
+                // size, and memory holds the sample only.
+                let mut failed = None;
+                let links = self
+                    .active(None)
+                    .map_while(|item| item.map_err(|e| failed = Some(e)).ok())
+                    .inspect(|(_, clicks)| {
+                        totals.links += 1;
+                        totals.clicks += clicks;
+                    });
+                let mut rng = rand::rng();
+                let mut sample = links.sample(&mut rng, keep);
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                // The reservoir is not in a random order: shuffle it, so that a sample
+                // smaller than the catalogue is not in id order.
+                sample.shuffle(&mut rng);
                 sample
             }
             _ => {
@@ -202,13 +224,5 @@ impl Links {
             Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-/// Fisher–Yates, so a sample smaller than the catalogue is not in id order.
-fn shuffle<T>(items: &mut [T]) {
-    for i in (1..items.len()).rev() {
-        let j = rand::random_range(0..=i);
-        items.swap(i, j);
     }
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use axum::http::{header, HeaderMap};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::clock::Clock;
 use crate::keys::{KeyRing, Principal};
@@ -181,13 +182,9 @@ pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -
 }
 
 /// Compares two tokens in time that does not depend on where they differ.
+/// Tokens of different lengths differ at once (lengths are not secret); empty ones never match.
 pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && !a.is_empty()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    !a.is_empty() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 #[cfg(test)]
