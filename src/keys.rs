@@ -62,24 +62,29 @@ impl KeyRing {
         data: &Path,
         store: &dyn Store,
     ) -> Result<(Self, Option<GeneratedKey>), crate::BoxError> {
+        if !auth.keys.is_empty() {
+            return Ok((Self::of(auth, auth.keys.clone()), None));
+        }
+        let path = data.join("admin.key");
+        let (key, created) = read_or_create_admin_key(&path, store)?;
+        let admin = ApiKey {
+            key,
+            name: "admin".into(),
+            role: Role::Admin,
+            spaces: None,
+        };
+        Ok((
+            Self::of(auth, vec![admin]),
+            Some(GeneratedKey { path, created }),
+        ))
+    }
+
+    /// The ring of the configured keys alone (none generated).
+    pub fn of(auth: &AuthConfig, keys: Vec<ApiKey>) -> Self {
         let mut ring = KeyRing {
             by_hash: HashMap::new(),
             secrets: Vec::new(),
             anonymous_create: auth.anonymous_create,
-        };
-        let mut generated = None;
-        let keys: Vec<ApiKey> = if auth.keys.is_empty() {
-            let path = data.join("admin.key");
-            let (key, created) = read_or_create_admin_key(&path, store)?;
-            generated = Some(GeneratedKey { path, created });
-            vec![ApiKey {
-                key,
-                name: "admin".into(),
-                role: Role::Admin,
-                spaces: None,
-            }]
-        } else {
-            auth.keys.clone()
         };
         for k in keys {
             let principal = Arc::new(Principal {
@@ -90,7 +95,7 @@ impl KeyRing {
             ring.by_hash.insert(hash(&k.key), principal.clone());
             ring.secrets.push((k.key, principal));
         }
-        Ok((ring, generated))
+        ring
     }
 
     pub fn lookup(&self, key: &str) -> Option<Arc<Principal>> {

@@ -42,15 +42,18 @@ pub mod codes;
 pub mod commands;
 pub mod config;
 pub mod csv_safe;
+pub mod health;
 pub mod http;
 pub mod jobs;
 pub mod keys;
 pub mod limits;
 pub mod links;
 pub mod metrics;
+pub mod model;
 pub mod ops;
 pub mod pools;
 pub mod qr;
+pub mod records;
 pub mod shutdown;
 pub mod state;
 pub mod store;
@@ -221,18 +224,21 @@ pub async fn build(
         clock.clone(),
         config.clone(),
     ));
-    let ui = Ui::new(
-        &config,
-        &config.server.base_url,
-        clock.clone(),
+    // Page sessions and batch results: in the store when instances share one, else in memory.
+    let records = Arc::new(records::RecordCache::for_store(store.clone()));
+    let ui = Ui::new(&config, &config.server.base_url, clock.clone(), records)?;
+    let health = Arc::new(health::Health::new(
         store.clone(),
-    )?;
+        pools.clone(),
+        recorder.clone(),
+        metrics.clone(),
+    ));
     let state = AppState::new(Services {
         lifecycle,
         config: config.clone(),
         links,
         pools,
-        store: store.clone(),
+        health,
         stats: Arc::new(Statistics::new(store, clock)),
         keys: Arc::new(keys),
         ui: Arc::new(ui),

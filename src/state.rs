@@ -6,13 +6,13 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 
 use crate::config::Config;
+use crate::health::Health;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::keys::KeyRing;
 use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
-use crate::store::Store;
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
 
@@ -50,8 +50,9 @@ pub struct Services {
     pub pools: Arc<Pools>,
     /// The maintenance job, also run on demand by the API.
     pub lifecycle: Arc<Lifecycle>,
-    /// For health checks and metrics (links go through `links`, visits through `stats`).
-    pub store: Arc<dyn Store>,
+    /// `/healthz` and `/metrics` (links go through `links`, visits through `stats`; no
+    /// handler reaches the store).
+    pub health: Arc<Health>,
     /// Statistics and visit listings.
     pub stats: Arc<Statistics>,
     /// The visit queue the redirect feeds.

@@ -241,7 +241,7 @@ fn the_lifecycle_job_on_two_instances_at_once_handles_each_link_once() {
     });
     let expired: u64 = reports.iter().map(|r| r.expired).sum();
     assert_eq!(expired, links as u64, "each link expired once: {reports:?}");
-    let counts = apps[0].state.store.link_counts().expect("counts");
+    let counts = apps[0].state.stats.system(None).expect("counts").links;
     assert_eq!((counts.active, counts.expired), (0, links as u64));
     drop(apps);
     runtime.shutdown_background();

@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 use super::auth::Caller;
 use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
+use crate::health::HealthStatus;
 use crate::limits::Limit;
-use crate::links::{rfc3339, CreateLink, LinkError, UpdateLink, DEFAULT_SPACE};
+use crate::links::{rfc3339, CreateLink, UpdateLink, DEFAULT_SPACE};
+use crate::model::{Link, LinkQuery, LinkStatus};
 use crate::state::AppState;
-use crate::store::{Link, LinkQuery, LinkStatus};
 
 /// Most links in one batch request.
 pub const MAX_BATCH: usize = 1000;
@@ -114,12 +115,18 @@ pub fn page_params(params: &HashMap<String, String>) -> Result<(Option<u64>, usi
     Ok((after, limit))
 }
 
-/// Runs blocking domain work (durable writes) off the async threads.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, LinkError> + Send + 'static,
-) -> Result<T, ApiError> {
+/// Runs blocking service work (durable writes, counter reads) off the async threads. Its error
+/// goes through the one mapper (`error.rs`): a full disk is 507 whichever service met it; only
+/// a task that panicked is a bare 500.
+pub(crate) async fn blocking<T, E>(
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    E: Into<ApiError> + Send + 'static,
+{
     match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(ApiError::from),
+        Ok(result) => result.map_err(Into::into),
         Err(e) => Err(ApiError::internal(e)),
     }
 }
@@ -378,10 +385,7 @@ pub async fn get_link(
     let link = authorized_link(&state, &caller, &code, Role::Viewer)?;
     let mut view = LinkView::new(&state, &link);
     let service = state.stats.clone();
-    let totals = tokio::task::spawn_blocking(move || service.totals(link.id))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
+    let totals = blocking(move || service.totals(link.id)).await?;
     view.visits_total = Some(totals.visits);
     Ok(Json(view))
 }
@@ -428,10 +432,7 @@ pub async fn list_pools(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     caller.require(Role::Viewer)?;
     let pools = state.pools.clone();
-    let statuses = tokio::task::spawn_blocking(move || pools.tier_statuses())
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
+    let statuses = blocking(move || pools.tier_statuses()).await?;
     Ok(Json(serde_json::json!({ "pools": statuses })))
 }
 
@@ -476,10 +477,7 @@ pub async fn refill_pool(
             })?,
     };
     let pools = state.pools.clone();
-    let added = tokio::task::spawn_blocking(move || pools.refill(length, count))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
+    let added = blocking(move || pools.refill(length, count)).await?;
     Ok(Json(
         serde_json::json!({ "length": length, "added": added }),
     ))
@@ -505,7 +503,7 @@ pub async fn run_maintenance(
     // On timeout the handle is dropped, which detaches the job: it runs to its end.
     match tokio::time::timeout(MAINTENANCE_WAIT, &mut job).await {
         Ok(done) => {
-            let report = done.map_err(ApiError::internal)?.map_err(ApiError::internal)?;
+            let report = done.map_err(ApiError::internal)?.map_err(ApiError::from)?;
             Ok(Json(report).into_response())
         }
         Err(_) => Ok((
@@ -532,25 +530,18 @@ pub async fn maintenance_status(
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "Alive, and the store answers"), (status = 503, description = "The store does not answer")))]
 pub async fn healthz(State(state): State<AppState>) -> Response {
-    // A store that cannot write is not healthy, even if it still reads: orchestrators and
-    // the Docker healthcheck must see it.
-    if let Some(fault) = state.store.write_fault() {
-        return (
+    match state.health.check() {
+        HealthStatus::Ok => Json(serde_json::json!({ "status": "ok" })).into_response(),
+        HealthStatus::Unavailable(Some(reason)) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({ "status": "unavailable", "reason": fault.reason })),
+            Json(serde_json::json!({ "status": "unavailable", "reason": reason })),
         )
-            .into_response();
-    }
-    match state.store.ping() {
-        Ok(()) => Json(serde_json::json!({ "status": "ok" })).into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "health check failed");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({ "status": "unavailable" })),
-            )
-                .into_response()
-        }
+            .into_response(),
+        HealthStatus::Unavailable(None) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "unavailable" })),
+        )
+            .into_response(),
     }
 }
 

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::limits::RateLimited;
 use crate::links::LinkError;
-use crate::store::StoreError;
+use crate::model::StoreError;
 
 /// Problem types are `PROBLEM_BASE` + the error code.
 pub const PROBLEM_BASE: &str = "https://vshortlink.dev/problems/";

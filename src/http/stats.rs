@@ -16,14 +16,14 @@ use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::api::{page_params, CodePath};
+use super::api::{blocking, page_params, CodePath};
 use super::auth::Caller;
 use super::error::ApiError;
 use crate::config::Role;
 use crate::csv_safe::CsvWriter;
 use crate::links::rfc3339;
+use crate::model::{Millis, Visit};
 use crate::state::AppState;
-use crate::store::{Millis, StoreError, Visit};
 use crate::visits::stats::{self, Granularity, MAX_POINTS};
 use crate::visits::Statistics;
 
@@ -31,15 +31,6 @@ use crate::visits::Statistics;
 pub const CSV_PAGE: usize = 1000;
 /// CSV chunks buffered ahead of a slow client.
 const CSV_AHEAD: usize = 4;
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, ApiError> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(ApiError::internal),
-        Err(e) => Err(ApiError::internal(e)),
-    }
-}
 
 /// A query time: RFC 3339, or a UTC date `YYYY-MM-DD` (its midnight).
 fn parse_time(params: &HashMap<String, String>, field: &str) -> Result<Option<Millis>, ApiError> {
@@ -326,7 +317,7 @@ pub async fn system_stats(
 pub async fn metrics(State(state): State<AppState>) -> Result<Response, ApiError> {
     let text = {
         let s = state.clone();
-        blocking(move || s.metrics.render(&*s.store, &s.pools, &s.recorder)).await?
+        blocking(move || s.health.metrics_text()).await?
     };
     let mut response = (StatusCode::OK, text).into_response();
     response.headers_mut().insert(

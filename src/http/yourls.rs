@@ -27,8 +27,8 @@ use time::OffsetDateTime;
 use super::auth::Principal;
 use crate::config::Role;
 use crate::links::{CreateLink, LinkError, Ranking, Totals, DEFAULT_SPACE};
+use crate::model::{Link, LinkStatus, Millis};
 use crate::state::AppState;
-use crate::store::{Link, LinkStatus, Millis};
 
 /// The YOURLS version whose API this speaks (the `version` action).
 pub const YOURLS_VERSION: &str = "1.10";

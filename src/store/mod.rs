@@ -20,60 +20,17 @@
 pub mod postgres;
 pub mod sled;
 
+// The records and errors live in the model; the store persists them (re-exported so that the
+// backends name them as before).
+pub use crate::model::{
+    is_keepable_id, DayCount, Dimension, HourCount, Link, LinkCounts, LinkPage, LinkPatch,
+    LinkQuery, LinkStatus, Millis, PoolCounts, StorageFault, StoreError, StoreResult, SummarySpan,
+    Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
+};
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-
-/// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
-pub type Millis = u64;
-
-/// The result type of every store operation.
-pub type StoreResult<T> = Result<T, StoreError>;
-
-/// What can go wrong in storage. Callers map these to domain errors; only `Backend` and
-/// `Corrupt` are server faults.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The custom code is already used by a link (active, expired, deleted or retired).
-    #[error("code `{0}` is already taken")]
-    CodeTaken(String),
-    /// The pool of this length has no code whose score is due; the caller refills and retries.
-    #[error("the pool of length {0} has no available code")]
-    PoolEmpty(u8),
-    /// No link has this code (or id).
-    #[error("no such link")]
-    NotFound,
-    /// The link exists but is not in a state the operation accepts (e.g. patching a deleted
-    /// link).
-    #[error("link is {0:?}")]
-    WrongStatus(LinkStatus),
-    /// A stored record could not be decoded.
-    #[error("corrupt record in `{tree}`: {detail}")]
-    Corrupt { tree: &'static str, detail: String },
-    /// The embedded database or the file system failed.
-    #[error("storage failure: {0}")]
-    Backend(String),
-    /// A write failed for lack of space (ENOSPC, quota).
-    #[error("storage full: {0}")]
-    Full(String),
-    /// Another I/O failure of the storage.
-    #[error("storage unavailable: {0}")]
-    Unavailable(String),
-    /// The data directory is used by another running process.
-    #[error("the data directory {0} is in use by another process (is the server running?)")]
-    Locked(String),
-}
-
-/// Why the store cannot write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StorageFault {
-    /// `storage_full` or `storage_unavailable`.
-    pub reason: &'static str,
-    pub detail: String,
-    /// The store must be reopened to write again (sled after a failed write); otherwise
-    /// writes resume by themselves once the cause is gone (space freed).
-    pub reopen: bool,
-}
 
 /// How far a write must have travelled before it is acknowledged (see docs/operations.md,
 /// "Durability").
@@ -85,119 +42,6 @@ pub enum Durability {
     Process,
     /// Survives power loss: the store's files are also fsync'ed after the flush.
     Power,
-}
-
-/// Where a link is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LinkStatus {
-    /// Redirects; present in the active mapping.
-    Active,
-    /// Past `expires_at` and marked by the lifecycle job.
-    Expired,
-    /// Deleted through the API; the record stays.
-    Deleted,
-    /// Recycled: its code went back to a pool; the record (and its visits) stay, by id.
-    Archived,
-}
-
-impl LinkStatus {
-    /// All statuses, in the order statistics list them.
-    pub const ALL: [LinkStatus; 4] = [
-        LinkStatus::Active,
-        LinkStatus::Expired,
-        LinkStatus::Deleted,
-        LinkStatus::Archived,
-    ];
-
-    /// Whether a link in this status may be deleted: an active or expired one (an expired
-    /// link then waits for recycling from its deletion).
-    pub fn deletable(self) -> bool {
-        matches!(self, LinkStatus::Active | LinkStatus::Expired)
-    }
-
-    /// Whether a link in this status waits for recycling: it ended and still owns its code.
-    pub fn recyclable(self) -> bool {
-        matches!(self, LinkStatus::Expired | LinkStatus::Deleted)
-    }
-
-    /// The lowercase name used in the API and in counters.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LinkStatus::Active => "active",
-            LinkStatus::Expired => "expired",
-            LinkStatus::Deleted => "deleted",
-            LinkStatus::Archived => "archived",
-        }
-    }
-}
-
-/// The highest link id a store hands out or keeps: 2^53 − 1, the largest integer every JSON
-/// client reads exactly (JavaScript numbers), and well inside PostgreSQL's `bigint`. An
-/// imported record with a larger id gets a new one, so the id counter can never wrap.
-pub const MAX_LINK_ID: u64 = (1 << 53) - 1;
-
-/// Whether an id is one a store may keep for an imported record.
-pub fn is_keepable_id(id: u64) -> bool {
-    (1..=MAX_LINK_ID).contains(&id)
-}
-
-/// A link record, kept by id forever.
-///
-/// Encoded as a MessagePack array: new fields go at the end with `#[serde(default)]` so that
-/// older records still decode.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Link {
-    /// Unique forever, never reused, from a persisted monotonic counter; at most
-    /// [`MAX_LINK_ID`].
-    pub id: u64,
-    pub code: String,
-    /// The target, as normalised by the domain service.
-    pub url: String,
-    /// The business the link belongs to ("default" unless given).
-    pub space: String,
-    /// True when the caller chose the code; custom links are never dedup targets.
-    pub custom: bool,
-    pub created_at: Millis,
-    /// `None` is permanent.
-    pub expires_at: Option<Millis>,
-    pub status: LinkStatus,
-    pub title: Option<String>,
-    pub tags: Vec<String>,
-    pub updated_at: Millis,
-    /// When the link left the active state by deletion; the recycling clock starts here.
-    #[serde(default)]
-    pub deleted_at: Option<Millis>,
-}
-
-impl Link {
-    /// The code's length, which names its tier.
-    pub fn length(&self) -> u8 {
-        u8::try_from(self.code.len()).unwrap_or(u8::MAX)
-    }
-
-    /// True when `now` is at or past the link's expiry.
-    pub fn is_expired_at(&self, now: Millis) -> bool {
-        self.expires_at.is_some_and(|at| now >= at)
-    }
-
-    /// Whether a create of the same space, length and URL may return this link instead of
-    /// taking a code: an active generated link not yet past its expiry. The
-    /// rule every backend applies.
-    pub fn is_dedup_target(&self, now: Millis) -> bool {
-        self.status == LinkStatus::Active && !self.custom && !self.is_expired_at(now)
-    }
-
-    /// When the link ended, for the recycling clock: its expiry if it expired, its
-    /// deletion if it was deleted (a record without a deletion time, from an older version or
-    /// an import, ended at its last update). `None` while active, or once archived.
-    pub fn ended_at(&self) -> Option<Millis> {
-        match self.status {
-            LinkStatus::Expired => self.expires_at,
-            LinkStatus::Deleted => self.deleted_at.or(Some(self.updated_at)),
-            LinkStatus::Active | LinkStatus::Archived => None,
-        }
-    }
 }
 
 /// What the redirect path needs: one small record per active code.
@@ -298,38 +142,6 @@ pub enum Imported {
     Conflict(Link),
 }
 
-/// A partial update. `None` leaves a field as it is.
-#[derive(Clone, Debug, Default)]
-pub struct LinkPatch {
-    pub url: Option<String>,
-    /// `Some(None)` makes the link permanent.
-    pub expires_at: Option<Option<Millis>>,
-    pub title: Option<Option<String>>,
-    pub tags: Option<Vec<String>>,
-}
-
-impl LinkPatch {
-    /// The link as the patch leaves it, stamped `now`. Only an active link is patched; the
-    /// caller checks that.
-    pub fn apply(&self, link: &Link, now: Millis) -> Link {
-        let mut out = link.clone();
-        if let Some(url) = &self.url {
-            out.url = url.clone();
-        }
-        if let Some(expires_at) = self.expires_at {
-            out.expires_at = expires_at;
-        }
-        if let Some(title) = &self.title {
-            out.title = title.clone();
-        }
-        if let Some(tags) = &self.tags {
-            out.tags = tags.clone();
-        }
-        out.updated_at = now;
-        out
-    }
-}
-
 /// Codes offered to a pool by a generation strategy, with the strategy state that results
 /// from producing them; both are written in one transaction so a crash never loses or repeats
 /// a code.
@@ -357,124 +169,7 @@ pub struct PoolAdded {
     pub skipped: u64,
 }
 
-/// A pool's levels at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PoolCounts {
-    /// Codes whose score is due: a create can take them now.
-    pub available: u64,
-    /// Recycled codes still waiting out their cooldown.
-    pub cooling: u64,
-    /// Codes ever added by generation (not recycling).
-    pub generated_total: u64,
-    /// Codes ever returned to the pool by recycling.
-    pub recycled_total: u64,
-}
-
-/// Link counts by status, kept as counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct LinkCounts {
-    pub active: u64,
-    pub expired: u64,
-    pub deleted: u64,
-    pub archived: u64,
-}
-
-/// A page of links in id order.
-#[derive(Clone, Debug, Default)]
-pub struct LinkPage {
-    pub items: Vec<Link>,
-    /// The id to continue after, when there may be more.
-    pub next: Option<u64>,
-}
-
-/// Which links [`Store::list_links`] returns. A store walks links in id order from the cursor
-/// and keeps those [`LinkQuery::matches`] accepts: the rule lives here, once, for every backend.
-#[derive(Clone, Debug, Default)]
-pub struct LinkQuery {
-    pub space: Option<String>,
-    pub status: Option<LinkStatus>,
-    /// Code length.
-    pub length: Option<u8>,
-    /// A case-insensitive substring of the code, URL, title or one of the tags; stored
-    /// lowercased (see [`LinkQuery::search`]).
-    pub q: Option<String>,
-    /// The cursor: only links whose id is greater than this (less, with `newest_first`).
-    pub after: Option<u64>,
-    /// Highest ids first (the pages); the API lists oldest first.
-    pub newest_first: bool,
-    pub limit: usize,
-}
-
-impl LinkQuery {
-    /// Sets the search text (trimmed, lowercased; empty means no search).
-    pub fn search(mut self, q: Option<&str>) -> Self {
-        self.q = q.map(|q| q.trim().to_lowercase()).filter(|q| !q.is_empty());
-        self
-    }
-
-    /// Whether a link belongs in the answer.
-    pub fn matches(&self, link: &Link) -> bool {
-        self.space.as_ref().is_none_or(|s| *s == link.space)
-            && self.status.is_none_or(|s| s == link.status)
-            && self
-                .length
-                .is_none_or(|l| usize::from(l) == link.code.len())
-            && self.q.as_deref().is_none_or(|q| {
-                contains_folded(&link.code, q)
-                    || contains_folded(&link.url, q)
-                    || link.title.as_deref().is_some_and(|t| contains_folded(t, q))
-                    || link.tags.iter().any(|t| contains_folded(t, q))
-            })
-    }
-}
-
-/// `needle` (already lowercase) in `haystack`, ignoring case.
-fn contains_folded(haystack: &str, needle: &str) -> bool {
-    if haystack.is_ascii() && needle.is_ascii() {
-        haystack
-            .as_bytes()
-            .windows(needle.len().max(1))
-            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
-            && !needle.is_empty()
-    } else {
-        haystack.to_lowercase().contains(needle)
-    }
-}
-
 // ---- visits ----
-
-/// One recorded visit, as the visit writer enriched it.
-///
-/// The strings that repeat across visits (the user agent and what it says, the referer, the
-/// client id, the place) are shared: the writer parses each distinct agent and referer once
-/// per batch and every visit of the batch holds the same allocation, and a store's block of
-/// visits reads each distinct string once.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Visit {
-    /// Assigned by the store, increasing in write order for each link; the cursor of visit
-    /// listings.
-    pub id: u64,
-    pub link_id: u64,
-    pub code: String,
-    pub at: Millis,
-    /// Hex SHA-1 of `ip & user_agent`, computed from the full address.
-    pub client_id: Arc<str>,
-    /// Full, truncated or absent, per `visits.ip`.
-    pub ip: Option<Arc<str>>,
-    pub user_agent: Arc<str>,
-    pub referer: Arc<str>,
-    pub browser: Arc<str>,
-    pub browser_version: Arc<str>,
-    pub os: Arc<str>,
-    pub os_version: Arc<str>,
-    /// desktop, mobile, tablet, bot or other.
-    pub device: Arc<str>,
-    pub is_bot: bool,
-    pub country: Option<Arc<str>>,
-    pub region: Option<Arc<str>>,
-    pub city: Option<Arc<str>>,
-    pub isp: Option<Arc<str>>,
-}
 
 /// A visit handed to [`Store::record_visits`], with what its counters need beside the record.
 #[derive(Clone, Debug, Default)]
@@ -484,95 +179,6 @@ pub struct NewVisit {
     pub client_hash: u64,
     /// The referer's host (the value the `referer` top list counts); empty for none.
     pub referer_host: Arc<str>,
-}
-
-/// What a link's visits are broken down by in the `top` lists of its statistics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Dimension {
-    Browser,
-    Os,
-    Device,
-    Country,
-    Referer,
-}
-
-impl Dimension {
-    pub const ALL: [Dimension; 5] = [
-        Dimension::Browser,
-        Dimension::Os,
-        Dimension::Device,
-        Dimension::Country,
-        Dimension::Referer,
-    ];
-}
-
-/// One page of a link's visits, oldest first.
-#[derive(Clone, Debug, Default)]
-pub struct VisitPage {
-    pub items: Vec<Visit>,
-    /// The id to pass as `after` for the next page; `None` at the end.
-    pub next: Option<u64>,
-}
-
-/// Visits of one link in one UTC hour.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct HourCount {
-    /// Hours since the Unix epoch.
-    pub hour: u64,
-    /// Every visit, bots included.
-    pub visits: u64,
-    pub bots: u64,
-}
-
-/// A link's visit counters over a time range, read from counters only.
-#[derive(Clone, Debug, Default)]
-pub struct VisitSummary {
-    /// Hours that had visits, in order.
-    pub hours: Vec<HourCount>,
-    /// Visit counts by dimension and value, over the whole UTC days the range touches.
-    pub top: Vec<(Dimension, String, u64)>,
-    /// Distinct non-bot clients over the whole UTC days the range touches.
-    pub unique_visitors: u64,
-}
-
-/// What a summary of visits at `from..to` covers: the hours inside it, and the whole UTC days
-/// it touches (dimension counts and distinct visitors are kept per day).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SummarySpan {
-    pub first_hour: u64,
-    pub last_hour: u64,
-    pub first_day: u64,
-    pub last_day: u64,
-}
-
-impl SummarySpan {
-    /// `None` for an empty range.
-    pub fn of(from: Millis, to: Millis) -> Option<SummarySpan> {
-        const HOUR_MS: u64 = 3_600_000;
-        const DAY_MS: u64 = 86_400_000;
-        (to > from).then(|| SummarySpan {
-            first_hour: from / HOUR_MS,
-            last_hour: (to - 1) / HOUR_MS,
-            first_day: from / DAY_MS,
-            last_day: (to - 1) / DAY_MS,
-        })
-    }
-}
-
-/// All-time visit counts of one link.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VisitTotals {
-    pub visits: u64,
-    pub bots: u64,
-}
-
-/// System-wide counts of one UTC day.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DayCount {
-    /// Days since the Unix epoch.
-    pub day: u64,
-    pub creates: u64,
-    pub visits: u64,
 }
 
 /// Group-commit figures since start: flushes made and the time spent in them.

@@ -2,24 +2,23 @@
 //! (`/ui/batch/{id}`) without creating anything again. The id is random and unguessable, and a
 //! result is only given to the browser that made it: it is kept with a digest of that
 //! browser's form token (its session's, or the `vsl_csrf` cookie's for visitors who are not
-//! signed in), so a leaked link to the CSV reads nothing. One instance keeps results in memory
-//! (bounded); instances sharing a store keep them there, so the download may reach another
-//! instance than the shortening did.
+//! signed in), so a leaked link to the CSV reads nothing. Results are kept in the
+//! [`RecordCache`]: in memory on one instance (bounded), in the shared store when instances
+//! share one, so that the download may reach another instance than the shortening did.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use parking_lot::Mutex;
 
 use super::render::{message, Visitor};
 use super::session::{random_token, same_token};
 use crate::clock::Clock;
 use crate::csv_safe::CsvWriter;
+use crate::model::Millis;
+use crate::records::{RecordCache, RecordKind};
 use crate::state::AppState;
-use crate::store::{Millis, Store};
 
 /// How long a result stays downloadable.
 const KEEP_MS: Millis = 3_600_000;
@@ -41,9 +40,6 @@ pub struct BatchLine {
     pub detail: Option<String>,
 }
 
-/// A kept result: when it was made, and what [`Owned`] holds.
-type Kept = (Millis, Arc<Owned>);
-
 /// A result with the digest of its browser's form token.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Owned {
@@ -57,72 +53,48 @@ fn owner_digest(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// The kind of record a batch result is, and how many one instance keeps in memory.
+const KIND: RecordKind = RecordKind {
+    name: "batch",
+    capacity: MAX_KEPT,
+};
+
 pub struct RecentBatches {
-    map: Mutex<HashMap<String, Kept>>,
     clock: Arc<dyn Clock>,
-    store: Arc<dyn Store>,
+    records: Arc<RecordCache>,
 }
 
-/// The kind of shared record a batch result is.
-const KIND: &str = "batch";
-
 impl RecentBatches {
-    pub fn new(clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
-        Self {
-            map: Mutex::new(HashMap::new()),
-            clock,
-            store,
-        }
+    pub fn new(clock: Arc<dyn Clock>, records: Arc<RecordCache>) -> Self {
+        Self { clock, records }
     }
 
     /// Keeps a result for the browser whose form token is `owner`; returns its id. A shared
     /// store that fails to keep it costs only the download (logged); the links were made.
     pub fn keep(&self, lines: Vec<BatchLine>, owner: &str) -> String {
-        let now = self.clock.now();
         let id = random_token();
         let kept = Owned {
             owner: owner_digest(owner),
             lines,
         };
-        if let Some(shared) = self.store.shared_records() {
-            let bytes = serde_json::to_vec(&kept).unwrap_or_default();
-            if let Err(e) = shared.put(KIND, id.as_bytes(), &bytes, now, KEEP_MS) {
-                tracing::warn!(error = %e, "batch result could not be kept for download");
-            }
-            return id;
+        let bytes = serde_json::to_vec(&kept).unwrap_or_default();
+        let now = self.clock.now();
+        if let Err(e) = self.records.put(KIND, id.as_bytes(), &bytes, now, KEEP_MS) {
+            tracing::warn!(error = %e, "batch result could not be kept for download");
         }
-        let mut map = self.map.lock();
-        map.retain(|_, (at, _)| now.saturating_sub(*at) < KEEP_MS);
-        if map.len() >= MAX_KEPT {
-            if let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, (at, _))| *at)
-                .map(|(k, _)| k.clone())
-            {
-                map.remove(&oldest);
-            }
-        }
-        map.insert(id.clone(), (now, Arc::new(kept)));
         id
     }
 
     /// The lines of a result, when `owner` is the form token it was kept for.
     pub fn get(&self, id: &str, owner: &str) -> Option<Vec<BatchLine>> {
         let now = self.clock.now();
-        let kept = if let Some(shared) = self.store.shared_records() {
-            let bytes = shared
-                .get(KIND, id.as_bytes(), now, KEEP_MS, false)
-                .map_err(|e| tracing::warn!(error = %e, "batch result lookup failed"))
-                .ok()??;
-            Arc::new(serde_json::from_slice::<Owned>(&bytes).ok()?)
-        } else {
-            let map = self.map.lock();
-            map.get(id)
-                .filter(|(at, _)| now.saturating_sub(*at) < KEEP_MS)
-                .map(|(_, kept)| kept.clone())?
-        };
-        let mine = same_token(&kept.owner, &owner_digest(owner));
-        mine.then(|| kept.lines.clone())
+        let bytes = self
+            .records
+            .get(KIND, id.as_bytes(), now, KEEP_MS, false)
+            .map_err(|e| tracing::warn!(error = %e, "batch result lookup failed"))
+            .ok()??;
+        let kept: Owned = serde_json::from_slice(&bytes).ok()?;
+        same_token(&kept.owner, &owner_digest(owner)).then_some(kept.lines)
     }
 }
 

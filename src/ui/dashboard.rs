@@ -13,7 +13,7 @@ use super::forms::CheckedForm;
 use super::render::{message, page, see_other, Visitor};
 use crate::config::Role;
 use crate::http::api::blocking;
-use crate::links::LinkError;
+use crate::model::StoreError;
 use crate::pools::TierStatus;
 use crate::state::AppState;
 
@@ -34,9 +34,9 @@ pub async fn show(
         .as_ref()
         .and_then(|s| s.principal.spaces.clone());
     let read = blocking(move || {
-        let system = stats.system(spaces.as_deref()).map_err(LinkError::Store)?;
-        let pools = pools.tier_statuses().map_err(LinkError::Store)?;
-        Ok((system, pools))
+        let system = stats.system(spaces.as_deref())?;
+        let pools = pools.tier_statuses()?;
+        Ok::<_, StoreError>((system, pools))
     })
     .await;
     let (system, pools) = match read {
@@ -138,7 +138,7 @@ pub async fn refill(
     };
     let batch = state.config.tier(length).map_or(1000, |t| t.batch);
     let pools = state.pools.clone();
-    match blocking(move || pools.refill(length, batch).map_err(LinkError::Store)).await {
+    match blocking(move || pools.refill(length, batch)).await {
         Ok(_) => see_other("/ui/dashboard?notice=refilled"),
         Err(e) => message(&state, &visitor, e.status, "msg.failed"),
     }

@@ -14,8 +14,8 @@ use time::{Date, OffsetDateTime, Time};
 use super::render::{message, Visitor};
 use crate::http::error::ApiError;
 use crate::links::rfc3339;
+use crate::model::Millis;
 use crate::state::AppState;
-use crate::store::Millis;
 
 /// A submitted form.
 pub type Fields = HashMap<String, String>;

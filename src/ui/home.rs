@@ -374,7 +374,7 @@ fn base_context(
 }
 
 /// A time as the pages show it: `2026-11-23 04:10 UTC`.
-pub fn display_time(ms: crate::store::Millis) -> String {
+pub fn display_time(ms: crate::model::Millis) -> String {
     let text = rfc3339(ms);
     match (text.get(..10), text.get(11..16)) {
         (Some(date), Some(time)) => format!("{date} {time} UTC"),

@@ -20,8 +20,8 @@ use crate::http::error::ApiError;
 use crate::http::qr::{qr_response, QrParams};
 use crate::http::stats::csv_response;
 use crate::links::{LinkError, UpdateLink};
+use crate::model::{Link, LinkQuery, LinkStatus, Millis, StoreError};
 use crate::state::AppState;
-use crate::store::{Link, LinkQuery, LinkStatus, Millis};
 use crate::visits::stats::{Granularity, LinkStats, DAY_MS, MAX_POINTS};
 
 /// Links per page of the list.
@@ -110,7 +110,7 @@ pub async fn list(
             let visits = stats.totals(link.id).map_err(LinkError::Store)?.visits;
             rows.push((link, visits));
         }
-        Ok((rows, page.next))
+        Ok::<_, LinkError>((rows, page.next))
     })
     .await;
     let (rows, next) = match listed {
@@ -258,14 +258,10 @@ async fn render_detail(
     let stats_service = state.stats.clone();
     let (id, from, to, granularity) = (link.id, range.from, range.to, range.granularity);
     let read = blocking(move || {
-        let stats = stats_service
-            .link(id, from, to, granularity)
-            .map_err(LinkError::Store)?;
-        let totals = stats_service.totals(id).map_err(LinkError::Store)?;
-        let recent = stats_service
-            .recent(id, before, VISITS_PAGE)
-            .map_err(LinkError::Store)?;
-        Ok((stats, totals, recent))
+        let stats = stats_service.link(id, from, to, granularity)?;
+        let totals = stats_service.totals(id)?;
+        let recent = stats_service.recent(id, before, VISITS_PAGE)?;
+        Ok::<_, StoreError>((stats, totals, recent))
     })
     .await;
     let (stats, totals, recent) = match read {

@@ -63,7 +63,7 @@ impl Ui {
         config: &Config,
         base_url: &str,
         clock: Arc<dyn Clock>,
-        store: Arc<dyn crate::store::Store>,
+        records: Arc<crate::records::RecordCache>,
     ) -> Result<Self, UiError> {
         let catalogues = i18n::Catalogues::load()?;
         let templates = render::Templates::new()?;
@@ -75,8 +75,8 @@ impl Ui {
             templates,
             catalogues,
             assets,
-            sessions: session::Sessions::new(ttl, clock.clone(), store.clone()),
-            batches: batch::RecentBatches::new(clock, store),
+            sessions: session::Sessions::new(ttl, clock.clone(), records.clone()),
+            batches: batch::RecentBatches::new(clock, records),
             errors,
             secure_cookies: base_url.starts_with("https://"),
         })

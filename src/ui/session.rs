@@ -2,33 +2,30 @@
 //! `HttpOnly; SameSite=Strict` cookie (`Secure` when `server.base_url` is https). A session
 //! ends after `ui.session_ttl` without a request or on sign-out.
 //!
-//! One instance keeps its sessions in memory (a restart signs everyone out, which is the safe
-//! side for a credential). Instances that share a store (PostgreSQL) keep them there, so that a
-//! browser behind a load balancer may reach any of them: the record holds the key's SHA-256
-//! (the key ring finds its holder, so a key removed from the configuration ends its sessions)
-//! and the form token. Either way sessions are found by the SHA-256 of their token, so neither
-//! a heap dump nor the database holds usable tokens.
+//! Sessions are kept in the [`RecordCache`]: in memory on one instance (a restart signs
+//! everyone out, which is the safe side for a credential), in the shared store when instances
+//! share one (PostgreSQL), so that a browser behind a load balancer may reach any of them. The
+//! record holds the key's SHA-256 (the key ring finds its holder, so a key removed from the
+//! configuration ends its sessions) and the form token, and is found by the SHA-256 of the
+//! session's token, so neither a heap dump nor the database holds usable tokens.
 //!
 //! Forms are protected twice against cross-site requests: the strict cookie is never sent by
 //! another site, and every form that changes something carries a token that must match the
 //! session's (or, before signing in, the `vsl_csrf` cookie's: double submit).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::http::{header, HeaderMap};
-use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::clock::Clock;
 use crate::keys::{KeyRing, Principal};
-use crate::store::{Millis, Store, StoreError};
+use crate::model::{Millis, StoreError};
+use crate::records::{RecordCache, RecordKind};
 
 pub const SESSION_COOKIE: &str = "vsl_session";
 pub const CSRF_COOKIE: &str = "vsl_csrf";
-/// Most sessions kept at once; past it the least recently used one is dropped.
-const MAX_SESSIONS: usize = 10_000;
 
 /// A signed-in browser.
 #[derive(Clone, Debug)]
@@ -36,19 +33,16 @@ pub struct Session {
     pub principal: Arc<Principal>,
     /// The token every changing form of this session carries.
     pub csrf: String,
-    last_seen: Millis,
 }
 
-/// Every live session, by the SHA-256 of its token.
+/// Every live session, by the SHA-256 of its token, in the [`RecordCache`].
 pub struct Sessions {
-    map: Mutex<HashMap<[u8; 32], Session>>,
     ttl: Millis,
     clock: Arc<dyn Clock>,
-    /// Kept here instead of `map` when the store is shared by several instances.
-    store: Arc<dyn Store>,
+    records: Arc<RecordCache>,
 }
 
-/// A session as the shared store keeps it.
+/// A session as it is kept.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Stored {
     /// Hex SHA-256 of the API key that signed in.
@@ -56,89 +50,60 @@ struct Stored {
     csrf: String,
 }
 
-/// The kind of shared record a session is.
-const KIND: &str = "session";
+/// The kind of record a session is, and how many one instance keeps in memory (past it the
+/// least recently used one is dropped).
+const KIND: RecordKind = RecordKind {
+    name: "session",
+    capacity: MAX_SESSIONS,
+};
+
+/// Most sessions one instance keeps at once.
+const MAX_SESSIONS: usize = 10_000;
 
 impl Sessions {
-    pub fn new(ttl: Millis, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
+    pub fn new(ttl: Millis, clock: Arc<dyn Clock>, records: Arc<RecordCache>) -> Self {
         Self {
-            map: Mutex::new(HashMap::new()),
             ttl,
             clock,
-            store,
+            records,
         }
     }
 
     /// Opens a session for the holder of `key`; returns its token (for the cookie).
-    pub fn open(&self, principal: Arc<Principal>, key: &str) -> Result<String, StoreError> {
+    pub fn open(&self, _principal: Arc<Principal>, key: &str) -> Result<String, StoreError> {
         let token = random_token();
-        let now = self.clock.now();
-        if let Some(shared) = self.store.shared_records() {
-            let record = Stored {
-                key: hex::encode(crate::keys::hash(key)),
-                csrf: random_token(),
-            };
-            let bytes = serde_json::to_vec(&record).unwrap_or_default();
-            shared.put(KIND, &digest(&token), &bytes, now, self.ttl)?;
-            return Ok(token);
-        }
-        let mut map = self.map.lock();
-        if map.len() >= MAX_SESSIONS {
-            let ttl = self.ttl;
-            map.retain(|_, s| now.saturating_sub(s.last_seen) < ttl);
-            if map.len() >= MAX_SESSIONS {
-                if let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_seen).map(|(k, _)| *k) {
-                    map.remove(&oldest);
-                }
-            }
-        }
-        map.insert(
-            digest(&token),
-            Session {
-                principal,
-                csrf: random_token(),
-                last_seen: now,
-            },
-        );
+        let record = Stored {
+            key: hex::encode(crate::keys::hash(key)),
+            csrf: random_token(),
+        };
+        let bytes = serde_json::to_vec(&record).unwrap_or_default();
+        self.records
+            .put(KIND, &digest(&token), &bytes, self.clock.now(), self.ttl)?;
         Ok(token)
     }
 
-    /// The live session of a token, its inactivity clock restarted. A shared store that
-    /// cannot be reached signs nobody in (and says so in the log).
+    /// The live session of a token, its inactivity clock restarted. The key ring finds the
+    /// key's holder, so a key removed from the configuration ends its sessions. A shared store
+    /// that cannot be reached signs nobody in (and says so in the log).
     pub fn touch(&self, token: &str, keys: &KeyRing) -> Option<Session> {
         let now = self.clock.now();
-        let key = digest(token);
-        if let Some(shared) = self.store.shared_records() {
-            let bytes = shared
-                .get(KIND, &key, now, self.ttl, true)
-                .map_err(|e| tracing::warn!(error = %e, "page session lookup failed"))
-                .ok()??;
-            let stored: Stored = serde_json::from_slice(&bytes).ok()?;
-            let digest: [u8; 32] = hex::decode(&stored.key).ok()?.try_into().ok()?;
-            return Some(Session {
-                principal: keys.lookup_digest(&digest)?,
-                csrf: stored.csrf,
-                last_seen: now,
-            });
-        }
-        let mut map = self.map.lock();
-        let session = map.get_mut(&key)?;
-        if now.saturating_sub(session.last_seen) >= self.ttl {
-            map.remove(&key);
-            return None;
-        }
-        session.last_seen = now;
-        Some(session.clone())
+        let bytes = self
+            .records
+            .get(KIND, &digest(token), now, self.ttl, true)
+            .map_err(|e| tracing::warn!(error = %e, "page session lookup failed"))
+            .ok()??;
+        let stored: Stored = serde_json::from_slice(&bytes).ok()?;
+        let digest: [u8; 32] = hex::decode(&stored.key).ok()?.try_into().ok()?;
+        Some(Session {
+            principal: keys.lookup_digest(&digest)?,
+            csrf: stored.csrf,
+        })
     }
 
     pub fn close(&self, token: &str) {
-        if let Some(shared) = self.store.shared_records() {
-            if let Err(e) = shared.delete(KIND, &digest(token)) {
-                tracing::warn!(error = %e, "page session could not be removed");
-            }
-            return;
+        if let Err(e) = self.records.delete(KIND, &digest(token)) {
+            tracing::warn!(error = %e, "page session could not be removed");
         }
-        self.map.lock().remove(&digest(token));
     }
 
     /// How long a session lives without requests, in seconds (the cookie's `Max-Age`).
@@ -195,10 +160,6 @@ mod tests {
 
     #[test]
     fn sessions_expire_after_inactivity() {
-        let dir = tempfile::tempdir().expect("dir");
-        let store: Arc<dyn Store> =
-            crate::store::sled::SledStore::open(&crate::store::sled::StoreOptions::new(dir.path()))
-                .expect("store");
         let auth = crate::config::AuthConfig {
             anonymous_create: false,
             keys: vec![crate::config::ApiKey {
@@ -208,9 +169,9 @@ mod tests {
                 spaces: None,
             }],
         };
-        let (keys, _) = KeyRing::load(&auth, dir.path(), &*store).expect("keys");
+        let keys = KeyRing::of(&auth, auth.keys.clone());
         let clock = Arc::new(ManualClock::new(1_000));
-        let sessions = Sessions::new(10_000, clock.clone(), store);
+        let sessions = Sessions::new(10_000, clock.clone(), Arc::new(RecordCache::memory()));
         let principal = keys.lookup("k").expect("principal");
         let token = sessions.open(principal, "k").expect("open");
         clock.advance(9_000);

@@ -11,8 +11,8 @@ use crate::store::{
     DayCount, Dimension, LinkCounts, LinkQuery, LinkStatus, Millis, Store, StoreResult,
 };
 
-pub const HOUR_MS: u64 = 3_600_000;
-pub const DAY_MS: u64 = 86_400_000;
+pub use crate::model::time::DAY_MS;
+pub use crate::model::time::HOUR_MS;
 /// Most points one series may have (e.g. 416 days by the hour).
 pub const MAX_POINTS: u64 = 10_000;
 /// Entries in each `top` list.

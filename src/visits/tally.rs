@@ -12,8 +12,8 @@ use std::sync::Arc;
 use crate::store::{Dimension, NewVisit};
 use crate::visits::hll::Hll;
 
-const HOUR_MS: u64 = 3_600_000;
-const DAY_MS: u64 = 86_400_000;
+use crate::model::time::DAY_MS;
+use crate::model::time::HOUR_MS;
 
 /// The counters of one batch.
 #[derive(Debug, Default)]

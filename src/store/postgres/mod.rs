@@ -58,7 +58,7 @@ const ID_BLOCK: i64 = 1024;
 const COUNTER_SHARDS: i32 = 1024;
 /// The notification channel of link changes.
 const CHANNEL: &str = "vsl_links";
-const DAY_MS: u64 = 86_400_000;
+use crate::model::time::DAY_MS;
 
 /// How to reach the database.
 #[derive(Clone, Debug)]

@@ -71,8 +71,7 @@ const MAX_LEN: u8 = 16;
 const LIST_SCAN_BUDGET: usize = 100_000;
 /// Codes per pool-add transaction.
 const POOL_ADD_CHUNK: usize = 256;
-/// Milliseconds in a UTC day.
-const DAY_MS: u64 = 86_400_000;
+use crate::model::time::DAY_MS;
 
 /// How to open a [`SledStore`].
 #[derive(Clone, Debug)]

@@ -46,7 +46,7 @@ use crate::store::{
 use crate::visits::hll::Hll;
 use crate::visits::tally::top_values;
 
-const HOUR_MS: u64 = 3_600_000;
+use crate::model::time::HOUR_MS;
 
 /// The writer's maps are keyed by strings of one block and ids of one write: a fast seeded
 /// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
