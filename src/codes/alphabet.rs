@@ -14,7 +14,7 @@ pub const MAX_CODE_LEN: usize = 16;
 const BASE: u64 = 62;
 
 /// Digit value of one alphabet byte, or `None` if the byte is not in the alphabet.
-fn digit(b: u8) -> Option<u64> {
+pub fn digit(b: u8) -> Option<u64> {
     match b {
         b'0'..=b'9' => Some(u64::from(b - b'0')),
         b'a'..=b'z' => Some(u64::from(b - b'a') + 10),

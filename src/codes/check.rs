@@ -9,24 +9,14 @@
 //! check; so does every adjacent transposition except of a pair the doubling maps alike.
 //! Pure computation.
 
-use super::alphabet::ALPHABET;
-
-/// The value of an alphabet character, if it is one.
-fn value(b: u8) -> Option<u32> {
-    match b {
-        b'0'..=b'9' => Some(u32::from(b - b'0')),
-        b'a'..=b'z' => Some(u32::from(b - b'a') + 10),
-        b'A'..=b'Z' => Some(u32::from(b - b'A') + 36),
-        _ => None,
-    }
-}
+use super::alphabet::{digit, ALPHABET};
 
 /// The Luhn sum of `chars` read right to left, the rightmost with factor `first`.
 fn sum(chars: &[u8], first: u32) -> Option<u32> {
     let mut factor = first;
     let mut total = 0u32;
     for &b in chars.iter().rev() {
-        let product = factor * value(b)?;
+        let product = factor * u32::try_from(digit(b)?).ok()?;
         total += product / 62 + product % 62;
         factor = 3 - factor;
     }

@@ -4,8 +4,10 @@
 //! apply their rules; the handlers show them. Nothing here reads a clock or touches a disk.
 
 mod error;
+pub mod hll;
 mod link;
 mod pool;
+pub mod tally;
 pub mod time;
 mod visit;
 
@@ -16,5 +18,6 @@ pub use link::{
 pub use pool::PoolCounts;
 pub use time::Millis;
 pub use visit::{
-    DayCount, Dimension, HourCount, SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals,
+    client_hash_from_id, client_hash_of, DayCount, Dimension, HourCount, NewVisit, SummarySpan,
+    Visit, VisitPage, VisitSummary, VisitTotals,
 };

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use sha1::{Digest, Sha1};
+
 use serde::{Deserialize, Serialize};
 
 use super::time::{Millis, DAY_MS, HOUR_MS};
@@ -58,6 +60,23 @@ impl Dimension {
         Dimension::Country,
         Dimension::Referer,
     ];
+
+    /// The number a dimension is stored as, by every backend (these are on disk: never
+    /// renumber).
+    pub fn stored(self) -> u8 {
+        match self {
+            Dimension::Browser => 1,
+            Dimension::Os => 2,
+            Dimension::Device => 3,
+            Dimension::Country => 4,
+            Dimension::Referer => 5,
+        }
+    }
+
+    /// The dimension of a stored number.
+    pub fn of_stored(number: u8) -> Option<Dimension> {
+        Dimension::ALL.into_iter().find(|d| d.stored() == number)
+    }
 }
 
 /// One page of a link's visits, oldest first.
@@ -125,4 +144,34 @@ pub struct DayCount {
     pub day: u64,
     pub creates: u64,
     pub visits: u64,
+}
+
+/// A visit handed to the store's `record_visits`, with what its counters need beside the record.
+#[derive(Clone, Debug, Default)]
+pub struct NewVisit {
+    pub visit: Visit,
+    /// 64 uniformly distributed bits of the client id, for distinct-visitor counting.
+    pub client_hash: u64,
+    /// The referer's host (the value the `referer` top list counts); empty for none.
+    pub referer_host: Arc<str>,
+}
+
+/// The distinct-counting key of a stored client id: the first 8 bytes of its SHA-1, as
+/// [`client_key`] gives it; `None` if the id is not hex.
+pub fn client_hash_from_id(client_id: &str) -> Option<u64> {
+    hex::decode(client_id.get(..16)?)
+        .ok()
+        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+        .map(u64::from_be_bytes)
+}
+
+/// [`client_hash_from_id`], or for an id that is not hex (a test's, a hand-written
+/// import's) the first 8 bytes of the id's own SHA-1, so that one client still counts once.
+pub fn client_hash_of(client_id: &str) -> u64 {
+    client_hash_from_id(client_id).unwrap_or_else(|| {
+        let digest = Sha1::digest(client_id.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(first)
+    })
 }

@@ -24,11 +24,9 @@ pub mod sled;
 // backends name them as before).
 pub use crate::model::{
     is_keepable_id, DayCount, Dimension, HourCount, Link, LinkCounts, LinkPage, LinkPatch,
-    LinkQuery, LinkStatus, Millis, PoolCounts, StorageFault, StoreError, StoreResult, SummarySpan,
-    Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
+    LinkQuery, LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
+    SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
 };
-
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -170,16 +168,6 @@ pub struct PoolAdded {
 }
 
 // ---- visits ----
-
-/// A visit handed to [`Store::record_visits`], with what its counters need beside the record.
-#[derive(Clone, Debug, Default)]
-pub struct NewVisit {
-    pub visit: Visit,
-    /// 64 uniformly distributed bits of the client id, for distinct-visitor counting.
-    pub client_hash: u64,
-    /// The referer's host (the value the `referer` top list counts); empty for none.
-    pub referer_host: Arc<str>,
-}
 
 /// Group-commit figures since start: flushes made and the time spent in them.
 #[derive(Clone, Copy, Debug, Default)]

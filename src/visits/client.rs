@@ -104,25 +104,7 @@ pub fn client_key(ip: IpAddr, user_agent: &str) -> (String, u64) {
     (hex::encode(digest), u64::from_be_bytes(first))
 }
 
-/// The distinct-counting key of a stored client id: the first 8 bytes of its SHA-1, as
-/// [`client_key`] gives it; `None` if the id is not hex.
-pub fn client_hash_from_id(client_id: &str) -> Option<u64> {
-    hex::decode(client_id.get(..16)?)
-        .ok()
-        .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-        .map(u64::from_be_bytes)
-}
-
-/// [`client_hash_from_id`], or for an id that is not hex (a test's, a hand-written
-/// import's) the first 8 bytes of the id's own SHA-1, so that one client still counts once.
-pub fn client_hash_of(client_id: &str) -> u64 {
-    client_hash_from_id(client_id).unwrap_or_else(|| {
-        let digest = Sha1::digest(client_id.as_bytes());
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&digest[..8]);
-        u64::from_be_bytes(first)
-    })
-}
+pub use crate::model::{client_hash_from_id, client_hash_of};
 
 /// A header's first value, if it is text.
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

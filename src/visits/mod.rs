@@ -4,11 +4,11 @@
 
 pub mod client;
 pub mod geo;
-pub mod hll;
+pub use crate::model::hll;
 pub mod recorder;
 pub mod service;
 pub mod stats;
-pub mod tally;
+pub use crate::model::tally;
 pub mod ua;
 
 pub use recorder::{RawVisit, Recorder, VisitMetrics};

@@ -7,25 +7,19 @@ use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
 
 use super::{bump, db_error, rust_ms, sql_ms, Cached, Shared};
+use crate::model::hll::Hll;
+use crate::model::tally::Tally;
 use crate::store::{
     Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit, VisitPage,
     VisitSummary, VisitTotals,
 };
-use crate::visits::hll::Hll;
-use crate::visits::tally::Tally;
 
 fn dim_code(dim: Dimension) -> i16 {
-    match dim {
-        Dimension::Browser => 1,
-        Dimension::Os => 2,
-        Dimension::Device => 3,
-        Dimension::Country => 4,
-        Dimension::Referer => 5,
-    }
+    i16::from(dim.stored())
 }
 
 fn dim_of(code: i16) -> Option<Dimension> {
-    Dimension::ALL.into_iter().find(|d| dim_code(*d) == code)
+    u8::try_from(code).ok().and_then(Dimension::of_stored)
 }
 
 fn i64s(values: impl Iterator<Item = u64>) -> Vec<i64> {

@@ -7,9 +7,7 @@ use sled::transaction::{TransactionalTree, UnabortableTransactionError};
 use super::errors::{backend, Abort, TxResult};
 use super::keys::{self, counter, read_u64};
 use super::visits;
-use crate::store::{
-    ActiveEntry, Dimension, Link, LinkStatus, StoreError, StoreResult, MAX_LINK_ID,
-};
+use crate::store::{ActiveEntry, Link, LinkStatus, StoreError, StoreResult, MAX_LINK_ID};
 use sled::transaction::abort;
 
 pub(super) fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -185,22 +183,4 @@ pub(super) fn bump_status(
         bump(tx, &counter::links(from), -1)?;
     }
     bump(tx, &counter::links(to), 1)
-}
-
-/// A dimension as stored in visit day records (these bytes are on disk: never renumber).
-pub(super) fn dimension_byte(dim: Dimension) -> u8 {
-    match dim {
-        Dimension::Browser => 1,
-        Dimension::Os => 2,
-        Dimension::Device => 3,
-        Dimension::Country => 4,
-        Dimension::Referer => 5,
-    }
-}
-
-/// The dimension of a stored byte.
-pub(super) fn dimension_of(byte: u8) -> Option<Dimension> {
-    Dimension::ALL
-        .into_iter()
-        .find(|d| dimension_byte(*d) == byte)
 }

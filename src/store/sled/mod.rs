@@ -32,6 +32,7 @@ mod codec;
 mod errors;
 mod filter_file;
 mod flusher;
+mod formats;
 mod group;
 mod import;
 mod keys;

@@ -29,12 +29,13 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::formats::{link_key, FastMap};
 use super::keys::counter;
-use super::visits::{decode_day_record, link_key, DayDelta, FastMap};
+use super::visits::{decode_day_record, DayDelta};
 use super::{backend, SledStore};
+use crate::model::client_hash_of;
+use crate::model::tally::referer_host;
 use crate::store::{NewVisit, StoreResult, Visit};
-use crate::visits::client::client_hash_of;
-use crate::visits::tally::referer_host;
 
 /// How long counts wait in memory before a fold starts. It bounds the blocks counted again
 /// when the store opens after a crash, and how much a fold writes.

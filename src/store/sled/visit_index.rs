@@ -21,8 +21,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::formats::{link_key, FastMap};
 use super::keys::{counter, read_u64};
-use super::visits::{link_key, FastMap};
 use super::{backend, SledStore};
 use crate::store::StoreResult;
 
@@ -277,7 +277,7 @@ mod tests {
     use super::*;
 
     fn key(link: u64, block: u64) -> Vec<u8> {
-        super::super::visits::link_key(link, block).to_vec()
+        super::super::formats::link_key(link, block).to_vec()
     }
 
     #[test]

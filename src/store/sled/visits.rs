@@ -35,22 +35,19 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::{dimension_byte, dimension_of};
+use super::formats::{link_key, FastMap};
 use super::keys::{counter, read_u64};
 use super::visit_index::Span;
 use super::{backend, encode, SledStore, DAY_MS};
+use crate::model::hll::Hll;
+use crate::model::tally::top_values;
 use crate::store::{
-    DayCount, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit, VisitPage,
-    VisitSummary, VisitTotals,
+    DayCount, Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit,
+    VisitPage, VisitSummary, VisitTotals,
 };
-use crate::visits::hll::Hll;
-use crate::visits::tally::top_values;
 
 use crate::model::time::HOUR_MS;
 
-/// The writer's maps are keyed by strings of one block and ids of one write: a fast seeded
-/// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
-pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// Most visits in one block. Larger blocks store strings once for more visits, but a per-link
 /// listing decodes every block the link appears in, whole, and sled writes a tree node over
 /// 128 KB (a quarter segment) as a file of its own (a "blob"): with 1,024 visits (about 30 KB)
@@ -142,7 +139,7 @@ impl DayDelta {
             self.uniques.insert_hash(new.client_hash);
         }
         for (dim, value) in top_values(new) {
-            self.add_dim(dimension_byte(dim), value, 1);
+            self.add_dim(dim.stored(), value, 1);
         }
     }
 
@@ -362,13 +359,6 @@ pub(super) fn check_block(bytes: &[u8]) -> StoreResult<()> {
         block.visit(row)?;
     }
     Ok(())
-}
-
-pub(super) fn link_key(link_id: u64, n: u64) -> [u8; 16] {
-    let mut key = [0u8; 16];
-    key[..8].copy_from_slice(&link_id.to_be_bytes());
-    key[8..].copy_from_slice(&n.to_be_bytes());
-    key
 }
 
 /// Every visit of a stored block, for counting them again ([`super::visit_counts`]).
@@ -888,7 +878,7 @@ impl SledStore {
             .collect();
         summary.top = top
             .into_iter()
-            .filter_map(|((d, v), n)| Some((dimension_of(d)?, v, n)))
+            .filter_map(|((d, v), n)| Some((Dimension::of_stored(d)?, v, n)))
             .collect();
         summary.unique_visitors = uniques.estimate();
         Ok(summary)

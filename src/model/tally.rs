@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::store::{Dimension, NewVisit};
-use crate::visits::hll::Hll;
+use super::hll::Hll;
+use super::{Dimension, NewVisit};
 
 use crate::model::time::DAY_MS;
 use crate::model::time::HOUR_MS;
@@ -94,7 +94,7 @@ pub fn referer_host(referer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Visit;
+    use crate::model::Visit;
 
     fn visit(link_id: u64, at: u64, bot: bool, browser: &str, client: u64) -> NewVisit {
         NewVisit {
