@@ -153,7 +153,7 @@ def main():
     rows = []
     try:
         seed = os.path.join(tmp, "seed.jsonl")
-        codes, _ = seed_file(seed, links, int(time.time() * 1000), 0.0)
+        codes, _, _ = seed_file(seed, links, int(time.time() * 1000), 0.0)
         with open(os.path.join(tmp, "codes.txt"), "w") as f:
             f.write("\n".join(codes) + "\n")
         with open(os.path.join(tmp, "hot.txt"), "w") as f:
