@@ -247,7 +247,7 @@ pub async fn build(
         limits,
     });
     Ok(App {
-        router: http::router(state.clone()),
+        router: http::router(state.clone(), ui::router()),
         state,
         blocked,
     })

@@ -46,8 +46,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// fails when a one-segment route is missing here.
 pub const OWN_ROUTES: [&str; 4] = ["/healthz", "/metrics", "/yourls-api.php", "/robots.txt"];
 
-/// Every route of the server.
-pub fn router(state: AppState) -> Router {
+/// Every route of the server: the API, the redirect path, YOURLS, and `pages` (the web
+/// interface's routes, which the caller passes in so that this module names no page module).
+pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     let api = Router::new()
         .route("/links", post(api::create_link).get(api::list_links))
         .route("/links/batch", post(api::create_batch))
@@ -73,7 +74,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(stats::metrics))
-        .merge(crate::ui::router())
+        .merge(pages)
         .route("/yourls-api.php", get(yourls::api).post(yourls::api))
         .route("/robots.txt", get(redirect::robots))
         .route("/{code}", get(redirect::redirect))
