@@ -86,15 +86,6 @@ fn retry_after(response: &reqwest::blocking::Response) -> u64 {
         .unwrap_or(0)
 }
 
-fn metric(app: &TestApp, line_start: &str) -> f64 {
-    let text = app.get("/metrics").text().unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(-1.0)
-}
-
 /// `not_found_per_ip` is on by default (10/s): a burst of unknown codes from one address turns
 /// into 429s for that address only; its redirects of real codes keep working.
 #[test]
@@ -136,7 +127,7 @@ fn unknown_code_bursts_are_rate_limited_per_address() {
         from("198.51.100.7", &format!("/{code}"), false).status(),
         302
     );
-    assert!(metric(&app, "vsl_rate_limited_total{limit=\"not_found_per_ip\"}") >= 21.0);
+    assert!(app.metric("vsl_rate_limited_total{limit=\"not_found_per_ip\"}") >= 21.0);
     // The quota refills.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     assert_eq!(from("198.51.100.7", "/zz0000", false).status(), 404);
@@ -184,7 +175,7 @@ fn creates_per_key_are_limited_and_refusals_write_nothing() {
         &json!({"url": "https://example.com/k/editor"}),
     );
     assert_eq!(other.status(), 201);
-    assert!(metric(&app, "vsl_rate_limited_total{limit=\"create_per_key\"}") >= 2.0);
+    assert!(app.metric("vsl_rate_limited_total{limit=\"create_per_key\"}") >= 2.0);
 }
 
 /// `create_per_ip` limits anonymous creates per address; `redirect_per_ip` every redirect.
@@ -215,8 +206,8 @@ fn anonymous_creates_and_redirects_per_address() {
         "{redirects:?}"
     );
     assert_eq!(redirects[6], 429);
-    assert!(metric(&app, "vsl_rate_limited_total{limit=\"redirect_per_ip\"}") >= 2.0);
-    assert!(metric(&app, "vsl_rate_limited_total{limit=\"create_per_ip\"}") >= 1.0);
+    assert!(app.metric("vsl_rate_limited_total{limit=\"redirect_per_ip\"}") >= 2.0);
+    assert!(app.metric("vsl_rate_limited_total{limit=\"create_per_ip\"}") >= 1.0);
 }
 
 #[test]

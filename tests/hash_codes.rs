@@ -48,15 +48,6 @@ fn expected(url: &str, secret: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn metric(app: &TestApp, name: &str) -> f64 {
-    let text = app.get("/metrics").text().unwrap_or_default();
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(-1.0)
-}
-
 #[test]
 fn the_same_url_gets_the_same_computed_code_and_spaces_take_the_next_candidates() {
     let mut app = TestApp::start_with(NO_404_LIMIT, &[]);
@@ -113,7 +104,7 @@ fn every_one_character_typo_of_a_real_code_is_a_404_without_any_lookup() {
     assert_eq!(status, 201);
     let code = made["code"].as_str().expect("code").to_string();
     assert_eq!(app.get(&format!("/{code}")).status(), 302);
-    let lookups = || metric(&app, "vsl_cache_hits_total") + metric(&app, "vsl_cache_misses_total");
+    let lookups = || app.metric("vsl_cache_hits_total") + app.metric("vsl_cache_misses_total");
     let before = lookups();
     assert!(before >= 1.0, "the cache metrics are there");
     let mut typos = 0;

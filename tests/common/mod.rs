@@ -207,6 +207,16 @@ keys = [
             .unwrap_or(false)
     }
 
+    /// The first sample of `/metrics` whose line starts with `line_start`; -1 when none does.
+    pub fn metric(&self, line_start: &str) -> f64 {
+        let text = self.get("/metrics").text().unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
