@@ -175,18 +175,6 @@ pub const HASH_SECRET_KEY: &str = "hash_secret";
 /// Random codes a `hash` create tries after its four computed ones.
 const HASH_FALLBACKS: usize = 8;
 
-/// The length of the code a create asks for.
-fn code_length(code: &CodeChoice) -> u8 {
-    match code {
-        CodeChoice::Pool(length) => *length,
-        CodeChoice::Custom(c) => u8::try_from(c.len()).unwrap_or(0),
-        CodeChoice::Computed(codes) => codes
-            .first()
-            .and_then(|c| u8::try_from(c.len()).ok())
-            .unwrap_or(0),
-    }
-}
-
 impl Links {
     pub fn new(
         store: Arc<dyn Store>,
@@ -494,7 +482,7 @@ impl Links {
                 CodeChoice::Custom(_) => None,
                 CodeChoice::Pool(_) | CodeChoice::Computed(_) => self
                     .config
-                    .tier(code_length(&code))
+                    .tier(code.length())
                     .and_then(|t| t.ttl.millis())
                     .map(|ms| now.saturating_add(ms)),
             },

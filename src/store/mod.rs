@@ -78,10 +78,10 @@ pub struct NewLink {
     pub now: Millis,
 }
 
-impl NewLink {
-    /// The length of the code this create asks for.
+impl CodeChoice {
+    /// The length of the code asked for.
     pub fn length(&self) -> u8 {
-        match &self.code {
+        match self {
             CodeChoice::Pool(length) => *length,
             CodeChoice::Custom(code) => u8::try_from(code.len()).unwrap_or(0),
             CodeChoice::Computed(codes) => codes
@@ -89,6 +89,13 @@ impl NewLink {
                 .and_then(|c| u8::try_from(c.len()).ok())
                 .unwrap_or(0),
         }
+    }
+}
+
+impl NewLink {
+    /// The length of the code this create asks for.
+    pub fn length(&self) -> u8 {
+        self.code.length()
     }
 
     /// The record a create writes: active, stamped with the request's clock reading. `custom`
