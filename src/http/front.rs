@@ -49,16 +49,7 @@ impl Front {
     async fn answer(self, mut request: Request<Body>, peer: SocketAddr) -> Response {
         let limit = self.state.config.server.max_header_bytes;
         if head_bytes(&request) > limit {
-            // Our own check: hyper's buffer limit lets a head through whenever it arrived in
-            // one read, so the configured limit would not be the one enforced.
-            return ApiError::new(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "headers_too_large",
-                format!(
-                    "the request line and headers are over {limit} bytes (server.max_header_bytes)"
-                ),
-            )
-            .into_response();
+            return head_too_large(limit);
         }
         if let Some(segment) = code_segment(&request) {
             let started = Instant::now();
@@ -89,8 +80,23 @@ impl Front {
 
 const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
 
+/// 431 for a head over `server.max_header_bytes`. Our own check: hyper's buffer limit lets a
+/// head through whenever it arrived in one read, so the configured limit would not be the one
+/// enforced. Out of line and cold, so that the redirect fast path around it stays small.
+#[cold]
+#[inline(never)]
+fn head_too_large(limit: usize) -> Response {
+    ApiError::new(
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "headers_too_large",
+        format!("the request line and headers are over {limit} bytes (server.max_header_bytes)"),
+    )
+    .into_response()
+}
+
 /// The size of a request's head as it came on the wire: the request line, each header line
 /// and the blank line (HTTP/1.1 framing; the URI as sent).
+#[inline]
 fn head_bytes(request: &Request<Body>) -> usize {
     let uri = request.uri();
     let target = uri.path_and_query().map_or(1, |p| p.as_str().len())
