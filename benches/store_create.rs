@@ -52,6 +52,7 @@ fn run(durability: Durability, writers: usize, seconds: u64) -> Outcome {
                         expires_at: None,
                         title: None,
                         tags: vec![],
+                        options: None,
                         dedup: true,
                         now: SystemClock.now(),
                     };

@@ -63,7 +63,14 @@ async fn pipeline(durability: Durability, visits: u64, links: u64) -> (f64, f64)
     let started = Instant::now();
     for i in 0..visits {
         let agent = &agents[(i % agents.len() as u64) as usize];
-        recorder.record(i % links, "abcdef", ip(i), Some(agent), Some(&referer));
+        recorder.record(
+            i % links,
+            "abcdef",
+            ip(i),
+            Some(agent),
+            Some(&referer),
+            None,
+        );
         if i % 4096 == 0 {
             tokio::task::yield_now().await; // let the writer run beside the offers
         }

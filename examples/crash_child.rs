@@ -38,6 +38,7 @@ fn main() {
                         expires_at: None,
                         title: None,
                         tags: vec![],
+                        options: None,
                         dedup: true,
                         now: SystemClock.now(),
                     };

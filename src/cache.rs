@@ -7,6 +7,7 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use quick_cache::sync::Cache;
 
+use crate::links::LinkState;
 use crate::store::Millis;
 
 /// What a cached redirect needs.
@@ -17,6 +18,8 @@ pub struct CachedTarget {
     pub expires_at: Option<Millis>,
     /// When the entry was filled; it is served for at most the cache's ttl after.
     pub cached_at: Millis,
+    /// A link with options: what decides its redirects (`None` for a plain link).
+    pub state: Option<Arc<LinkState>>,
 }
 
 /// Hit and miss counters, shared with `/metrics`.
@@ -97,6 +100,7 @@ mod tests {
             url: "https://example.com/".into(),
             expires_at,
             cached_at,
+            state: None,
         }
     }
 

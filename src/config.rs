@@ -325,6 +325,9 @@ pub struct RatesConfig {
     /// Failed credentials (API keys, YOURLS signatures and passwords, sign-in keys), per
     /// client address; past it even a right one is refused until the quota refills.
     pub auth_per_ip: Rate,
+    /// Link password attempts (form or `X-Link-Password`), right or wrong, per client
+    /// address.
+    pub password_per_ip: Rate,
 }
 
 /// The YOURLS-compatible API (`/yourls-api.php`).

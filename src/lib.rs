@@ -209,6 +209,7 @@ pub async fn build(
     }
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;
+    links.use_geo(recorder.geo());
     let limits = Arc::new(RateLimits::new(&config.limits.rates));
     let mut metrics = Metrics::new(
         links.cache_counters(),

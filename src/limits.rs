@@ -43,6 +43,9 @@ pub enum Limit {
     /// Failed credentials per client address (API keys, YOURLS signatures and passwords,
     /// sign-in keys).
     AuthPerIp,
+    /// Link password attempts (the visitor's form, `X-Link-Password`) per client address,
+    /// right or wrong.
+    PasswordPerIp,
 }
 
 impl Limit {
@@ -55,6 +58,7 @@ impl Limit {
             Limit::CreatePerIp => "create_per_ip",
             Limit::LoginPerIp => "login_per_ip",
             Limit::AuthPerIp => "auth_per_ip",
+            Limit::PasswordPerIp => "password_per_ip",
         }
     }
 }
@@ -168,6 +172,7 @@ pub struct RateLimits {
     create_per_ip: Option<Limiter<IpAddr>>,
     login_per_ip: Option<Limiter<IpAddr>>,
     auth_per_ip: Option<Limiter<IpAddr>>,
+    password_per_ip: Option<Limiter<IpAddr>>,
     /// Addresses past `auth_per_ip`, until when: every credential they present is refused
     /// until then, the right one too (only failures count, so without this a right guess
     /// past the quota would still be let through and told apart).
@@ -192,6 +197,7 @@ impl RateLimits {
             Limit::CreatePerIp,
             Limit::LoginPerIp,
             Limit::AuthPerIp,
+            Limit::PasswordPerIp,
         ] {
             drop(refused.get_or_create(&LimitLabel {
                 limit: limit.as_str(),
@@ -204,6 +210,7 @@ impl RateLimits {
             create_per_ip: Limiter::new(Limit::CreatePerIp, rates.create_per_ip, capacity),
             login_per_ip: Limiter::new(Limit::LoginPerIp, rates.login_per_ip, capacity),
             auth_per_ip: Limiter::new(Limit::AuthPerIp, rates.auth_per_ip, capacity),
+            password_per_ip: Limiter::new(Limit::PasswordPerIp, rates.password_per_ip, capacity),
             auth_blocked: quick_cache::sync::Cache::new(capacity),
             refused,
         }
@@ -223,6 +230,7 @@ impl RateLimits {
             Limit::CreatePerIp => &self.create_per_ip,
             Limit::LoginPerIp => &self.login_per_ip,
             Limit::AuthPerIp => &self.auth_per_ip,
+            Limit::PasswordPerIp => &self.password_per_ip,
             Limit::CreatePerKey => return Ok(()),
         };
         self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&ip, cells)))
@@ -294,6 +302,7 @@ mod tests {
             create_per_ip: Rate::Off,
             login_per_ip: Rate::Off,
             auth_per_ip: Rate::PerMinute(3),
+            password_per_ip: Rate::Off,
         }
     }
 

@@ -6,10 +6,15 @@
 //! Methods are synchronous: writes block until durable (group commit), so async callers run
 //! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
 
+mod options;
 mod ranking;
+mod targeting;
 
+pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
 pub use ranking::{Ranking, Totals};
+pub use targeting::{LinkState, RequestFacts, Routed};
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -24,11 +29,14 @@ use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
+use crate::model::{CapSlot, LinkOptions};
 use crate::pools::Pools;
 use crate::store::{
     CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
     StoreChange, StoreError, StoreResult,
 };
+use crate::visits::geo::GeoDb;
+use crate::visits::ua::UaParser;
 
 /// Longest `space` name.
 const MAX_SPACE_LEN: usize = 64;
@@ -49,7 +57,8 @@ pub enum LinkError {
     #[error("{detail}")]
     Invalid {
         code: &'static str,
-        field: &'static str,
+        /// The field's path: `url`, or for a part of a list `rules[2].if.os`.
+        field: Cow<'static, str>,
         detail: String,
     },
     #[error("the code `{0}` is already taken")]
@@ -67,13 +76,25 @@ pub enum LinkError {
 impl LinkError {
     pub(crate) fn invalid(
         code: &'static str,
-        field: &'static str,
+        field: impl Into<Cow<'static, str>>,
         detail: impl Into<String>,
     ) -> Self {
         LinkError::Invalid {
             code,
-            field,
+            field: field.into(),
             detail: detail.into(),
+        }
+    }
+
+    /// The same error about another field (a URL checked for `rules[0].url`, say).
+    pub(crate) fn at(self, path: impl Into<Cow<'static, str>>) -> Self {
+        match self {
+            LinkError::Invalid { code, detail, .. } => LinkError::Invalid {
+                code,
+                field: path.into(),
+                detail,
+            },
+            other => other,
         }
     }
 }
@@ -85,6 +106,8 @@ pub type Result<T, E = LinkError> = std::result::Result<T, E>;
 #[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateLink {
+    /// May be left out when `targets` are given: the first target's URL.
+    #[serde(default)]
     pub url: String,
     #[serde(default)]
     pub length: Option<u8>,
@@ -102,6 +125,45 @@ pub struct CreateLink {
     pub title: Option<String>,
     #[serde(default)]
     pub tags: Option<Vec<String>>,
+    /// 4–128 characters; stored as an Argon2id hash, never returned.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Redirects after which the link ends (≥ 1).
+    #[serde(default)]
+    #[schema(value_type = Option<u64>)]
+    pub max_visits: Option<serde_json::Value>,
+    /// RFC 3339: before it the code answers 404.
+    #[serde(default)]
+    pub valid_from: Option<String>,
+    /// Where visitors go once the link has ended, instead of the 410 page.
+    #[serde(default)]
+    pub fallback_url: Option<String>,
+    /// `[{"if": {conditions}, "url": …}]`, at most 32; the first that holds decides.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub rules: Option<serde_json::Value>,
+    /// `[{"url", "weight"?, "max_visits"?}]`, at most 100: rotation among them.
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub targets: Option<serde_json::Value>,
+    /// `weighted` (default), `round_robin` or `failover`.
+    #[serde(default)]
+    pub rotation: Option<String>,
+}
+
+impl CreateLink {
+    /// The options part, for [`Links::check_options`].
+    fn options_input(&mut self) -> OptionsInput {
+        OptionsInput {
+            password: self.password.take().map(Some),
+            max_visits: self.max_visits.take().map(Some),
+            valid_from: self.valid_from.take().map(Some),
+            fallback_url: self.fallback_url.take().map(Some),
+            rules: self.rules.take().map(Some),
+            targets: self.targets.take().map(Some),
+            rotation: self.rotation.take().map(Some),
+        }
+    }
 }
 
 /// `PATCH /api/v1/links/{code}` body (unknown fields refused, as for a create).
@@ -116,6 +178,39 @@ pub struct UpdateLink {
     pub title: Option<Option<String>>,
     #[serde(default)]
     pub tags: Option<Vec<String>>,
+    /// A new password; `null` removes the protection.
+    #[serde(default, deserialize_with = "present")]
+    pub password: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>)]
+    pub max_visits: Option<Option<serde_json::Value>>,
+    #[serde(default, deserialize_with = "present")]
+    pub valid_from: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub fallback_url: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub rules: Option<Option<serde_json::Value>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub targets: Option<Option<serde_json::Value>>,
+    #[serde(default, deserialize_with = "present")]
+    pub rotation: Option<Option<String>>,
+}
+
+impl UpdateLink {
+    /// The options part, for [`Links::check_options`].
+    pub fn options_input(&mut self) -> OptionsInput {
+        OptionsInput {
+            password: self.password.take(),
+            max_visits: self.max_visits.take(),
+            valid_from: self.valid_from.take(),
+            fallback_url: self.fallback_url.take(),
+            rules: self.rules.take(),
+            targets: self.targets.take(),
+            rotation: self.rotation.take(),
+        }
+    }
 }
 
 /// Tells an absent field (`None`, through `default`) from an explicit `null` (`Some(None)`).
@@ -137,14 +232,20 @@ pub struct Content {
 }
 
 /// Where a code leads.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Resolution {
     Found {
         id: u64,
         url: Arc<str>,
+        /// The link's options and what this instance knows of them; `None` for a plain link,
+        /// which redirects to `url` and nothing more.
+        state: Option<Arc<LinkState>>,
     },
-    /// The code belongs to an expired or deleted link.
-    Gone,
+    /// The code belongs to an expired or deleted link; an expired one may send its visitors
+    /// to its `fallback_url`.
+    Gone {
+        fallback: Option<Arc<str>>,
+    },
     NotFound,
     /// The link is active but its destination host is blocked (`limits.blocked_hosts`).
     Blocked,
@@ -167,7 +268,19 @@ pub struct Links {
     check_lengths: [bool; MAX_CODE_LEN + 1],
     /// The `hash` strategy's secret, read from the store once ([`Links::hash_secret`]).
     hash_secret: OnceLock<Vec<u8>>,
+    /// The states of links with options, by id: kept across cache refills, so that a
+    /// round-robin turn or a full target is not forgotten every cache ttl.
+    states: quick_cache::sync::Cache<u64, Arc<LinkState>>,
+    /// Parses user agents for `device` rules (a cache of recent agents).
+    agents: UaParser,
+    /// The geolocation database, for `country` rules ([`Links::use_geo`]).
+    geo: OnceLock<Arc<GeoDb>>,
 }
+
+/// Link states kept ([`Links::states`]): links with options that were visited lately.
+const STATES: usize = 16_384;
+/// User agents whose parse the rules remember.
+const AGENTS: usize = 1024;
 
 /// The metadata key of the `hash` strategy's secret.
 pub const HASH_SECRET_KEY: &str = "hash_secret";
@@ -197,6 +310,9 @@ impl Links {
         Ok(Self {
             check_lengths,
             hash_secret: OnceLock::new(),
+            states: quick_cache::sync::Cache::new(STATES),
+            agents: UaParser::new(AGENTS),
+            geo: OnceLock::new(),
             blocked,
             cache: RedirectCache::new(config.cache.capacity, ttl),
             epoch: AtomicU64::new(0),
@@ -212,6 +328,13 @@ impl Links {
     pub fn with_blocklist(mut self, blocked: Arc<BlockedHosts>) -> Self {
         self.blocked = blocked;
         self
+    }
+
+    /// Reads countries for `country` rules from this database (the visit writer's).
+    pub fn use_geo(&self, geo: Option<Arc<GeoDb>>) {
+        if let Some(geo) = geo {
+            let _ = self.geo.set(geo);
+        }
     }
 
     /// The short URL of a code.
@@ -329,6 +452,9 @@ impl Links {
             link.title.take(),
             Some(std::mem::take(&mut link.tags)),
         )?;
+        if let Some(options) = &link.options {
+            self.check_stored_options(options)?;
+        }
         link.url = content.url;
         link.space = content.space;
         link.title = content.title;
@@ -403,7 +529,14 @@ impl Links {
     }
 
     /// Checks and normalises a create request (no writes).
-    pub fn validate_create(&self, req: CreateLink, now: Millis) -> Result<NewLink> {
+    pub fn validate_create(&self, mut req: CreateLink, now: Millis) -> Result<NewLink> {
+        let options = self.check_options(req.options_input())?.apply(None);
+        // With targets, `url` may be left out: the first target's URL stands for the link.
+        if req.url.trim().is_empty() {
+            if let Some(first) = options.as_ref().and_then(|o| o.targets.first()) {
+                req.url = first.url.clone();
+            }
+        }
         let Content {
             url,
             space,
@@ -495,6 +628,7 @@ impl Links {
             expires_at,
             title,
             tags,
+            options,
             now,
         })
     }
@@ -508,6 +642,44 @@ impl Links {
                 Ok(Resolution::Blocked)
             }
             other => Ok(other),
+        }
+    }
+
+    /// The state of a link with options: the one kept for it while its options stay the
+    /// same, else a new one (reading the counts of a capped link once).
+    fn state_of(
+        &self,
+        code: &str,
+        id: u64,
+        url: &Arc<str>,
+        options: &LinkOptions,
+    ) -> Result<Arc<LinkState>> {
+        if let Some(state) = self.states.get(&id) {
+            if state.describes(url, options) {
+                return Ok(state);
+            }
+        }
+        let counted = if options.is_capped() {
+            self.store.counted(id)?
+        } else {
+            Vec::new()
+        };
+        let state = Arc::new(LinkState::new(
+            id,
+            code,
+            url.clone(),
+            options.clone(),
+            &counted,
+        ));
+        self.states.insert(id, state.clone());
+        Ok(state)
+    }
+
+    /// The redirects counted so far against a link's caps, by slot.
+    pub fn counted(&self, link: &Link) -> Result<Vec<(CapSlot, u64)>> {
+        match &link.options {
+            Some(options) if options.is_capped() => Ok(self.store.counted(link.id)?),
+            _ => Ok(Vec::new()),
         }
     }
 
@@ -525,6 +697,7 @@ impl Links {
             return Ok(Resolution::Found {
                 id: hit.id,
                 url: hit.url,
+                state: hit.state,
             });
         }
         if !self.store.may_exist(code) {
@@ -534,6 +707,10 @@ impl Links {
         match self.store.resolve(code)? {
             Some(entry) if entry.expires_at.is_none_or(|at| now < at) => {
                 let url: Arc<str> = entry.url.into();
+                let state = match &entry.options {
+                    Some(options) => Some(self.state_of(code, entry.id, &url, options)?),
+                    None => None,
+                };
                 self.cache.insert(
                     code,
                     CachedTarget {
@@ -541,6 +718,7 @@ impl Links {
                         url: url.clone(),
                         expires_at: entry.expires_at,
                         cached_at: now,
+                        state: state.clone(),
                     },
                 );
                 // An update or delete may have invalidated between our read and our insert:
@@ -549,12 +727,22 @@ impl Links {
                 if self.epoch.load(Ordering::Acquire) != epoch {
                     self.cache.invalidate(code);
                 }
-                Ok(Resolution::Found { id: entry.id, url })
+                Ok(Resolution::Found {
+                    id: entry.id,
+                    url,
+                    state,
+                })
             }
             // Past its expiry, not yet marked by the daily job.
-            Some(_) => Ok(Resolution::Gone),
+            Some(entry) => Ok(Resolution::Gone {
+                fallback: fallback_of(entry.options.as_deref()),
+            }),
             None => Ok(match self.store.link_by_code(code)? {
-                Some(_) => Resolution::Gone,
+                // A deleted link answers 410 whatever its options say.
+                Some(link) if link.status == LinkStatus::Expired => Resolution::Gone {
+                    fallback: fallback_of(link.options.as_deref()),
+                },
+                Some(_) => Resolution::Gone { fallback: None },
                 None => Resolution::NotFound,
             }),
         }
@@ -576,9 +764,20 @@ impl Links {
     }
 
     /// Applies a patch; the cache forgets the old target at once.
-    pub fn update(&self, code: &str, req: UpdateLink) -> Result<Link> {
+    pub fn update(&self, code: &str, mut req: UpdateLink) -> Result<Link> {
         let now = self.clock.now();
+        let options = self.check_options(req.options_input())?;
+        // New targets without a new URL: the first target stands for the link.
+        if req.url.is_none() {
+            req.url = options
+                .targets
+                .as_ref()
+                .and_then(|t| t.first())
+                .map(|t| t.url.clone());
+        }
         let patch = LinkPatch {
+            options,
+            end: None,
             url: req.url.as_deref().map(|u| self.check_url(u)).transpose()?,
             expires_at: req
                 .expires_at
@@ -799,6 +998,11 @@ fn parse_expiry(at: Option<&str>, now: Millis) -> Result<Option<Millis>> {
         )));
     }
     Ok(Some(ms))
+}
+
+/// The end destination of an ended link's options.
+fn fallback_of(options: Option<&LinkOptions>) -> Option<Arc<str>> {
+    options?.fallback_url.as_deref().map(Arc::from)
 }
 
 /// Formats a timestamp as RFC 3339 (UTC).

@@ -25,6 +25,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::codes::is_code_syntax;
 use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
+use crate::model::{CapSlot, EndedBy, LinkOptions};
 use crate::pools::Pools;
 use crate::store::{Imported, Link, LinkQuery, LinkStatus, Millis, NewVisit, Store, Visit};
 use crate::BoxError;
@@ -79,6 +80,14 @@ pub struct LinkRecord {
     pub title: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Password hash, cap, start time, end destination, rules and targets, as stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<LinkOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<EndedBy>,
+    /// Redirects counted against the caps so far, by slot (0 the link, n + 1 target n).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted: Vec<(u32, u64)>,
 }
 
 /// Every field of a visit; `link_id` is the id of the link line it belongs to.
@@ -103,6 +112,8 @@ pub struct VisitRecord {
     pub region: Option<Arc<str>>,
     pub city: Option<Arc<str>>,
     pub isp: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Arc<str>>,
 }
 
 impl LinkRecord {
@@ -120,6 +131,9 @@ impl LinkRecord {
             deleted_at: link.deleted_at.map(rfc3339),
             title: link.title.clone(),
             tags: link.tags.clone(),
+            options: link.options.as_deref().cloned(),
+            ended_by: link.ended_by,
+            counted: Vec::new(),
         }
     }
 
@@ -143,6 +157,8 @@ impl LinkRecord {
             tags: self.tags.clone(),
             updated_at: time("updated_at", &self.updated_at)?,
             deleted_at: optional("deleted_at", &self.deleted_at)?,
+            options: self.options.clone().map(Box::new),
+            ended_by: self.ended_by,
         })
     }
 }
@@ -168,6 +184,7 @@ impl VisitRecord {
             region: v.region.clone(),
             city: v.city.clone(),
             isp: v.isp.clone(),
+            route: v.route.clone(),
         }
     }
 
@@ -199,6 +216,7 @@ impl VisitRecord {
                 region: self.region.clone(),
                 city: self.city.clone(),
                 isp: self.isp.clone(),
+                route: self.route.clone(),
             },
             client_hash,
             referer_host,
@@ -257,7 +275,15 @@ pub fn export(
             ..LinkQuery::default()
         })?;
         for link in &page.items {
-            serde_json::to_writer(&mut *out, &Record::Link(LinkRecord::from_link(link)))?;
+            let mut record = LinkRecord::from_link(link);
+            if link.options.as_ref().is_some_and(|o| o.is_capped()) {
+                record.counted = store
+                    .counted(link.id)?
+                    .into_iter()
+                    .map(|(slot, n)| (slot.stored(), n))
+                    .collect();
+            }
+            serde_json::to_writer(&mut *out, &Record::Link(record))?;
             out.write_all(b"\n")?;
             summary.links += 1;
             progress.tick(1);
@@ -402,6 +428,8 @@ struct Importer<'a> {
     pending: Vec<(u64, Link)>,
     /// Whether visits keep their ids, decided at the first visit batch.
     keep_visit_ids: Option<bool>,
+    /// Export link id → the redirects its record says were counted against its caps.
+    counted: HashMap<u64, Vec<(CapSlot, u64)>>,
     report: &'a mut dyn Write,
 }
 
@@ -477,6 +505,9 @@ impl Importer<'_> {
                 Imported::Created(stored) => {
                     self.summary.created += 1;
                     self.created_ids.insert(link.id, stored.id);
+                    if let Some(counted) = self.counted.remove(&link.id) {
+                        self.store.import_counted(stored.id, &counted)?;
+                    }
                 }
                 Imported::Unchanged(_) => {
                     self.summary.unchanged += 1;
@@ -639,6 +670,8 @@ impl Importer<'_> {
             tags: row.tags,
             updated_at: created_at,
             deleted_at: None,
+            options: None,
+            ended_by: None,
         };
         self.checked_link(line, link)
     }
@@ -666,6 +699,7 @@ pub fn import(
         visits: Vec::new(),
         pending: Vec::new(),
         keep_visit_ids: None,
+        counted: HashMap::new(),
         report,
     };
     let mut progress = Progress::new("importing", None);
@@ -686,7 +720,17 @@ pub fn import(
                 progress.tick(1);
                 match serde_json::from_str::<Record>(&line) {
                     Ok(Record::Link(record)) => match record.to_link() {
-                        Ok(link) => importer.checked_link(number, link)?,
+                        Ok(link) => {
+                            let counted: Vec<(CapSlot, u64)> = record
+                                .counted
+                                .iter()
+                                .filter_map(|&(slot, n)| Some((CapSlot::of_stored(slot)?, n)))
+                                .collect();
+                            if !counted.is_empty() {
+                                importer.counted.insert(link.id, counted);
+                            }
+                            importer.checked_link(number, link)?
+                        }
                         Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
                     },
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,

@@ -34,6 +34,7 @@ fn new_link(length: u8, url: &str, now: u64) -> NewLink {
         expires_at: None,
         title: None,
         tags: vec![],
+        options: None,
         dedup: true,
         now,
     }

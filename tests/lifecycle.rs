@@ -64,6 +64,7 @@ fn take(w: &World, length: u8, i: u64) -> Result<String, StoreError> {
         expires_at: None,
         title: None,
         tags: vec![],
+        options: None,
         dedup: false,
         now: w.clock.now(),
     };
@@ -87,7 +88,10 @@ fn expiry_stops_redirects_at_once_and_the_job_marks_the_link() {
     ));
     w.clock.advance(60_000);
     // Cached, in the active mapping, not yet marked: still refused.
-    assert_eq!(w.links.resolve(&link.code).unwrap(), Resolution::Gone);
+    assert!(matches!(
+        w.links.resolve(&link.code).unwrap(),
+        Resolution::Gone { fallback: None }
+    ));
     assert_eq!(
         w.store.link_by_code(&link.code).unwrap().unwrap().status,
         LinkStatus::Active
@@ -101,7 +105,10 @@ fn expiry_stops_redirects_at_once_and_the_job_marks_the_link() {
         w.store.resolve(&link.code).unwrap().is_none(),
         "out of the active mapping"
     );
-    assert_eq!(w.links.resolve(&link.code).unwrap(), Resolution::Gone);
+    assert!(matches!(
+        w.links.resolve(&link.code).unwrap(),
+        Resolution::Gone { fallback: None }
+    ));
     let totals = w.store.link_counts().unwrap();
     assert_eq!((totals.active, totals.expired), (0, 1));
     // A second run finds nothing to do.

@@ -8,11 +8,13 @@ mod pg;
 
 use std::sync::Arc;
 
+use vshortlink::model::options::{Conditions, Os, Rotation, Rule, Target};
+use vshortlink::model::{EndedBy, OptionsPatch};
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{
-    CodeChoice, Created, LinkPatch, LinkQuery, LinkStatus, NewLink, NewVisit, PoolBatch, Store,
-    StoreError, Visit,
+    CapSlot, ClaimOutcome, CodeChoice, Created, LinkOptions, LinkPatch, LinkQuery, LinkStatus,
+    NewLink, NewVisit, PoolBatch, Store, StoreError, Visit, VisitClaim,
 };
 
 const T0: u64 = 1_800_000_000_000;
@@ -42,6 +44,7 @@ fn new_link(code: CodeChoice, url: &str) -> NewLink {
         expires_at: None,
         title: None,
         tags: Vec::new(),
+        options: None,
         now: T0,
     }
 }
@@ -174,6 +177,7 @@ fn update_and_delete(make: Make) {
         title: Some(Some("t".into())),
         tags: Some(vec!["x".into()]),
         expires_at: Some(Some(T0 + DAY)),
+        ..LinkPatch::default()
     };
     let updated = store.update_link("code1", &patch, T0 + 1).unwrap();
     assert_eq!(
@@ -425,6 +429,8 @@ fn import_keeps_records_and_is_idempotent(make: Make) {
         tags: vec!["a".into(), "b".into()],
         updated_at: T0 - DAY,
         deleted_at: None,
+        options: None,
+        ended_by: None,
     };
     let batch = [
         record(40, "imp001", "https://x.example/1", LinkStatus::Active),
@@ -532,6 +538,133 @@ fn submitted_creates_are_answered_once_each(make: Make) {
     ));
 }
 
+fn options_travel_with_the_link(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let options = LinkOptions {
+        password: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaA".into()),
+        max_visits: Some(3),
+        rules: vec![Rule {
+            when: Conditions {
+                os: vec![Os::Ios],
+                ip: vec!["10.0.0.0/8".parse().unwrap()],
+                ..Conditions::default()
+            },
+            url: "https://ios.example/".into(),
+        }],
+        targets: vec![Target {
+            url: "https://t.example/".into(),
+            weight: 5,
+            max_visits: Some(2),
+        }],
+        rotation: Rotation::Failover,
+        ..LinkOptions::default()
+    };
+    let mut new = new_link(CodeChoice::Custom("opt001".into()), "https://a.example/");
+    new.options = Some(Box::new(options.clone()));
+    let link = created(store.create_link(&new));
+    assert_eq!(link.options.as_deref(), Some(&options));
+    let entry = store.resolve("opt001").unwrap().unwrap();
+    assert_eq!(
+        entry.options.as_deref(),
+        Some(&options),
+        "the redirect sees them"
+    );
+    assert_eq!(
+        store
+            .link_by_code("opt001")
+            .unwrap()
+            .unwrap()
+            .options
+            .as_deref(),
+        Some(&options)
+    );
+    // A patch changes one option and leaves the others.
+    let patch = LinkPatch {
+        options: OptionsPatch {
+            max_visits: Some(None),
+            ..OptionsPatch::default()
+        },
+        ..LinkPatch::default()
+    };
+    let updated = store.update_link("opt001", &patch, T0 + 1).unwrap();
+    let left = updated.options.as_deref().unwrap();
+    assert_eq!(left.max_visits, None);
+    assert_eq!(left.rules, options.rules);
+    assert_eq!(
+        store
+            .resolve("opt001")
+            .unwrap()
+            .unwrap()
+            .options
+            .unwrap()
+            .max_visits,
+        None
+    );
+    // Ended by its cap: expired, saying why.
+    let end = LinkPatch {
+        end: Some(EndedBy::MaxVisits),
+        ..LinkPatch::default()
+    };
+    store.update_link("opt001", &end, T0 + 2).unwrap();
+    let ended = store.expire_link(link.id, T0 + 2).unwrap().unwrap();
+    assert_eq!(ended.status, LinkStatus::Expired);
+    assert_eq!(ended.ended_by(), Some(EndedBy::MaxVisits));
+    assert_eq!(
+        store.link_by_code("opt001").unwrap().unwrap().ended_by,
+        Some(EndedBy::MaxVisits)
+    );
+    assert!(store.resolve("opt001").unwrap().is_none());
+}
+
+fn claim(store: &dyn Store, link_id: u64, slots: Vec<(CapSlot, u64)>) -> ClaimOutcome {
+    let (tx, rx) = std::sync::mpsc::channel();
+    store.claim_visit(
+        VisitClaim { link_id, slots },
+        Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        }),
+    );
+    rx.recv().unwrap().unwrap()
+}
+
+fn claims_never_pass_a_cap(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let (link, target) = (CapSlot::Link, CapSlot::Target(1));
+    assert_eq!(
+        claim(&*store, 7, vec![(link, 3), (target, 1)]),
+        ClaimOutcome::Granted
+    );
+    // The target is full: nothing is counted, the link's count included.
+    assert_eq!(
+        claim(&*store, 7, vec![(link, 3), (target, 1)]),
+        ClaimOutcome::Full(target)
+    );
+    assert_eq!(claim(&*store, 7, vec![(link, 3)]), ClaimOutcome::Granted);
+    assert_eq!(store.counted(7).unwrap(), vec![(link, 2), (target, 1)]);
+    // Concurrent claims take exactly what is left.
+    let granted: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|_| s.spawn(|| claim(&*store, 7, vec![(link, 10)]) == ClaimOutcome::Granted))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| usize::from(h.join().unwrap()))
+            .sum()
+    });
+    assert_eq!(granted, 8);
+    assert_eq!(store.counted(7).unwrap()[0], (link, 10));
+    assert!(
+        store.counted(8).unwrap().is_empty(),
+        "another link is untouched"
+    );
+    // An import raises counts, never lowers them.
+    store.import_counted(8, &[(link, 4)]).unwrap();
+    store.import_counted(8, &[(link, 2)]).unwrap();
+    assert_eq!(store.counted(8).unwrap(), vec![(link, 4)]);
+}
+
 macro_rules! backend {
     ($backend:ident; $($case:ident),+ $(,)?) => {
         mod $backend {
@@ -562,6 +695,8 @@ backend!(
     meta_keeps_the_first_value,
     import_keeps_records_and_is_idempotent,
     submitted_creates_are_answered_once_each,
+    options_travel_with_the_link,
+    claims_never_pass_a_cap,
 );
 
 backend!(
@@ -578,4 +713,6 @@ backend!(
     meta_keeps_the_first_value,
     import_keeps_records_and_is_idempotent,
     submitted_creates_are_answered_once_each,
+    options_travel_with_the_link,
+    claims_never_pass_a_cap,
 );

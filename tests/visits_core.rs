@@ -101,7 +101,7 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
     // On a single-threaded runtime the writer cannot run between these calls: the queue takes
     // four and every other visit is dropped at once instead of waiting for room.
     for _ in 0..100 {
-        recorder.record(1, "abcdef", [10, 0, 0, 1].into(), None, None);
+        recorder.record(1, "abcdef", [10, 0, 0, 1].into(), None, None, None);
     }
     let metrics = recorder.metrics();
     assert_eq!(metrics.accepted.get(), 4);

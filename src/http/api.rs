@@ -16,8 +16,8 @@ use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
 use crate::health::HealthStatus;
 use crate::limits::Limit;
-use crate::links::{rfc3339, CreateLink, UpdateLink, DEFAULT_SPACE};
-use crate::model::{Link, LinkQuery, LinkStatus};
+use crate::links::{rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE};
+use crate::model::{CapSlot, EndedBy, Link, LinkQuery, LinkStatus};
 use crate::state::AppState;
 
 /// Most links in one batch request.
@@ -48,10 +48,35 @@ pub struct LinkView {
     pub created: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub visits_total: Option<u64>,
+    /// True when visitors need a password (never shown).
+    pub password_protected: bool,
+    /// Redirects after which the link ends.
+    pub max_visits: Option<u64>,
+    /// What is left of `max_visits` (on `GET` of one link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visits_remaining: Option<u64>,
+    /// Before this, the code answers 404.
+    pub valid_from: Option<String>,
+    /// Where visitors go once the link has ended.
+    pub fallback_url: Option<String>,
+    /// `[{"if": {conditions}, "url"}]`, the first that holds decides.
+    #[schema(value_type = Vec<Object>)]
+    pub rules: serde_json::Value,
+    /// `[{"url", "weight", "max_visits"?, "visits_remaining"?}]`.
+    #[schema(value_type = Vec<Object>)]
+    pub targets: serde_json::Value,
+    /// `weighted`, `round_robin` or `failover` (with targets).
+    pub rotation: Option<&'static str>,
+    /// Why an expired link ended: `expiry` or `max_visits`.
+    pub ended_by: Option<&'static str>,
+    /// What the link has beyond its URL: `password`, `max_visits`, `valid_from`,
+    /// `fallback_url`, `rules`, `targets`.
+    pub features: Vec<&'static str>,
 }
 
 impl LinkView {
     pub fn new(state: &AppState, link: &Link) -> Self {
+        let options = link.options.as_deref();
         Self {
             id: link.id,
             code: link.code.clone(),
@@ -68,6 +93,18 @@ impl LinkView {
             tags: link.tags.clone(),
             created: None,
             visits_total: None,
+            password_protected: options.is_some_and(|o| o.password.is_some()),
+            max_visits: options.and_then(|o| o.max_visits),
+            visits_remaining: None,
+            valid_from: options.and_then(|o| o.valid_from).map(rfc3339),
+            fallback_url: options.and_then(|o| o.fallback_url.clone()),
+            rules: rules_json(options.map_or(&[][..], |o| &o.rules)),
+            targets: targets_json(options.map_or(&[][..], |o| &o.targets), &[]),
+            rotation: options
+                .filter(|o| !o.targets.is_empty())
+                .map(|o| o.rotation.as_str()),
+            ended_by: link.ended_by().map(EndedBy::as_str),
+            features: options.map(|o| o.markers()).unwrap_or_default(),
         }
     }
 }
@@ -384,9 +421,24 @@ pub async fn get_link(
 ) -> Result<Json<LinkView>, ApiError> {
     let link = authorized_link(&state, &caller, &code, Role::Viewer)?;
     let mut view = LinkView::new(&state, &link);
-    let service = state.stats.clone();
-    let totals = blocking(move || service.totals(link.id)).await?;
+    let (service, links) = (state.stats.clone(), state.links.clone());
+    let (totals, counted) = blocking(move || {
+        let counted = links.counted(&link)?;
+        Ok::<_, ApiError>((service.totals(link.id)?, (link, counted)))
+    })
+    .await?;
+    let (link, counted) = counted;
     view.visits_total = Some(totals.visits);
+    if let Some(options) = link.options.as_deref() {
+        view.visits_remaining = options.max_visits.map(|cap| {
+            let used = counted
+                .iter()
+                .find(|(slot, _)| *slot == CapSlot::Link)
+                .map_or(0, |(_, n)| *n);
+            cap.saturating_sub(used)
+        });
+        view.targets = targets_json(&options.targets, &counted);
+    }
     Ok(Json(view))
 }
 

@@ -122,6 +122,14 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "invalid_title" => "Invalid title",
         "invalid_tags" => "Invalid tags",
         "invalid_json" => "Malformed JSON",
+        "invalid_password" => "Invalid password",
+        "invalid_max_visits" => "Invalid visit cap",
+        "invalid_valid_from" => "Invalid start time",
+        "invalid_rules" => "Invalid rules",
+        "invalid_targets" => "Invalid targets",
+        "invalid_rotation" => "Invalid rotation",
+        "password_required" => "Password required",
+        "wrong_password" => "Wrong password",
         "invalid_field" => "Invalid field",
         "invalid_batch" => "Invalid batch",
         "invalid_query" => "Invalid query parameter",
@@ -203,7 +211,7 @@ impl From<LinkError> for ApiError {
                 code,
                 field,
                 detail,
-            } => ApiError::bad_request(code, field, detail),
+            } => ApiError::bad_request(code, &field, detail),
             LinkError::CodeTaken(_) => {
                 ApiError::new(StatusCode::CONFLICT, "code_taken", e.to_string()).with_field("code")
             }

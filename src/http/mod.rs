@@ -77,7 +77,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(pages)
         .route("/yourls-api.php", get(yourls::api).post(yourls::api))
         .route("/robots.txt", get(redirect::robots))
-        .route("/{code}", get(redirect::redirect))
+        .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             observe::observe,

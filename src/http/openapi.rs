@@ -35,6 +35,7 @@ use crate::links::{CreateLink, UpdateLink};
         stats::metrics,
         qr::link_qr,
         redirect::redirect,
+        redirect::unlock,
         redirect::robots,
         yourls::api,
         spec,

@@ -15,27 +15,37 @@
 use axum::extract::rejection::PathRejection;
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
 use axum::extract::{ConnectInfo, Path, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use super::observe::count_unmatched;
 use crate::limits::{Limit, RateLimited};
-use crate::links::Resolution;
+use crate::links::{LinkState, RequestFacts, Resolution, Routed};
+use crate::model::Route;
 use crate::state::AppState;
 
 /// Browsers come back for every visit, so every visit can be counted.
 const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
 
 #[utoipa::path(get, path = "/{code}", tag = "redirect",
-    params(("code" = String, Path, description = "A short code")),
-    responses((status = 302, description = "To the long URL (status per `server.redirect_status`)"),
-        (status = 404, description = "No such code"), (status = 410, description = "Expired or deleted")))]
+    params(("code" = String, Path, description = "A short code"),
+        ("X-Link-Password" = Option<String>, Header, description = "The password of a protected link")),
+    responses((status = 302, description = "To the long URL (status per `server.redirect_status`); for a link with rules or targets, to the destination they choose; for an ended link with a `fallback_url`, there"),
+        (status = 200, description = "A protected link, to a browser: the password form"),
+        (status = 401, description = "A protected link, to a JSON client without `X-Link-Password`: `password_required`"),
+        (status = 403, description = "A wrong `X-Link-Password` (`wrong_password`), or a blocked destination"),
+        (status = 404, description = "No such code, or a link before its `valid_from`"),
+        (status = 410, description = "Expired (by date or visit cap) or deleted"),
+        (status = 429, description = "Over `password_per_ip` or another address limit")))]
 pub async fn redirect(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
+    uri: Uri,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
@@ -46,7 +56,42 @@ pub async fn redirect(
     } else {
         Visit::Counted
     };
-    answer(&state, peer, code.as_deref(), &headers, visit)
+    match answer(&state, peer, code.as_deref(), &headers, visit) {
+        Answer::Now(response) => response,
+        Answer::Later(later) => later.finish(uri.query().unwrap_or(""), None).await,
+    }
+}
+
+/// `POST /{code}`: the password form of a protected link. A right password redirects (and
+/// counts the visit) as a `GET` would; a wrong one answers the form again, 403. No token:
+/// a visitor has no session; `password_per_ip` is the defence.
+#[utoipa::path(post, path = "/{code}", tag = "redirect",
+    params(("code" = String, Path, description = "A short code")),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`password=…`"),
+    responses((status = 302, description = "The right password: to the destination"),
+        (status = 403, description = "A wrong password: the form again, with a message"),
+        (status = 429, description = "Over `limits.rates.password_per_ip`")))]
+pub async fn unlock(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: Uri,
+    Path(code): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let password = url::form_urlencoded::parse(&body)
+        .find(|(name, _)| name == "password")
+        .map(|(_, value)| value.into_owned())
+        .unwrap_or_default();
+    match answer(&state, peer, Some(&code), &headers, Visit::Counted) {
+        Answer::Later(later) => {
+            later
+                .finish(uri.query().unwrap_or(""), Some(password))
+                .await
+        }
+        // Not a protected link: the same answer a GET gets.
+        Answer::Now(response) => response,
+    }
 }
 
 /// Whether a redirect records a visit.
@@ -57,68 +102,232 @@ pub enum Visit {
     NotCounted,
 }
 
+/// The answer to `/{code}`: at once (plain links, errors), or after the link's options have
+/// been worked through ([`Later::finish`]).
+pub enum Answer {
+    Now(Response),
+    Later(Box<Later>),
+}
+
+impl From<Response> for Answer {
+    fn from(response: Response) -> Self {
+        Answer::Now(response)
+    }
+}
+
 /// The answer to `/{code}` (`None`: a path that does not even decode, so no code), for the
-/// route above and for [`super::front`]'s fast path alike.
+/// route above and for [`super::front`]'s fast path alike. A plain link is answered here;
+/// a link with options, rules or targets is handed back to be finished asynchronously.
 pub fn answer(
     state: &AppState,
     peer: SocketAddr,
     code: Option<&str>,
     headers: &HeaderMap,
     visit: Visit,
-) -> Response {
+) -> Answer {
     if state.limits.limits_redirects() {
         let ip = client_ip(state, peer, headers);
         if let Err(e) = state.limits.check_ip(Limit::RedirectPerIp, ip, 1) {
-            return rate_limited(state, e, headers);
+            return rate_limited(state, e, headers).into();
         }
     }
     let Some(code) = code else {
-        return not_found(state, peer, "", headers);
+        return not_found(state, peer, "", headers).into();
     };
     if let Some(code) = code.strip_suffix('+') {
-        return preview(state, peer, code, headers);
+        return preview(state, peer, code, headers).into();
     }
     match state.links.resolve(code) {
-        Ok(Resolution::Found { id, url }) => {
-            let Ok(location) = HeaderValue::from_str(&url) else {
-                return ApiError::internal(format!("stored URL of `{code}` is not a header value"))
-                    .into_response();
-            };
-            let status = StatusCode::from_u16(state.config.server.redirect_status)
-                .unwrap_or(StatusCode::FOUND);
-            let mut response = status.into_response();
-            let h = response.headers_mut();
-            h.insert(header::LOCATION, location);
-            h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-            if visit == Visit::Counted && state.recorder.enabled() {
-                state.recorder.record(
-                    id,
-                    code,
-                    state.client_ip(peer.ip(), headers),
-                    headers.get(header::USER_AGENT),
-                    headers.get(header::REFERER),
-                );
-            }
-            response
-        }
-        Ok(Resolution::Gone) => missing(state, StatusCode::GONE, code, headers),
-        Ok(Resolution::NotFound) => not_found(state, peer, code, headers),
-        Ok(Resolution::Blocked) => blocked(state, code, headers),
-        Err(e) => ApiError::from(e).into_response(),
+        Ok(Resolution::Found {
+            id,
+            url,
+            state: None,
+        }) => found(state, peer, id, code, &url, headers, visit, None).into(),
+        Ok(Resolution::Found {
+            state: Some(link), ..
+        }) => Answer::Later(Box::new(Later {
+            state: state.clone(),
+            peer,
+            code: code.to_string(),
+            link,
+            headers: headers.clone(),
+            visit,
+        })),
+        Ok(Resolution::Gone { fallback }) => gone(state, code, fallback, headers).into(),
+        Ok(Resolution::NotFound) => not_found(state, peer, code, headers).into(),
+        Ok(Resolution::Blocked) => blocked(state, code, headers).into(),
+        Err(e) => ApiError::from(e).into_response().into(),
     }
 }
 
-/// `GET /{code}+`: the destination, escaped, with a button to go on. Counts no visit.
+/// The redirect itself, and the visit of a `GET` handed to the visit queue.
+#[allow(clippy::too_many_arguments)]
+fn found(
+    state: &AppState,
+    peer: SocketAddr,
+    id: u64,
+    code: &str,
+    url: &str,
+    headers: &HeaderMap,
+    visit: Visit,
+    route: Option<Route>,
+) -> Response {
+    let Ok(location) = HeaderValue::from_str(url) else {
+        return ApiError::internal(format!("stored URL of `{code}` is not a header value"))
+            .into_response();
+    };
+    let status =
+        StatusCode::from_u16(state.config.server.redirect_status).unwrap_or(StatusCode::FOUND);
+    let mut response = status.into_response();
+    let h = response.headers_mut();
+    h.insert(header::LOCATION, location);
+    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    if visit == Visit::Counted && state.recorder.enabled() {
+        state.recorder.record(
+            id,
+            code,
+            state.client_ip(peer.ip(), headers),
+            headers.get(header::USER_AGENT),
+            headers.get(header::REFERER),
+            route,
+        );
+    }
+    response
+}
+
+/// A link whose time has passed: to its `fallback_url` if it has one (no visit), else 410.
+fn gone(state: &AppState, code: &str, fallback: Option<Arc<str>>, headers: &HeaderMap) -> Response {
+    match fallback.and_then(|url| HeaderValue::from_str(&url).ok()) {
+        Some(location) => {
+            let mut response = StatusCode::FOUND.into_response();
+            let h = response.headers_mut();
+            h.insert(header::LOCATION, location);
+            h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+            response
+        }
+        None => missing(state, StatusCode::GONE, code, headers),
+    }
+}
+
+/// The redirect of a link with options, worked through off the fast path.
+pub struct Later {
+    state: AppState,
+    peer: SocketAddr,
+    code: String,
+    link: Arc<LinkState>,
+    headers: HeaderMap,
+    visit: Visit,
+}
+
+impl Later {
+    /// In order: before `valid_from` the code is unknown; a protected link wants its password
+    /// (`form`: the visitor's form, else `X-Link-Password`); then the rules, the rotation and
+    /// the caps choose the destination, or end the link.
+    pub async fn finish(self, raw_query: &str, form: Option<String>) -> Response {
+        let Later {
+            state,
+            peer,
+            code,
+            link,
+            headers,
+            visit,
+        } = self;
+        let ip = state.client_ip(peer.ip(), &headers);
+        if link.not_yet(state.links.now()) {
+            return not_found(&state, peer, &code, &headers);
+        }
+        if link.protected() {
+            let from_form = form.is_some();
+            let given = form.or_else(|| {
+                headers
+                    .get(PASSWORD_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            });
+            let Some(password) = given else {
+                return if wants_json(&headers) {
+                    ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "password_required",
+                        format!(
+                            "the link `{code}` is protected: send its password in X-Link-Password"
+                        ),
+                    )
+                    .into_response()
+                } else {
+                    state.ui.unlock(&format!("/{code}"), false, &headers)
+                };
+            };
+            if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, ip, 1) {
+                return rate_limited(&state, e, &headers);
+            }
+            if !state.links.unlock(&link, &password).await {
+                return if from_form {
+                    state.ui.unlock(&format!("/{code}"), true, &headers)
+                } else {
+                    ApiError::new(
+                        StatusCode::FORBIDDEN,
+                        "wrong_password",
+                        format!("X-Link-Password is not the password of `{code}`"),
+                    )
+                    .into_response()
+                };
+            }
+        }
+        let header_text = |name: header::HeaderName| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+        };
+        let facts = RequestFacts {
+            ip,
+            user_agent: header_text(header::USER_AGENT),
+            accept_language: header_text(header::ACCEPT_LANGUAGE),
+            raw_query,
+        };
+        match state.links.route(&link, facts).await {
+            Ok(Routed::Go { url, route }) => {
+                let route = link.records_routes().then_some(route);
+                let mut response =
+                    found(&state, peer, link.id, &code, &url, &headers, visit, route);
+                // A protected link's destination is no one else's business.
+                if link.protected() {
+                    response
+                        .headers_mut()
+                        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                }
+                response
+            }
+            Ok(Routed::Ended { fallback }) => gone(&state, &code, fallback, &headers),
+            Err(e) => ApiError::from(e).into_response(),
+        }
+    }
+}
+
+/// The header a client sends a protected link's password in.
+const PASSWORD_HEADER: &str = "x-link-password";
+
+/// `GET /{code}+`: the destination, escaped, with a button to go on. Counts no visit. A
+/// protected link's destination is not shown.
 fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
     match state.links.resolve(code) {
-        Ok(Resolution::Found { url, .. }) => {
-            let mut response = state.ui.preview(&url, headers);
+        Ok(Resolution::Found {
+            url, state: link, ..
+        }) => {
+            let protected = link.as_ref().is_some_and(|l| l.protected());
+            let shown = if protected {
+                state.links.short_url(code)
+            } else {
+                url.to_string()
+            };
+            let mut response = state.ui.preview(&shown, protected, headers);
             response
                 .headers_mut()
                 .insert(header::CACHE_CONTROL, CACHE_CONTROL);
             response
         }
-        Ok(Resolution::Gone) => missing(state, StatusCode::GONE, code, headers),
+        Ok(Resolution::Gone { .. }) => missing(state, StatusCode::GONE, code, headers),
         Ok(Resolution::NotFound) => not_found(state, peer, code, headers),
         Ok(Resolution::Blocked) => blocked(state, code, headers),
         Err(e) => ApiError::from(e).into_response(),

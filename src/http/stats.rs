@@ -90,7 +90,7 @@ pub async fn link_stats(
         ));
     }
     let service = state.stats.clone();
-    let stats = blocking(move || service.link(link.id, from, to, granularity)).await?;
+    let stats = blocking(move || service.link(&link, from, to, granularity)).await?;
     Ok(Json(stats))
 }
 
@@ -114,10 +114,12 @@ struct VisitView {
     region: Option<Arc<str>>,
     city: Option<Arc<str>>,
     isp: Option<Arc<str>>,
+    /// `default`, `rule:N` or `target:N` on a link with rules or targets.
+    route: Option<Arc<str>>,
 }
 
 /// The columns of a visits CSV, in the order of [`VisitView::cells`].
-const VISIT_COLUMNS: [&str; 17] = [
+const VISIT_COLUMNS: [&str; 18] = [
     "id",
     "at",
     "code",
@@ -135,11 +137,12 @@ const VISIT_COLUMNS: [&str; 17] = [
     "region",
     "city",
     "isp",
+    "route",
 ];
 
 impl VisitView {
     /// The visit as a CSV row ([`VISIT_COLUMNS`]).
-    fn cells(&self) -> [String; 17] {
+    fn cells(&self) -> [String; 18] {
         let text = |v: &Option<Arc<str>>| v.as_deref().unwrap_or("").to_string();
         [
             self.id.to_string(),
@@ -159,6 +162,7 @@ impl VisitView {
             text(&self.region),
             text(&self.city),
             text(&self.isp),
+            text(&self.route),
         ]
     }
 }
@@ -183,6 +187,7 @@ impl From<Visit> for VisitView {
             region: v.region,
             city: v.city,
             isp: v.isp,
+            route: v.route,
         }
     }
 }

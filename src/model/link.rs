@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::options::{EndedBy, LinkOptions, Rotation, Rule, Target};
 use super::time::Millis;
 
 /// Where a link is in its life.
@@ -86,6 +87,14 @@ pub struct Link {
     /// When the link left the active state by deletion; the recycling clock starts here.
     #[serde(default)]
     pub deleted_at: Option<Millis>,
+    /// Password, visit cap, start time, end destination, rules and targets; `None` for a
+    /// plain link (most links), which redirects by the plain path.
+    #[serde(default)]
+    pub options: Option<Box<LinkOptions>>,
+    /// Why the link ended, once it has (`None` for an expired record from an older version:
+    /// it ended by its expiry).
+    #[serde(default)]
+    pub ended_by: Option<EndedBy>,
 }
 
 impl Link {
@@ -104,6 +113,12 @@ impl Link {
     /// rule every backend applies.
     pub fn is_dedup_target(&self, now: Millis) -> bool {
         self.status == LinkStatus::Active && !self.custom && !self.is_expired_at(now)
+    }
+
+    /// Why the link ended, once it has: expired links say their cause (by their expiry
+    /// unless the record says otherwise); active, deleted and archived ones say nothing.
+    pub fn ended_by(&self) -> Option<EndedBy> {
+        (self.status == LinkStatus::Expired).then(|| self.ended_by.unwrap_or(EndedBy::Expiry))
     }
 
     /// When the link ended, for the recycling clock: its expiry if it expired, its
@@ -126,6 +141,65 @@ pub struct LinkPatch {
     pub expires_at: Option<Option<Millis>>,
     pub title: Option<Option<String>>,
     pub tags: Option<Vec<String>>,
+    /// Changes to the options, field by field.
+    pub options: OptionsPatch,
+    /// The link has ended by its cap: it is stamped with why and its expiry set to the
+    /// patch's time, so that the expiry machinery (cache, lifecycle, recycling) ends it.
+    pub end: Option<EndedBy>,
+}
+
+/// Changes to a link's options; `None` leaves a field, `Some(None)` (or an empty list)
+/// removes it.
+#[derive(Clone, Debug, Default)]
+pub struct OptionsPatch {
+    /// The new password's hash.
+    pub password: Option<Option<String>>,
+    pub max_visits: Option<Option<u64>>,
+    pub valid_from: Option<Option<Millis>>,
+    pub fallback_url: Option<Option<String>>,
+    pub rules: Option<Vec<Rule>>,
+    pub targets: Option<Vec<Target>>,
+    pub rotation: Option<Rotation>,
+}
+
+impl OptionsPatch {
+    /// Whether the patch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.password.is_none()
+            && self.max_visits.is_none()
+            && self.valid_from.is_none()
+            && self.fallback_url.is_none()
+            && self.rules.is_none()
+            && self.targets.is_none()
+            && self.rotation.is_none()
+    }
+
+    /// The options as the patch leaves `current`: `None` when nothing is left.
+    pub fn apply(&self, current: Option<&LinkOptions>) -> Option<Box<LinkOptions>> {
+        let mut out = current.cloned().unwrap_or_default();
+        if let Some(v) = &self.password {
+            out.password = v.clone();
+        }
+        if let Some(v) = self.max_visits {
+            out.max_visits = v;
+        }
+        if let Some(v) = self.valid_from {
+            out.valid_from = v;
+        }
+        if let Some(v) = &self.fallback_url {
+            out.fallback_url = v.clone();
+        }
+        if let Some(v) = &self.rules {
+            out.rules = v.clone();
+        }
+        if let Some(v) = &self.targets {
+            out.targets = v.clone();
+        }
+        if let Some(v) = self.rotation {
+            out.rotation = v;
+        }
+        (!out.is_empty()).then(|| Box::new(out))
+    }
 }
 
 impl LinkPatch {
@@ -144,6 +218,13 @@ impl LinkPatch {
         }
         if let Some(tags) = &self.tags {
             out.tags = tags.clone();
+        }
+        if !self.options.is_empty() {
+            out.options = self.options.apply(link.options.as_deref());
+        }
+        if let Some(end) = self.end {
+            out.ended_by = Some(end);
+            out.expires_at = Some(out.expires_at.map_or(now, |at| at.min(now)));
         }
         out.updated_at = now;
         out

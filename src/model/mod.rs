@@ -6,6 +6,7 @@
 mod error;
 pub mod hll;
 mod link;
+pub mod options;
 mod pool;
 pub mod tally;
 pub mod time;
@@ -13,8 +14,10 @@ mod visit;
 
 pub use error::{StorageFault, StoreError, StoreResult};
 pub use link::{
-    is_keepable_id, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, MAX_LINK_ID,
+    is_keepable_id, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, OptionsPatch,
+    MAX_LINK_ID,
 };
+pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
 pub use pool::PoolCounts;
 pub use time::Millis;
 pub use visit::{

@@ -77,6 +77,7 @@ pub fn top_values(new: &NewVisit) -> impl Iterator<Item = (Dimension, &Arc<str>)
         (Dimension::Device, Some(&v.device)),
         (Dimension::Country, v.country.as_ref()),
         (Dimension::Referer, Some(&new.referer_host)),
+        (Dimension::Route, v.route.as_ref()),
     ]
     .into_iter()
     .filter_map(|(dim, value)| Some((dim, value.filter(|s| !s.is_empty())?)))

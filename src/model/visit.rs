@@ -40,6 +40,10 @@ pub struct Visit {
     pub region: Option<Arc<str>>,
     pub city: Option<Arc<str>>,
     pub isp: Option<Arc<str>>,
+    /// Which destination served the visit (`default`, `rule:N`, `target:N`) on a link with
+    /// rules or targets; `None` for a plain link's visit.
+    #[serde(default)]
+    pub route: Option<Arc<str>>,
 }
 
 /// What a link's visits are broken down by in the `top` lists of its statistics.
@@ -50,15 +54,18 @@ pub enum Dimension {
     Device,
     Country,
     Referer,
+    /// The destination that served the visit (only for links with rules or targets).
+    Route,
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 5] = [
+    pub const ALL: [Dimension; 6] = [
         Dimension::Browser,
         Dimension::Os,
         Dimension::Device,
         Dimension::Country,
         Dimension::Referer,
+        Dimension::Route,
     ];
 
     /// The number a dimension is stored as, by every backend (these are on disk: never
@@ -70,6 +77,7 @@ impl Dimension {
             Dimension::Device => 3,
             Dimension::Country => 4,
             Dimension::Referer => 5,
+            Dimension::Route => 6,
         }
     }
 

@@ -27,6 +27,7 @@ pub use crate::model::{
     LinkQuery, LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
     SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
 };
+pub use crate::model::{CapSlot, ClaimOutcome, LinkOptions, VisitClaim};
 
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,22 @@ pub struct ActiveEntry {
     pub id: u64,
     pub url: String,
     pub expires_at: Option<Millis>,
+    /// The link's options, rules and targets; `None` for a plain link, whose redirect
+    /// decides nothing more.
+    #[serde(default)]
+    pub options: Option<Box<LinkOptions>>,
+}
+
+impl ActiveEntry {
+    /// What the redirect path needs of an active link.
+    pub fn of(link: &Link) -> ActiveEntry {
+        ActiveEntry {
+            id: link.id,
+            url: link.url.clone(),
+            expires_at: link.expires_at,
+            options: link.options.clone(),
+        }
+    }
 }
 
 /// Where a new link's code comes from.
@@ -72,6 +89,7 @@ pub struct NewLink {
     pub expires_at: Option<Millis>,
     pub title: Option<String>,
     pub tags: Vec<String>,
+    pub options: Option<Box<LinkOptions>>,
     /// Return an existing active generated link of the same space, length and URL instead of
     /// taking a code. Only meaningful with [`CodeChoice::Pool`].
     pub dedup: bool,
@@ -114,6 +132,8 @@ impl NewLink {
             tags: self.tags.clone(),
             updated_at: self.now,
             deleted_at: None,
+            options: self.options.clone(),
+            ended_by: None,
         }
     }
 }
@@ -237,6 +257,9 @@ pub trait SharedRecords: Send + Sync {
 /// Called with the outcome of a create queued by [`Store::submit_create`], once it is durable.
 pub type CreateDone = Box<dyn FnOnce(StoreResult<Created>) + Send>;
 
+/// Called with the outcome of [`Store::claim_visit`]: granted only once the count is durable.
+pub type ClaimDone = Box<dyn FnOnce(StoreResult<ClaimOutcome>) + Send>;
+
 /// Storage for links, code pools and their metadata.
 ///
 /// Implementations must make every write atomic across the records it touches and durable
@@ -336,6 +359,22 @@ pub trait Store: Send + Sync + 'static {
 
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;
+
+    // ---- visit caps ----
+
+    /// Counts one redirect of a capped link: every slot of the claim goes up by one together,
+    /// or none does when any is at its cap ([`ClaimOutcome::Full`] names it). Returns at once;
+    /// `done` is called once the count is durable (group-committed with concurrent claims),
+    /// so that no redirect is answered that a crash could forget, and no cap is ever passed,
+    /// whatever the concurrency and (for a shared store) the number of instances.
+    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone);
+
+    /// The redirects counted so far against a link's caps, by slot (slots never counted are
+    /// left out).
+    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>>;
+
+    /// Sets a link's counts (an import carrying them): each slot at least as high as given.
+    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()>;
 
     // ---- pools ----
 

@@ -168,6 +168,7 @@ impl Options {
             expires_at: self.expires_at.clone(),
             title: None,
             tags: self.tags.clone(),
+            ..CreateLink::default()
         }
     }
 }

@@ -257,8 +257,9 @@ async fn render_detail(
     let before = query.get("before").and_then(|b| b.parse::<u64>().ok());
     let stats_service = state.stats.clone();
     let (id, from, to, granularity) = (link.id, range.from, range.to, range.granularity);
+    let stats_link = link.clone();
     let read = blocking(move || {
-        let stats = stats_service.link(id, from, to, granularity)?;
+        let stats = stats_service.link(&stats_link, from, to, granularity)?;
         let totals = stats_service.totals(id)?;
         let recent = stats_service.recent(id, before, VISITS_PAGE)?;
         Ok::<_, StoreError>((stats, totals, recent))
@@ -444,6 +445,7 @@ pub async fn edit(
         expires_at: validity.to_update(state.links.now()),
         title: Some(field(&fields, "title").map(str::to_string)),
         tags: Some(forms::tags(&fields).unwrap_or_default()),
+        ..UpdateLink::default()
     };
     let links = state.links.clone();
     let target = code.clone();

@@ -18,6 +18,7 @@ pub mod chart;
 pub mod dashboard;
 pub mod errors;
 pub mod forms;
+pub mod gates;
 pub mod home;
 pub mod i18n;
 pub mod links;
@@ -80,33 +81,6 @@ impl Ui {
             errors,
             secure_cookies: base_url.starts_with("https://"),
         })
-    }
-}
-
-impl Ui {
-    /// The preview of `/{code}+`: where the link goes (escaped) and a button to go on.
-    pub fn preview(&self, url: &str, headers: &axum::http::HeaderMap) -> axum::response::Response {
-        use axum::response::IntoResponse;
-        let lang = errors::language(headers);
-        let ctx = minijinja::context! {
-            lang => lang.tag(),
-            t => self.catalogues.template(lang),
-            url => url,
-            css => self.assets.versioned("app.css"),
-        };
-        match self.templates.render("preview.html", ctx) {
-            Ok(html) => {
-                let mut response = html.into_response();
-                let h = response.headers_mut();
-                h.insert(
-                    axum::http::header::CONTENT_TYPE,
-                    axum::http::HeaderValue::from_static("text/html; charset=utf-8"),
-                );
-                render::add_security_headers(h);
-                response
-            }
-            Err(e) => crate::http::error::ApiError::internal(e).into_response(),
-        }
     }
 }
 

@@ -61,6 +61,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "preview.html",
         include_str!("../../assets/templates/preview.html"),
     ),
+    (
+        "unlock.html",
+        include_str!("../../assets/templates/unlock.html"),
+    ),
 ];
 
 /// `default-src 'self'` and nothing inline: the one script and stylesheet are files of ours;

@@ -30,6 +30,7 @@ use super::tally::referer_host;
 use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
 use crate::config::{IpMode, VisitsConfig};
+use crate::model::Route;
 use crate::store::{Millis, NewVisit, Store, StoreError, Visit};
 
 /// The writer's batch maps, keyed by header bytes: a fast seeded hash.
@@ -73,6 +74,8 @@ pub struct RawVisit {
     pub link_id: u64,
     pub at: Millis,
     pub ip: IpAddr,
+    /// Which destination served it, on a link with rules or targets.
+    pub route: Option<Route>,
     /// The code, the user agent and the referer, back to back.
     text: SmallVec<[u8; INLINE_BYTES]>,
     code_len: u16,
@@ -102,6 +105,7 @@ impl RawVisit {
             link_id,
             at,
             ip,
+            route: None,
             text,
             // Both within u16 by the cuts above.
             code_len: code.len() as u16,
@@ -155,12 +159,14 @@ pub struct Recorder {
     metrics: VisitMetrics,
     stop: Arc<Notify>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// The geolocation database, shared with the redirect's `country` rules.
+    geo: Option<Arc<GeoDb>>,
 }
 
 /// What the writer needs to turn raw visits into records.
 struct Enricher {
     ua: UaParser,
-    geo: Option<GeoDb>,
+    geo: Option<Arc<GeoDb>>,
     ip_mode: IpMode,
 }
 
@@ -182,15 +188,16 @@ impl Recorder {
                 metrics,
                 stop,
                 writer: Mutex::new(None),
+                geo: None,
             }));
         }
         let geo = match config.geo_db.trim() {
             "" => None,
-            path => Some(GeoDb::open(std::path::Path::new(path))?),
+            path => Some(Arc::new(GeoDb::open(std::path::Path::new(path))?)),
         };
         let enricher = Arc::new(Enricher {
             ua: UaParser::new(UA_CACHE),
-            geo,
+            geo: geo.clone(),
             ip_mode: config.ip,
         });
         let (sender, receiver) = mpsc::channel(config.queue);
@@ -208,10 +215,17 @@ impl Recorder {
             metrics,
             stop,
             writer: Mutex::new(Some(writer)),
+            geo,
         }))
     }
 
+    /// The geolocation database, when one is configured and visits are recorded.
+    pub fn geo(&self) -> Option<Arc<GeoDb>> {
+        self.geo.clone()
+    }
+
     /// Queues a visit without waiting; drops (and counts) it when the queue is full.
+    /// `route` says which destination served it, on a link with rules or targets.
     pub fn record(
         &self,
         link_id: u64,
@@ -219,11 +233,12 @@ impl Recorder {
         ip: IpAddr,
         user_agent: Option<&HeaderValue>,
         referer: Option<&HeaderValue>,
+        route: Option<Route>,
     ) {
         let Some(sender) = &self.sender else {
             return;
         };
-        let visit = RawVisit::new(
+        let mut visit = RawVisit::new(
             link_id,
             code,
             self.clock.now(),
@@ -231,6 +246,7 @@ impl Recorder {
             user_agent.map(HeaderValue::as_bytes),
             referer.map(HeaderValue::as_bytes),
         );
+        visit.route = route;
         match sender.try_send(visit) {
             Ok(()) => self.metrics.accepted.inc(),
             Err(_) => self.metrics.dropped.inc(),
@@ -487,6 +503,7 @@ impl Enricher {
                 region: geo.region.map(Into::into),
                 city: geo.city.map(Into::into),
                 isp: geo.isp.map(Into::into),
+                route: raw.route.map(|r| Arc::from(r.name())),
             },
             client_hash,
             referer_host,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::store::{Millis, Store, StoreResult, VisitPage, VisitTotals};
+use crate::store::{Link, Millis, Store, StoreResult, VisitPage, VisitTotals};
 use crate::visits::stats::{self, Granularity, LinkStats, SystemStats};
 
 pub struct Statistics {
@@ -20,12 +20,12 @@ impl Statistics {
     /// A link's statistics over `from..to`.
     pub fn link(
         &self,
-        link_id: u64,
+        link: &Link,
         from: Millis,
         to: Millis,
         granularity: Granularity,
     ) -> StoreResult<LinkStats> {
-        stats::link_stats(&*self.store, link_id, from, to, granularity)
+        stats::link_stats(&*self.store, link, from, to, granularity)
     }
 
     /// Link counts, today, and the last 14 days: of the whole store (`spaces` is `None`), or

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::links::rfc3339;
+use crate::model::{Link, Route};
 use crate::store::{
     DayCount, Dimension, LinkCounts, LinkQuery, LinkStatus, Millis, Store, StoreResult,
 };
@@ -91,17 +92,30 @@ pub struct LinkStats {
     pub bots: u64,
     pub series: Vec<Point>,
     pub top: Top,
+    /// Visits by the destination that served them, most first: only links with rules or
+    /// targets record it.
+    pub destinations: Vec<Destination>,
+}
+
+/// A destination of a link with rules or targets, and its visits in the range.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Destination {
+    /// `default`, `rule:N` or `target:N`.
+    pub route: String,
+    /// Where the route leads now (`null` for a rule or target the link no longer has).
+    pub url: Option<String>,
+    pub visits: u64,
 }
 
 /// A link's statistics over `from..to` (milliseconds, `from < to`).
 pub fn link_stats(
     store: &dyn Store,
-    link_id: u64,
+    link: &Link,
     from: Millis,
     to: Millis,
     granularity: Granularity,
 ) -> StoreResult<LinkStats> {
-    let summary = store.visit_summary(link_id, from, to)?;
+    let summary = store.visit_summary(link.id, from, to)?;
     let size = granularity.millis();
     let first = from / size;
     let mut buckets: BTreeMap<u64, (u64, u64)> = (first..first + granularity.points(from, to))
@@ -124,6 +138,7 @@ pub fn link_stats(
         })
         .collect();
     let mut top = Top::default();
+    let mut destinations = Vec::new();
     let mut by_dim: BTreeMap<Dimension, Vec<TopEntry>> = BTreeMap::new();
     for (dim, value, visits) in summary.top {
         by_dim
@@ -133,6 +148,19 @@ pub fn link_stats(
     }
     for (dim, mut entries) in by_dim {
         entries.sort_by(|a, b| b.visits.cmp(&a.visits).then_with(|| a.value.cmp(&b.value)));
+        if dim == Dimension::Route {
+            destinations = entries
+                .into_iter()
+                .map(|e| Destination {
+                    url: Route::parse(&e.value)
+                        .and_then(|r| r.url(&link.url, link.options.as_deref()))
+                        .map(str::to_string),
+                    route: e.value,
+                    visits: e.visits,
+                })
+                .collect();
+            continue;
+        }
         entries.truncate(TOP_N);
         let slot = match dim {
             Dimension::Browser => &mut top.browser,
@@ -140,6 +168,7 @@ pub fn link_stats(
             Dimension::Device => &mut top.device,
             Dimension::Country => &mut top.country,
             Dimension::Referer => &mut top.referer,
+            Dimension::Route => continue,
         };
         *slot = entries;
     }
@@ -157,6 +186,7 @@ pub fn link_stats(
         bots,
         series,
         top,
+        destinations,
     })
 }
 

@@ -11,9 +11,12 @@ use std::collections::{BTreeMap, HashMap};
 use deadpool_postgres::GenericClient;
 
 use super::{
-    bump, counter, db_error, link_of, notify, rust_ms, sql_ms, status_code, status_counter, Cached,
-    Shared, DAY_MS, LINK_COLUMNS,
+    bump, counter, db_error, ended_by_code, link_of, notify, options_json, rust_ms, sql_ms,
+    status_code, status_counter, Cached, Shared, DAY_MS, LINK_COLUMNS,
 };
+use tokio_postgres::types::Json;
+
+use crate::model::LinkOptions;
 use crate::store::{
     is_keepable_id, ActiveEntry, CodeChoice, Created, Imported, Link, LinkCounts, LinkPage,
     LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, StoreError, StoreResult,
@@ -29,8 +32,8 @@ const TAKE: &str = "DELETE FROM pool WHERE code = (
 /// Inserts a link row unless its id or its code is taken (either makes it return no row).
 const INSERT: &str = "INSERT INTO links
         (id, code, url, space, custom, created_at, expires_at, status, title, tags, updated_at,
-         deleted_at, recycle_from)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         deleted_at, recycle_from, options, ended_by)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
     ON CONFLICT DO NOTHING RETURNING id";
 
 /// Why an insert returned no row.
@@ -63,6 +66,8 @@ async fn insert_link(client: &impl GenericClient, link: &Link) -> StoreResult<Op
                     .then(|| link.ended_at())
                     .flatten()
                     .map(sql_ms),
+                &options_json(link),
+                &ended_by_code(link.ended_by),
             ],
         )
         .await
@@ -214,7 +219,7 @@ impl Shared {
         let client = self.client().await?;
         let row = client
             .row_opt(
-                "SELECT id, url, expires_at FROM links WHERE code = $1 AND status = 0",
+                "SELECT id, url, expires_at, options FROM links WHERE code = $1 AND status = 0",
                 &[&code],
             )
             .await
@@ -223,6 +228,9 @@ impl Shared {
             id: rust_ms(row.get(0)),
             url: row.get(1),
             expires_at: row.get::<_, Option<i64>>(2).map(rust_ms),
+            options: row
+                .get::<_, Option<Json<LinkOptions>>>(3)
+                .map(|Json(options)| Box::new(options)),
         }))
     }
 
@@ -259,7 +267,8 @@ impl Shared {
         let link = patch.apply(&old, now);
         let tags: &[String] = &link.tags;
         tx.exec(
-            "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6
+            "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6,
+                 options = $7, ended_by = $8
              WHERE id = $1",
             &[
                 &sql_ms(link.id),
@@ -268,6 +277,8 @@ impl Shared {
                 &link.title,
                 &tags,
                 &sql_ms(now),
+                &options_json(&link),
+                &ended_by_code(link.ended_by),
             ],
         )
         .await
@@ -597,13 +608,14 @@ impl Shared {
             .exec(
                 "INSERT INTO links
                      (id, code, url, space, custom, created_at, expires_at, status, title, tags,
-                      updated_at, deleted_at, recycle_from)
+                      updated_at, deleted_at, recycle_from, options, ended_by)
                  SELECT id, code, url, space, custom, created_at, expires_at, status, title,
-                        tags, updated_at, deleted_at, recycle_from
+                        tags, updated_at, deleted_at, recycle_from, options, ended_by
                  FROM jsonb_to_recordset($1::jsonb) AS r(
                      id bigint, code text, url text, space text, custom boolean,
                      created_at bigint, expires_at bigint, status smallint, title text,
-                     tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint)",
+                     tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint,
+                     options jsonb, ended_by smallint)",
                 &[&serde_json::Value::Array(rows)],
             )
             .await
@@ -659,6 +671,8 @@ fn import_row(link: &Link) -> serde_json::Value {
         "updated_at": sql_ms(link.updated_at),
         "deleted_at": link.deleted_at.map(sql_ms),
         "recycle_from": link.status.recyclable().then(|| link.ended_at()).flatten().map(sql_ms),
+        "options": link.options,
+        "ended_by": ended_by_code(link.ended_by),
     })
 }
 

@@ -21,6 +21,7 @@
 //!
 //! [`watch`]: Store::watch
 
+mod claims;
 mod links;
 mod pools;
 mod visits;
@@ -37,16 +38,21 @@ use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
+use tokio_postgres::types::Json;
+
+use crate::model::{EndedBy, LinkOptions};
 use crate::store::{
-    ActiveEntry, ChangeHandler, Created, DayCount, Imported, JobLock, Link, LinkCounts, LinkPage,
-    LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts,
-    SharedRecords, Store, StoreError, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Link,
+    LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded,
+    PoolBatch, PoolCounts, SharedRecords, Store, StoreError, StoreResult, VisitClaim, VisitPage,
+    VisitSummary, VisitTotals,
 };
 
 /// The schema, one file per version, applied in order at start-up.
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_shared_records.sql")),
+    (3, include_str!("migrations/0003_link_options.sql")),
 ];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";
@@ -148,7 +154,8 @@ fn status_of(code: i16) -> StoreResult<LinkStatus> {
 
 /// The columns every link query selects, in [`link_of`]'s order.
 const LINK_COLUMNS: &str =
-    "id, code, url, space, custom, created_at, expires_at, status, title, tags, updated_at, deleted_at";
+    "id, code, url, space, custom, created_at, expires_at, status, title, tags, \
+     updated_at, deleted_at, options, ended_by";
 
 fn link_of(row: &Row) -> StoreResult<Link> {
     Ok(Link {
@@ -164,7 +171,30 @@ fn link_of(row: &Row) -> StoreResult<Link> {
         tags: row.get(9),
         updated_at: rust_ms(row.get(10)),
         deleted_at: row.get::<_, Option<i64>>(11).map(rust_ms),
+        options: row
+            .get::<_, Option<Json<LinkOptions>>>(12)
+            .map(|Json(options)| Box::new(options)),
+        ended_by: ended_by_of(row.get(13)),
     })
+}
+
+fn ended_by_code(ended_by: Option<EndedBy>) -> Option<i16> {
+    ended_by.map(|e| match e {
+        EndedBy::Expiry => 1,
+        EndedBy::MaxVisits => 2,
+    })
+}
+
+fn ended_by_of(code: Option<i16>) -> Option<EndedBy> {
+    match code? {
+        2 => Some(EndedBy::MaxVisits),
+        _ => Some(EndedBy::Expiry),
+    }
+}
+
+/// A link's options as a column value.
+fn options_json(link: &Link) -> Option<Json<&LinkOptions>> {
+    link.options.as_deref().map(Json)
 }
 
 /// Queries through each connection's statement cache: a statement is parsed once per
@@ -496,6 +526,24 @@ impl Store for PgStore {
 
     fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
         self.block(self.shared.link_by_code(code))
+    }
+
+    /// Runs on the driver's runtime; the caller's thread goes on at once.
+    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
+        let Some(runtime) = &self.runtime else {
+            done(Err(StoreError::Unavailable("the store is closing".into())));
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move { done(shared.claim_visit(&claim).await) });
+    }
+
+    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
+        self.block(self.shared.counted(link_id))
+    }
+
+    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
+        self.block(self.shared.import_counted(link_id, counts))
     }
 
     fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {

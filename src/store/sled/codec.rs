@@ -30,11 +30,7 @@ pub(super) fn tx_decode_link(bytes: &[u8]) -> TxResult<Link> {
 /// one read. (An encoded entry is never 8 bytes: the array marker, the id, the URL and the
 /// expiry take at least 12.)
 pub(super) fn active_code_value(link: &Link) -> Vec<u8> {
-    encode(&ActiveEntry {
-        id: link.id,
-        url: link.url.clone(),
-        expires_at: link.expires_at,
-    })
+    encode(&ActiveEntry::of(link))
 }
 
 /// The `codes` value of a link that owns its code but is not active: its id alone.

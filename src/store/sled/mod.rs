@@ -10,6 +10,7 @@
 //! | `pools.rs` | the code pools, their counters and cooling counts, strategy states |
 //! | `visits.rs` | visit blocks and their counters, listings, pruning |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
+//! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
 //! | `codec.rs` | record bytes: MessagePack, counters, [`check_record`] |
@@ -28,6 +29,7 @@
 //! the check makes them lose nothing and hand nothing out twice.
 
 mod check;
+mod claims;
 mod codec;
 mod errors;
 mod filter_file;
@@ -60,9 +62,10 @@ use self::flusher::Flusher;
 use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::store::{
-    ActiveEntry, CommitStats, CreateDone, Created, DayCount, Durability, Imported, Link,
-    LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
-    PoolCounts, StorageFault, Store, StoreResult, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, Created, DayCount, Durability,
+    Imported, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink, NewVisit,
+    PoolAdded, PoolBatch, PoolCounts, StorageFault, Store, StoreResult, VisitClaim, VisitPage,
+    VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -137,6 +140,10 @@ pub struct SledStore {
     members: Vec<Mutex<pools::Members>>,
     counters: sled::Tree,
     meta: sled::Tree,
+    /// Redirects counted against caps ([`claims`]).
+    claims: sled::Tree,
+    /// Held while a claim reads and raises its counts.
+    claim_lock: Mutex<()>,
     visit_blocks: sled::Tree,
     visit_index: sled::Tree,
     visit_days: sled::Tree,
@@ -263,6 +270,18 @@ impl Store for SledStore {
     fn retire_link(&self, id: u64) -> StoreResult<bool> {
         self.space.admit(0)?;
         self.retire_link_impl(id)
+    }
+
+    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
+        self.claim_visit_impl(claim, done)
+    }
+
+    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
+        self.counted_impl(link_id)
+    }
+
+    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
+        self.import_counted_impl(link_id, counts)
     }
 
     fn link_counts(&self) -> StoreResult<LinkCounts> {

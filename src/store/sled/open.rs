@@ -78,6 +78,8 @@ impl SledStore {
                 .collect::<StoreResult<Vec<_>>>()?,
             counters: tree("counters")?,
             meta: tree("meta")?,
+            claims: tree("claims")?,
+            claim_lock: Mutex::new(()),
             visit_blocks: tree("visit_blocks")?,
             visit_index: tree("visit_index")?,
             visit_days: tree("visit_days")?,

@@ -386,6 +386,7 @@ mod tests {
             region: None,
             city: None,
             isp: None,
+            route: None,
         })
     }
 

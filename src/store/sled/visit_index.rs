@@ -334,6 +334,7 @@ mod tests {
                 region: None,
                 city: None,
                 isp: None,
+                route: None,
                 id: 0,
             },
             client_hash: 1,

@@ -216,6 +216,9 @@ struct Row {
     region: u32,
     city: u32,
     isp: u32,
+    /// Optional like the others; rows written before routes existed have none.
+    #[serde(default)]
+    route: u32,
 }
 
 /// Builds a block's string table.
@@ -285,6 +288,7 @@ impl Block {
                 region: strings.of_opt_shared(v.region.as_ref()),
                 city: strings.of_opt_shared(v.city.as_ref()),
                 isp: strings.of_opt_shared(v.isp.as_ref()),
+                route: strings.of_opt_shared(v.route.as_ref()),
             })
             .collect();
         Block {
@@ -332,6 +336,7 @@ impl Block {
             region: opt(row.region)?,
             city: opt(row.city)?,
             isp: opt(row.isp)?,
+            route: opt(row.route)?,
         })
     }
 
@@ -1038,6 +1043,7 @@ mod tests {
             region: Some("r".into()),
             city: None,
             isp: None,
+            route: None,
         }
     }
 
