@@ -644,3 +644,59 @@ fn computed_codes_agree_across_instances_under_concurrent_creates() {
     distinct.dedup();
     assert_eq!(distinct.len(), 6);
 }
+
+#[test]
+fn forty_visitors_over_two_instances_get_exactly_the_ten_redirects_of_a_capped_link() {
+    let Some((a, b, _)) = pair() else { return };
+    a.create(json!({
+        "url": "https://example.com/capped",
+        "code": "capped10",
+        "max_visits": 10,
+        "targets": [
+            {"url": "https://example.com/first", "max_visits": 4},
+            {"url": "https://example.com/second"}
+        ],
+        "rotation": "failover"
+    }));
+    // Both instances have the link cached before the rush, so that neither asks the other.
+    assert!(location(&a, "capped10").is_some());
+    assert!(location(&b, "capped10").is_some());
+    let apps = [&a, &b];
+    let answers: Vec<(u16, Option<String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..40)
+            .map(|i| {
+                let app = apps[i % 2];
+                s.spawn(move || {
+                    let response = app.get("/capped10");
+                    let location = response
+                        .headers()
+                        .get("location")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    (response.status().as_u16(), location)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("visitor")).collect()
+    });
+    let redirects: Vec<&String> = answers
+        .iter()
+        .filter(|(status, _)| *status == 302)
+        .filter_map(|(_, location)| location.as_ref())
+        .collect();
+    // Two were spent warming the caches above: 8 of the 40 get through, the rest see the end.
+    assert_eq!(redirects.len(), 8, "{answers:?}");
+    assert!(answers.iter().all(|(s, _)| *s == 302 || *s == 410), "{answers:?}");
+    let first = redirects
+        .iter()
+        .filter(|l| l.as_str() == "https://example.com/first")
+        .count();
+    // Failover: the first target took its 4 (2 of them while warming) before the second.
+    assert_eq!(first, 2, "{redirects:?}");
+    let link = b.api_get("/api/v1/links/capped10", ADMIN);
+    assert_eq!(link["visits_remaining"], 0);
+    let ended = within(Duration::from_secs(5), || {
+        a.api_get("/api/v1/links/capped10", ADMIN)["ended_by"] == "max_visits"
+    });
+    assert!(ended.is_some(), "the link ends at its cap");
+}
