@@ -677,7 +677,10 @@ fn forty_visitors_over_two_instances_get_exactly_the_ten_redirects_of_a_capped_l
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("visitor")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("visitor"))
+            .collect()
     });
     let redirects: Vec<&String> = answers
         .iter()
@@ -686,7 +689,10 @@ fn forty_visitors_over_two_instances_get_exactly_the_ten_redirects_of_a_capped_l
         .collect();
     // Two were spent warming the caches above: 8 of the 40 get through, the rest see the end.
     assert_eq!(redirects.len(), 8, "{answers:?}");
-    assert!(answers.iter().all(|(s, _)| *s == 302 || *s == 410), "{answers:?}");
+    assert!(
+        answers.iter().all(|(s, _)| *s == 302 || *s == 410),
+        "{answers:?}"
+    );
     let first = redirects
         .iter()
         .filter(|l| l.as_str() == "https://example.com/first")

@@ -236,7 +236,13 @@ impl Links {
                 };
                 if let Some(name) = object
                     .keys()
-                    .find(|k| !matches!(k.as_str(), "url" | "weight" | "max_visits"))
+                    // `visits_remaining` is what a GET shows: a client may send a target back as read.
+                    .find(|k| {
+                        !matches!(
+                            k.as_str(),
+                            "url" | "weight" | "max_visits" | "visits_remaining"
+                        )
+                    })
                 {
                     return Err(bad_targets(
                         at(&format!(".{name}")),
