@@ -722,3 +722,67 @@ fn dashboard_shows_counts_and_pools_and_admins_refill() {
     assert_eq!(editor.post_form("/ui/pools/5/refill", &[]).status(), 403);
     assert_eq!(csrf_of(&html).len(), 64);
 }
+
+/// The options form's fields for a save, with the form's own section and token added by the
+/// page client.
+fn options_post<'a>(
+    page: &PageClient,
+    code: &str,
+    fields: &[(&'a str, &'a str)],
+) -> reqwest::blocking::Response {
+    let mut all = vec![("section", "options")];
+    all.extend_from_slice(fields);
+    page.post_form(&format!("/ui/links/{code}/edit"), &all)
+}
+
+#[test]
+fn a_bad_target_weight_is_shown_beside_its_field_and_nothing_is_saved() {
+    let app = TestApp::start();
+    let code = app.create(json!({ "url": "https://example.com/w" }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let before: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    for weight in ["5000", "0", "heavy"] {
+        let response = options_post(
+            &page,
+            &code,
+            &[
+                ("action", "save"),
+                ("max_visits", "10"),
+                ("rule.0.os.ios", "1"),
+                ("rule.0.url", "https://ios.example/"),
+                ("target.0.url", "https://a.example/"),
+                ("target.0.weight", "2"),
+                ("target.1.url", "https://b.example/"),
+                ("target.1.weight", weight),
+                ("rotation", "round_robin"),
+            ],
+        );
+        assert_eq!(response.status(), 400, "weight {weight}");
+        let html = response.text().unwrap();
+        let error = "id=\"target.1.weight-error\"";
+        assert!(html.contains(error), "weight {weight}: {html}");
+        let at = html.find(error).unwrap();
+        assert!(
+            html[at..].contains("A weight is a whole number from 1 to 1000"),
+            "the weight's words"
+        );
+        // Beside its field: the input that names this error comes just before it.
+        let input = html
+            .find("name=\"target.1.weight\"")
+            .expect("the weight input");
+        assert!(input < at && html[input..at].contains("aria-invalid=\"true\""));
+        assert!(!html[input..at].contains("name=\"target.1.max_visits\""));
+        // Every value kept as typed.
+        assert!(html.contains(&format!("value=\"{weight}\"")));
+        assert!(html.contains("value=\"https:&#x2f;&#x2f;b.example&#x2f;\""));
+        assert!(html.contains("name=\"rule.0.os.ios\" value=\"1\" checked"));
+        assert!(html.contains("<option value=\"round_robin\" selected>"));
+    }
+    let after: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    assert_eq!(after, before, "nothing was saved");
+    assert_eq!(after["targets"], json!([]));
+    assert_eq!(after["max_visits"], serde_json::Value::Null);
+}

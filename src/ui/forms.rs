@@ -8,13 +8,16 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Form;
 
+use serde::Serialize;
+use serde_json::Value as Json;
 use time::macros::format_description;
-use time::{Date, OffsetDateTime, Time};
+use time::{Date, OffsetDateTime, PrimitiveDateTime, Time};
 
 use super::render::{message, Visitor};
 use crate::http::error::ApiError;
-use crate::links::rfc3339;
-use crate::model::Millis;
+use crate::links::{rfc3339, UpdateLink};
+use crate::model::options::{App, Rotation, MAX_RULES, MAX_TARGETS};
+use crate::model::{CapSlot, LinkOptions, Millis};
 use crate::state::AppState;
 
 /// A submitted form.
@@ -154,7 +157,7 @@ pub fn tags(fields: &Fields) -> Option<Vec<String>> {
 }
 
 /// A failure to show beside a field: the field's name and the catalogue key of the message.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FormError {
     pub field: String,
     pub key: String,
@@ -188,6 +191,554 @@ impl FormError {
             None => "form",
         };
         Self::new(field, &key)
+    }
+}
+
+/// The device classes a rule may name, as the options form offers them.
+pub const DEVICES: [&str; 4] = ["desktop", "mobile", "tablet", "bot"];
+/// The operating systems a rule may name.
+pub const SYSTEMS: [&str; 6] = ["ios", "android", "windows", "macos", "linux", "chromeos"];
+/// The rotations a link with targets may use.
+pub const ROTATIONS: [&str; 3] = ["weighted", "round_robin", "failover"];
+
+/// The in-app browsers a rule may name.
+pub fn apps() -> Vec<&'static str> {
+    App::ALL.iter().map(|a| a.as_str()).collect()
+}
+
+/// The link's options form (`section=options` on `/ui/links/{code}/edit`), as typed: every
+/// value a string, so that a page shown again keeps exactly what was entered. Rules and
+/// targets are rows of indexed fields (`rule.0.url`, `rule.0.os.ios`, `target.2.weight`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OptionsForm {
+    /// A new password (never the current one: it is stored as a hash).
+    pub password: String,
+    pub password_remove: bool,
+    pub max_visits: String,
+    /// `datetime-local`, UTC.
+    pub valid_from: String,
+    pub fallback_url: String,
+    pub rotation: String,
+    pub rules: Vec<RuleForm>,
+    pub targets: Vec<TargetForm>,
+}
+
+/// One rule of the form.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RuleForm {
+    pub url: String,
+    pub device: Vec<String>,
+    pub os: Vec<String>,
+    pub app: Vec<String>,
+    /// Comma-separated lists.
+    pub language: String,
+    pub country: String,
+    pub ip: String,
+    /// `name=value` pairs, comma-separated; `*` is any value.
+    pub query: String,
+    /// `datetime-local`, UTC.
+    pub after: String,
+    pub before: String,
+}
+
+/// One rotation target of the form.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TargetForm {
+    pub url: String,
+    pub weight: String,
+    pub max_visits: String,
+    /// What is left of the target's cap (shown for the stored targets only).
+    pub remaining: Option<u64>,
+}
+
+/// Which list of rows a button acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    Rule,
+    Target,
+}
+
+/// What the options form's submit button asked for (`action`): save, or change the rows and
+/// show the form again without saving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionsAction {
+    Save,
+    Add(Rows),
+    Remove(Rows, usize),
+    Up(Rows, usize),
+    Down(Rows, usize),
+    /// An action this form does not know: shown again, unchanged.
+    Unknown,
+}
+
+/// Reads `action`: `save` (or none: the Enter key), `add_rule`, `remove_rule.2`,
+/// `up_target.0`, `down_target.1`…
+pub fn options_action(fields: &Fields) -> OptionsAction {
+    let Some(action) = field(fields, "action") else {
+        return OptionsAction::Save;
+    };
+    if action == "save" {
+        return OptionsAction::Save;
+    }
+    let (verb, index) = match action.split_once('.') {
+        Some((verb, n)) => match n.parse::<usize>() {
+            Ok(n) => (verb, Some(n)),
+            Err(_) => return OptionsAction::Unknown,
+        },
+        None => (action, None),
+    };
+    let (verb, rows) = match verb.rsplit_once('_') {
+        Some((verb, "rule")) => (verb, Rows::Rule),
+        Some((verb, "target")) => (verb, Rows::Target),
+        _ => return OptionsAction::Unknown,
+    };
+    match (verb, index) {
+        ("add", None) => OptionsAction::Add(rows),
+        ("remove", Some(n)) => OptionsAction::Remove(rows, n),
+        ("up", Some(n)) => OptionsAction::Up(rows, n),
+        ("down", Some(n)) => OptionsAction::Down(rows, n),
+        _ => OptionsAction::Unknown,
+    }
+}
+
+/// The options as an update sends them, with which form row each sent rule and target came
+/// from (blank rows are left out), to put the service's errors beside the right inputs.
+#[derive(Debug)]
+pub struct OptionsRequest {
+    pub update: UpdateLink,
+    pub rule_rows: Vec<usize>,
+    pub target_rows: Vec<usize>,
+}
+
+impl OptionsForm {
+    /// The form filled with a link's options; `counted` is what its caps have used.
+    pub fn from_options(options: Option<&LinkOptions>, counted: &[(CapSlot, u64)]) -> Self {
+        let Some(o) = options else {
+            return Self {
+                rotation: Rotation::default().as_str().into(),
+                ..Self::default()
+            };
+        };
+        let rules = o
+            .rules
+            .iter()
+            .map(|rule| {
+                let c = &rule.when;
+                RuleForm {
+                    url: rule.url.clone(),
+                    device: c.device.iter().map(name_of).collect(),
+                    os: c.os.iter().map(name_of).collect(),
+                    app: c.app.iter().map(|a| a.as_str().to_string()).collect(),
+                    language: c.language.join(", "),
+                    country: c.country.join(", "),
+                    ip: c
+                        .ip
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    query: c
+                        .query
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    after: c.after.map(datetime_local).unwrap_or_default(),
+                    before: c.before.map(datetime_local).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let targets = o
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let slot = CapSlot::Target(u16::try_from(i).unwrap_or(u16::MAX));
+                let used = counted
+                    .iter()
+                    .find(|(s, _)| *s == slot)
+                    .map_or(0, |(_, n)| *n);
+                TargetForm {
+                    url: t.url.clone(),
+                    weight: t.weight.to_string(),
+                    max_visits: t.max_visits.map(|m| m.to_string()).unwrap_or_default(),
+                    remaining: t.max_visits.map(|cap| cap.saturating_sub(used)),
+                }
+            })
+            .collect();
+        Self {
+            password: String::new(),
+            password_remove: false,
+            max_visits: o.max_visits.map(|m| m.to_string()).unwrap_or_default(),
+            valid_from: o.valid_from.map(datetime_local).unwrap_or_default(),
+            fallback_url: o.fallback_url.clone().unwrap_or_default(),
+            rotation: o.rotation.as_str().into(),
+            rules,
+            targets,
+        }
+    }
+
+    /// The form as posted.
+    pub fn from_fields(fields: &Fields) -> Self {
+        let text = |name: &str| field(fields, name).unwrap_or_default().to_string();
+        let checked = |prefix: &str, values: &[&str]| -> Vec<String> {
+            values
+                .iter()
+                .filter(|v| fields.contains_key(&format!("{prefix}.{v}")))
+                .map(|v| v.to_string())
+                .collect()
+        };
+        let rules = row_numbers(fields, "rule", MAX_RULES)
+            .into_iter()
+            .map(|n| {
+                let at = |part: &str| format!("rule.{n}.{part}");
+                RuleForm {
+                    url: text(&at("url")),
+                    device: checked(&at("device"), &DEVICES),
+                    os: checked(&at("os"), &SYSTEMS),
+                    app: checked(&at("app"), &apps()),
+                    language: text(&at("language")),
+                    country: text(&at("country")),
+                    ip: text(&at("ip")),
+                    query: text(&at("query")),
+                    after: text(&at("after")),
+                    before: text(&at("before")),
+                }
+            })
+            .collect();
+        let targets = row_numbers(fields, "target", MAX_TARGETS)
+            .into_iter()
+            .map(|n| TargetForm {
+                url: text(&format!("target.{n}.url")),
+                weight: text(&format!("target.{n}.weight")),
+                max_visits: text(&format!("target.{n}.max_visits")),
+                remaining: None,
+            })
+            .collect();
+        let rotation = text("rotation");
+        Self {
+            // A password is taken as typed: spaces may be part of it.
+            password: fields.get("password").cloned().unwrap_or_default(),
+            password_remove: field(fields, "password_remove").is_some(),
+            max_visits: text("max_visits"),
+            valid_from: text("valid_from"),
+            fallback_url: text("fallback_url"),
+            rotation: if rotation.is_empty() {
+                Rotation::default().as_str().into()
+            } else {
+                rotation
+            },
+            rules,
+            targets,
+        }
+    }
+
+    /// Adds, removes or moves a row (other actions change nothing).
+    pub fn apply(&mut self, action: OptionsAction) {
+        fn change<T: Default>(list: &mut Vec<T>, action: OptionsAction, max: usize, new: T) {
+            let len = list.len();
+            match action {
+                OptionsAction::Add(_) if len < max => list.push(new),
+                OptionsAction::Remove(_, i) if i < len => {
+                    list.remove(i);
+                }
+                OptionsAction::Up(_, i) if i > 0 && i < len => list.swap(i - 1, i),
+                OptionsAction::Down(_, i) if i + 1 < len => list.swap(i, i + 1),
+                _ => {}
+            }
+        }
+        let rows = match action {
+            OptionsAction::Add(r)
+            | OptionsAction::Remove(r, _)
+            | OptionsAction::Up(r, _)
+            | OptionsAction::Down(r, _) => r,
+            OptionsAction::Save | OptionsAction::Unknown => return,
+        };
+        match rows {
+            Rows::Rule => change(&mut self.rules, action, MAX_RULES, RuleForm::default()),
+            Rows::Target => change(
+                &mut self.targets,
+                action,
+                MAX_TARGETS,
+                TargetForm {
+                    weight: "1".into(),
+                    ..TargetForm::default()
+                },
+            ),
+        }
+    }
+
+    /// The update the form asks for, in the API's shape: every option is set (an empty
+    /// field removes it) except the password, which an empty field keeps. What only the form
+    /// can tell (a time that is no date, a rule without a condition or an address) fails
+    /// here, every such field at once; the rest is the service's to check.
+    pub fn to_request(&self) -> Result<OptionsRequest, Vec<FormError>> {
+        let mut errors = Vec::new();
+        let password = if self.password_remove {
+            Some(None)
+        } else if self.password.is_empty() {
+            None
+        } else {
+            Some(Some(self.password.clone()))
+        };
+        let time = |text: &str, at: &str, errors: &mut Vec<FormError>| {
+            parse_datetime_local(text).unwrap_or_else(|()| {
+                errors.push(FormError::new(at, "err.invalid_datetime"));
+                None
+            })
+        };
+        let valid_from = time(&self.valid_from, "valid_from", &mut errors);
+        let mut rules = Vec::new();
+        let mut rule_rows = Vec::new();
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.is_blank() {
+                continue;
+            }
+            let at = |part: &str| format!("rule.{i}.{part}");
+            let mut when = serde_json::Map::new();
+            for (name, values) in [
+                ("device", &rule.device),
+                ("os", &rule.os),
+                ("app", &rule.app),
+            ] {
+                if !values.is_empty() {
+                    when.insert(name.into(), values.clone().into());
+                }
+            }
+            for (name, text) in [
+                ("language", &rule.language),
+                ("country", &rule.country),
+                ("ip", &rule.ip),
+            ] {
+                let list = comma_list(text);
+                if !list.is_empty() {
+                    when.insert(name.into(), list.into());
+                }
+            }
+            match query_pairs(&rule.query) {
+                Ok(pairs) if pairs.is_empty() => {}
+                Ok(pairs) => {
+                    when.insert("query".into(), Json::Object(pairs));
+                }
+                Err(()) => errors.push(FormError::new(&at("query"), "err.rule_query")),
+            }
+            for (name, text) in [("after", &rule.after), ("before", &rule.before)] {
+                if let Some(t) = time(text, &at(name), &mut errors) {
+                    when.insert(name.into(), t.into());
+                }
+            }
+            let conditions = RuleForm {
+                url: String::new(),
+                ..rule.clone()
+            };
+            if conditions.is_blank() {
+                errors.push(FormError::new(&at("if"), "err.rule_condition"));
+            }
+            if rule.url.is_empty() {
+                errors.push(FormError::new(&at("url"), "err.missing_destination"));
+            }
+            rules.push(serde_json::json!({ "if": when, "url": rule.url }));
+            rule_rows.push(i);
+        }
+        let mut targets = Vec::new();
+        let mut target_rows = Vec::new();
+        for (i, target) in self.targets.iter().enumerate() {
+            if target.url.is_empty() && target.max_visits.is_empty() {
+                continue;
+            }
+            if target.url.is_empty() {
+                errors.push(FormError::new(
+                    &format!("target.{i}.url"),
+                    "err.missing_destination",
+                ));
+            }
+            let mut t = serde_json::Map::new();
+            t.insert("url".into(), target.url.clone().into());
+            if let Some(weight) = number(&target.weight) {
+                t.insert("weight".into(), weight);
+            }
+            if let Some(cap) = number(&target.max_visits) {
+                t.insert("max_visits".into(), cap);
+            }
+            targets.push(Json::Object(t));
+            target_rows.push(i);
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let optional = |text: &str| (!text.is_empty()).then(|| text.to_string());
+        Ok(OptionsRequest {
+            update: UpdateLink {
+                password,
+                max_visits: Some(number(&self.max_visits)),
+                valid_from: Some(valid_from),
+                fallback_url: Some(optional(&self.fallback_url)),
+                rules: Some(Some(Json::Array(rules))),
+                targets: Some(Some(Json::Array(targets))),
+                rotation: Some(Some(self.rotation.clone())),
+                ..UpdateLink::default()
+            },
+            rule_rows,
+            target_rows,
+        })
+    }
+}
+
+impl RuleForm {
+    fn is_blank(&self) -> bool {
+        self == &RuleForm::default()
+    }
+}
+
+/// The row numbers present for `kind` (`rule.3.url` → 3), in order, at most `max` of them.
+fn row_numbers(fields: &Fields, kind: &str, max: usize) -> Vec<usize> {
+    let prefix = format!("{kind}.");
+    let mut numbers: Vec<usize> = fields
+        .keys()
+        .filter_map(|k| k.strip_prefix(&prefix)?.split('.').next()?.parse().ok())
+        .collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    numbers.truncate(max);
+    numbers
+}
+
+/// Values typed as one line, separated by commas (either width) or spaces.
+fn comma_list(text: &str) -> Vec<String> {
+    text.split([',', '，', ' '])
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `name=value` pairs separated by commas; a name alone means any value (`*`).
+fn query_pairs(text: &str) -> Result<serde_json::Map<String, Json>, ()> {
+    let mut out = serde_json::Map::new();
+    for pair in text
+        .split([',', '，'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, "*"));
+        let (name, value) = (name.trim(), value.trim());
+        if name.is_empty() || value.is_empty() {
+            return Err(());
+        }
+        out.insert(name.to_string(), value.into());
+    }
+    Ok(out)
+}
+
+/// A whole number typed in a field: a JSON number when it is one, else the text as typed, so
+/// that the service refuses it naming its field. `None` when empty.
+fn number(text: &str) -> Option<Json> {
+    if text.is_empty() {
+        return None;
+    }
+    Some(match text.parse::<u64>() {
+        Ok(n) => n.into(),
+        Err(_) => text.into(),
+    })
+}
+
+/// A `datetime-local` value (`2030-01-02T10:30`, seconds optional), read as UTC, as RFC 3339.
+/// `Ok(None)` when empty.
+pub fn parse_datetime_local(text: &str) -> Result<Option<String>, ()> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let text = text.replacen(' ', "T", 1);
+    let with_seconds = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+    let without = format_description!("[year]-[month]-[day]T[hour]:[minute]");
+    let at = PrimitiveDateTime::parse(&text, with_seconds)
+        .or_else(|_| PrimitiveDateTime::parse(&text, without))
+        .map_err(|_| ())?
+        .assume_utc();
+    let secs = u64::try_from(at.unix_timestamp()).map_err(|_| ())?;
+    Ok(Some(rfc3339(secs.saturating_mul(1000))))
+}
+
+/// A time as a `datetime-local` value (UTC): minutes, and seconds when there are some.
+pub fn datetime_local(ms: Millis) -> String {
+    let text = rfc3339(ms - ms % 1000);
+    let seconds = text.get(17..19).unwrap_or("00");
+    let end = if seconds == "00" { 16 } else { 19 };
+    text.get(..end).unwrap_or_default().to_string()
+}
+
+/// A condition value's name, as serde writes it (`desktop`, `ios`).
+fn name_of<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Where a service error about the options belongs on the form, and its words: `rules[2].if.os`
+/// beside `rule.<row>.os`, `targets[1].weight` beside `target.<row>.weight` (rows as the form
+/// numbers them), anything else beside the option it names or at the top of the form.
+pub fn options_error(
+    e: &ApiError,
+    request: &OptionsRequest,
+    known: impl Fn(&str) -> bool,
+) -> FormError {
+    let code_key = |fallback: &str| {
+        let key = format!("err.{}", e.code);
+        if known(&key) {
+            key
+        } else {
+            fallback.to_string()
+        }
+    };
+    let url_key = || match e.code {
+        "blocked_url" => "err.blocked_url".to_string(),
+        _ => "err.invalid_destination".to_string(),
+    };
+    let path = e.field.as_deref().unwrap_or("");
+    let row = |rest: &str, rows: &[usize]| -> Option<(usize, String)> {
+        let (n, tail) = rest.split_once(']')?;
+        let row = *rows.get(n.parse::<usize>().ok()?)?;
+        Some((row, tail.trim_start_matches('.').to_string()))
+    };
+    if let Some((row, tail)) = path
+        .strip_prefix("rules[")
+        .and_then(|rest| row(rest, &request.rule_rows))
+    {
+        let at = |part: &str| format!("rule.{row}.{part}");
+        let condition = tail
+            .strip_prefix("if.")
+            .map(|c| c.split('.').next().unwrap_or(c));
+        return match (tail.as_str(), condition) {
+            ("url", _) => FormError::new(&at("url"), &url_key()),
+            (_, Some(c @ ("device" | "os" | "app"))) => FormError::new(&at(c), "err.rule_choice"),
+            (_, Some(c @ ("language" | "country" | "ip" | "query"))) => {
+                FormError::new(&at(c), &format!("err.rule_{c}"))
+            }
+            (_, Some(c @ ("after" | "before"))) => FormError::new(&at(c), "err.invalid_datetime"),
+            ("if", _) => FormError::new(&at("if"), "err.rule_condition"),
+            _ => FormError::new(&at("if"), "err.invalid_rules"),
+        };
+    }
+    if let Some((row, tail)) = path
+        .strip_prefix("targets[")
+        .and_then(|rest| row(rest, &request.target_rows))
+    {
+        let at = |part: &str| format!("target.{row}.{part}");
+        return match tail.as_str() {
+            "url" => FormError::new(&at("url"), &url_key()),
+            "weight" => FormError::new(&at("weight"), "err.target_weight"),
+            "max_visits" => FormError::new(&at("max_visits"), "err.invalid_max_visits"),
+            _ => FormError::new(&at("url"), "err.invalid_targets"),
+        };
+    }
+    match path {
+        "fallback_url" => FormError::new(path, &url_key()),
+        "password" | "max_visits" | "valid_from" | "rotation" | "rules" | "targets" => {
+            FormError::new(path, &code_key("err.internal"))
+        }
+        _ => FormError::new("options", &code_key("err.internal")),
     }
 }
 

@@ -11,7 +11,9 @@ use axum::response::{IntoResponse, Response};
 use minijinja::{context, Value};
 
 use super::chart::{stacked_bars, Bar};
-use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
+use super::forms::{
+    self, field, CheckedForm, Fields, FormError, OptionsAction, OptionsForm, VALIDITY_CHOICES,
+};
 use super::home::display_time;
 use super::render::{message, page, see_other, urlencoding, Visitor};
 use crate::config::Role;
@@ -20,7 +22,8 @@ use crate::http::error::ApiError;
 use crate::http::qr::{qr_response, QrParams};
 use crate::http::stats::csv_response;
 use crate::links::{LinkError, UpdateLink};
-use crate::model::{Link, LinkQuery, LinkStatus, Millis, StoreError};
+use crate::model::options::{MAX_RULES, MAX_TARGETS};
+use crate::model::{CapSlot, EndedBy, Link, LinkQuery, LinkStatus, Millis, Route};
 use crate::state::AppState;
 use crate::visits::stats::{Granularity, LinkStats, DAY_MS, MAX_POINTS};
 
@@ -64,7 +67,64 @@ fn link_view(state: &AppState, link: &Link, visits: Option<u64>) -> Value {
         expires_at => link.expires_at.map(display_time),
         expires_date => link.expires_at.map(|ms| crate::links::rfc3339(ms).chars().take(10).collect::<String>()),
         visits => visits,
+        markers => link.options.as_deref().map(|o| o.markers()).unwrap_or_default(),
     }
+}
+
+/// What the link's page says of its options: protection (never the hash), the visit cap and
+/// what is left of it, the start, the end destination, and whether its cap ended it.
+fn options_view(link: &Link, counted: &[(CapSlot, u64)], now: Millis) -> Value {
+    let options = link.options.as_deref();
+    let used = counted
+        .iter()
+        .find(|(slot, _)| *slot == CapSlot::Link)
+        .map_or(0, |(_, n)| *n);
+    let valid_from = options.and_then(|o| o.valid_from);
+    context! {
+        any => options.is_some(),
+        password_protected => options.is_some_and(|o| o.password.is_some()),
+        max_visits => options.and_then(|o| o.max_visits),
+        visits_remaining => options.and_then(|o| o.max_visits).map(|cap| cap.saturating_sub(used)),
+        valid_from => valid_from.map(display_time),
+        not_started => valid_from.is_some_and(|at| now < at),
+        fallback_url => options.and_then(|o| o.fallback_url.clone()),
+        ended_by_cap => link.ended_by() == Some(EndedBy::MaxVisits),
+    }
+}
+
+/// The visits by destination, with each route in words the page translates: `default`, or a
+/// rule's or target's number counted from 1.
+fn destinations_view(stats: &LinkStats) -> Vec<Value> {
+    let total: u64 = stats.destinations.iter().map(|d| d.visits).sum();
+    stats
+        .destinations
+        .iter()
+        .map(|d| {
+            let (kind, n) = match Route::parse(&d.route) {
+                Some(Route::Default) => ("default", 0),
+                Some(Route::Rule(n)) => ("rule", usize::from(n) + 1),
+                Some(Route::Target(n)) => ("target", usize::from(n) + 1),
+                None => ("other", 0),
+            };
+            context! {
+                kind => kind,
+                n => n.to_string(),
+                route => d.route.clone(),
+                url => d.url.clone(),
+                visits => d.visits,
+                share => (d.visits * 100).checked_div(total).unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+/// What a post to the link's page brought back to be shown again.
+enum Posted<'a> {
+    Nothing,
+    /// The edit form (URL, title, tags, validity).
+    Edit(&'a Fields),
+    /// The options form.
+    Options(&'a OptionsForm),
 }
 
 /// `GET /ui/links?q&space&status&length&cursor`: newest first.
@@ -219,7 +279,16 @@ pub async fn detail(
     Path(code): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    render_detail(&state, &visitor, &code, &query, StatusCode::OK, None, &[]).await
+    render_detail(
+        &state,
+        &visitor,
+        &code,
+        &query,
+        StatusCode::OK,
+        Posted::Nothing,
+        &[],
+    )
+    .await
 }
 
 async fn render_detail(
@@ -228,7 +297,7 @@ async fn render_detail(
     code: &str,
     query: &HashMap<String, String>,
     status: StatusCode,
-    form: Option<&Fields>,
+    posted: Posted<'_>,
     errors: &[FormError],
 ) -> Response {
     if let Err(redirect) = visitor.require_session() {
@@ -258,14 +327,16 @@ async fn render_detail(
     let stats_service = state.stats.clone();
     let (id, from, to, granularity) = (link.id, range.from, range.to, range.granularity);
     let stats_link = link.clone();
+    let links = state.links.clone();
     let read = blocking(move || {
+        let counted = links.counted(&stats_link).map_err(ApiError::from)?;
         let stats = stats_service.link(&stats_link, from, to, granularity)?;
         let totals = stats_service.totals(id)?;
         let recent = stats_service.recent(id, before, VISITS_PAGE)?;
-        Ok::<_, StoreError>((stats, totals, recent))
+        Ok::<_, ApiError>((stats, totals, recent, counted))
     })
     .await;
-    let (stats, totals, recent) = match read {
+    let (stats, totals, recent, counted) = match read {
         Ok(r) => r,
         Err(e) => return refused(state, visitor, &e),
     };
@@ -328,9 +399,9 @@ async fn render_detail(
         }
     })
     .collect::<Vec<_>>();
-    let mut form_values: Fields = match form {
-        Some(f) => f.clone(),
-        None => {
+    let mut form_values: Fields = match posted {
+        Posted::Edit(f) => f.clone(),
+        _ => {
             let mut f = Fields::new();
             f.insert("url".into(), link.url.clone());
             f.insert("title".into(), link.title.clone().unwrap_or_default());
@@ -341,6 +412,11 @@ async fn render_detail(
     for name in ["url", "title", "tags", "validity", "until"] {
         form_values.entry(name.to_string()).or_default();
     }
+    let options_form = match posted {
+        Posted::Options(f) => f.clone(),
+        _ => OptionsForm::from_options(link.options.as_deref(), &counted),
+    };
+    let editable = visitor.can_edit() && link.status == LinkStatus::Active;
     page(
         state,
         visitor,
@@ -349,7 +425,20 @@ async fn render_detail(
         "links",
         context! {
             link => link_view(state, &link, Some(totals.visits)),
-            editable => visitor.can_edit() && link.status == LinkStatus::Active,
+            options => options_view(&link, &counted, now),
+            opts => Value::from_serialize(&options_form),
+            opts_posted => matches!(posted, Posted::Options(_)),
+            blank_rule => Value::from_serialize(forms::RuleForm::default()),
+            blank_target => Value::from_serialize(forms::TargetForm { weight: "1".into(), ..forms::TargetForm::default() }),
+            devices => forms::DEVICES,
+            systems => forms::SYSTEMS,
+            apps => forms::apps(),
+            rotations => forms::ROTATIONS,
+            max_rules => MAX_RULES,
+            max_targets => MAX_TARGETS,
+            destinations => destinations_view(&stats),
+            routed => link.options.as_deref().is_some_and(|o| !o.rules.is_empty() || !o.targets.is_empty()),
+            editable => editable,
             deletable => visitor.can_edit() && matches!(link.status, LinkStatus::Active | LinkStatus::Expired),
             range => range.key.clone(),
             custom_from => query.get("from").cloned().unwrap_or_default(),
@@ -424,6 +513,9 @@ pub async fn edit(
     if let Err(response) = check_change(&state, &visitor, &code) {
         return *response;
     }
+    if field(&fields, "section") == Some("options") {
+        return edit_options(&state, &visitor, &code, &fields).await;
+    }
     let no_query = HashMap::new();
     let validity = match forms::validity(&fields) {
         Ok(v) => v,
@@ -434,7 +526,7 @@ pub async fn edit(
                 &code,
                 &no_query,
                 StatusCode::BAD_REQUEST,
-                Some(&fields),
+                Posted::Edit(&fields),
                 &[e],
             )
             .await
@@ -460,7 +552,73 @@ pub async fn edit(
                 &code,
                 &no_query,
                 e.status,
-                Some(&fields),
+                Posted::Edit(&fields),
+                &[error],
+            )
+            .await
+        }
+    }
+}
+
+/// The options form of `POST /ui/links/{code}/edit` (`section=options`): a row button adds,
+/// removes or moves a rule or target and shows the form again, unsaved; `save` sends every
+/// option as one update, and a refusal is shown beside the input it is about, with every
+/// value kept.
+async fn edit_options(
+    state: &AppState,
+    visitor: &Visitor,
+    code: &str,
+    fields: &Fields,
+) -> Response {
+    let no_query = HashMap::new();
+    let mut form = OptionsForm::from_fields(fields);
+    let action = forms::options_action(fields);
+    if action != OptionsAction::Save {
+        form.apply(action);
+        return render_detail(
+            state,
+            visitor,
+            code,
+            &no_query,
+            StatusCode::OK,
+            Posted::Options(&form),
+            &[],
+        )
+        .await;
+    }
+    let request = match form.to_request() {
+        Ok(r) => r,
+        Err(errors) => {
+            return render_detail(
+                state,
+                visitor,
+                code,
+                &no_query,
+                StatusCode::BAD_REQUEST,
+                Posted::Options(&form),
+                &errors,
+            )
+            .await
+        }
+    };
+    let links = state.links.clone();
+    let target = code.to_string();
+    let update = request.update.clone();
+    match blocking(move || links.update(&target, update)).await {
+        Ok(_) => see_other(&format!(
+            "/ui/links/{}?notice=saved#options",
+            urlencoding(code)
+        )),
+        Err(e) => {
+            let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
+            let error = forms::options_error(&e, &request, known);
+            render_detail(
+                state,
+                visitor,
+                code,
+                &no_query,
+                e.status,
+                Posted::Options(&form),
                 &[error],
             )
             .await
