@@ -12,7 +12,7 @@ mod targeting;
 
 pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
 pub use ranking::{Ranking, Totals};
-pub use targeting::{LinkState, RequestFacts, Routed};
+pub use targeting::{Choice, LinkState, Pending, RequestFacts, Routed};
 
 use std::borrow::Cow;
 use std::net::IpAddr;

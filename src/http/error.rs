@@ -371,6 +371,13 @@ fn json_error(path: &str, inner: &serde_json::Error) -> ApiError {
         "title" => "invalid_title",
         "tags" => "invalid_tags",
         "links" => "invalid_batch",
+        "password" => "invalid_password",
+        "max_visits" => "invalid_max_visits",
+        "valid_from" => "invalid_valid_from",
+        "fallback_url" => "invalid_url",
+        "rules" => "invalid_rules",
+        "targets" => "invalid_targets",
+        "rotation" => "invalid_rotation",
         _ => "invalid_field",
     };
     let message = message

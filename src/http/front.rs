@@ -58,19 +58,17 @@ impl Front {
             let code = percent_encoding::percent_decode_str(segment)
                 .decode_utf8()
                 .ok();
+            let query = request.uri().query().unwrap_or("");
             let response = match redirect::answer(
                 &self.state,
                 peer,
                 code.as_deref(),
+                query,
                 request.headers(),
                 redirect::Visit::Counted,
             ) {
                 redirect::Answer::Now(response) => response,
-                redirect::Answer::Later(later) => {
-                    later
-                        .finish(request.uri().query().unwrap_or(""), None)
-                        .await
-                }
+                redirect::Answer::Later(later) => later.finish(query, None).await,
             };
             count_redirect(&self.state, started, response.status());
             return response;

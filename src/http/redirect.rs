@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::ApiError;
 use super::observe::count_unmatched;
 use crate::limits::{Limit, RateLimited};
-use crate::links::{LinkState, RequestFacts, Resolution, Routed};
+use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed};
 use crate::model::Route;
 use crate::state::AppState;
 
@@ -56,9 +56,10 @@ pub async fn redirect(
     } else {
         Visit::Counted
     };
-    match answer(&state, peer, code.as_deref(), &headers, visit) {
+    let query = uri.query().unwrap_or("");
+    match answer(&state, peer, code.as_deref(), query, &headers, visit) {
         Answer::Now(response) => response,
-        Answer::Later(later) => later.finish(uri.query().unwrap_or(""), None).await,
+        Answer::Later(later) => later.finish(query, None).await,
     }
 }
 
@@ -83,12 +84,9 @@ pub async fn unlock(
         .find(|(name, _)| name == "password")
         .map(|(_, value)| value.into_owned())
         .unwrap_or_default();
-    match answer(&state, peer, Some(&code), &headers, Visit::Counted) {
-        Answer::Later(later) => {
-            later
-                .finish(uri.query().unwrap_or(""), Some(password))
-                .await
-        }
+    let query = uri.query().unwrap_or("");
+    match answer(&state, peer, Some(&code), query, &headers, Visit::Counted) {
+        Answer::Later(later) => later.finish(query, Some(password)).await,
         // Not a protected link: the same answer a GET gets.
         Answer::Now(response) => response,
     }
@@ -122,6 +120,7 @@ pub fn answer(
     state: &AppState,
     peer: SocketAddr,
     code: Option<&str>,
+    raw_query: &str,
     headers: &HeaderMap,
     visit: Visit,
 ) -> Answer {
@@ -142,21 +141,112 @@ pub fn answer(
             id,
             url,
             state: None,
-        }) => found(state, peer, id, code, &url, headers, visit, None).into(),
+        }) => found(
+            state,
+            peer,
+            id,
+            code,
+            &url,
+            headers,
+            visit,
+            Some(Route::Default),
+        )
+        .into(),
         Ok(Resolution::Found {
             state: Some(link), ..
-        }) => Answer::Later(Box::new(Later {
-            state: state.clone(),
-            peer,
-            code: code.to_string(),
-            link,
-            headers: headers.clone(),
-            visit,
-        })),
+        }) => decide(state, peer, code, link, raw_query, headers, visit),
         Ok(Resolution::Gone { fallback }) => gone(state, code, fallback, headers).into(),
         Ok(Resolution::NotFound) => not_found(state, peer, code, headers).into(),
         Ok(Resolution::Blocked) => blocked(state, code, headers).into(),
         Err(e) => ApiError::from(e).into_response().into(),
+    }
+}
+
+/// A link with options, decided in memory where it can be: before `valid_from` the code is
+/// unknown; a redirect chosen by rules and rotation with nothing to count is answered here.
+/// A password to check or a cap to count goes on asynchronously ([`Later`]).
+fn decide(
+    state: &AppState,
+    peer: SocketAddr,
+    code: &str,
+    link: Arc<LinkState>,
+    raw_query: &str,
+    headers: &HeaderMap,
+    visit: Visit,
+) -> Answer {
+    if link.not_yet(state.links.now()) {
+        return not_found(state, peer, code, headers).into();
+    }
+    let later = |choice| {
+        Answer::Later(Box::new(Later {
+            state: state.clone(),
+            peer,
+            code: code.to_string(),
+            link: link.clone(),
+            headers: headers.clone(),
+            visit,
+            choice,
+        }))
+    };
+    if link.protected() {
+        return later(None);
+    }
+    let ip = state.client_ip(peer.ip(), headers);
+    match state.links.choose(&link, facts(ip, headers, raw_query)) {
+        Choice::Done(routed) => {
+            routed_answer(state, peer, code, &link, headers, visit, routed).into()
+        }
+        counted => later(Some(counted)),
+    }
+}
+
+/// What the rules read from a request.
+fn facts<'a>(ip: std::net::IpAddr, headers: &'a HeaderMap, raw_query: &'a str) -> RequestFacts<'a> {
+    let text = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    RequestFacts {
+        ip,
+        user_agent: text(header::USER_AGENT),
+        accept_language: text(header::ACCEPT_LANGUAGE),
+        raw_query,
+    }
+}
+
+/// The answer to a routed redirect of a link with options.
+fn routed_answer(
+    state: &AppState,
+    peer: SocketAddr,
+    code: &str,
+    link: &LinkState,
+    headers: &HeaderMap,
+    visit: Visit,
+    routed: Routed,
+) -> Response {
+    match routed {
+        Routed::Go { url, route } => {
+            let mut response = found(
+                state,
+                peer,
+                link.id,
+                code,
+                &url,
+                headers,
+                visit,
+                Some(route),
+            );
+            // A protected link's destination is no one else's business.
+            if link.protected() {
+                response
+                    .headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            }
+            response
+        }
+        Routed::Ended { fallback } => gone(state, code, fallback, headers),
     }
 }
 
@@ -209,7 +299,8 @@ fn gone(state: &AppState, code: &str, fallback: Option<Arc<str>>, headers: &Head
     }
 }
 
-/// The redirect of a link with options, worked through off the fast path.
+/// The redirect of a link with options that waits for something: a password to check, a
+/// cap to count.
 pub struct Later {
     state: AppState,
     peer: SocketAddr,
@@ -217,12 +308,15 @@ pub struct Later {
     link: Arc<LinkState>,
     headers: HeaderMap,
     visit: Visit,
+    /// What [`decide`] chose already (a redirect to count); `None` for a protected link, whose
+    /// password comes first.
+    choice: Option<Choice>,
 }
 
 impl Later {
-    /// In order: before `valid_from` the code is unknown; a protected link wants its password
-    /// (`form`: the visitor's form, else `X-Link-Password`); then the rules, the rotation and
-    /// the caps choose the destination, or end the link.
+    /// A protected link wants its password first (`form`: the visitor's form, else
+    /// `X-Link-Password`); then the rules, the rotation and the caps choose the destination,
+    /// or end the link.
     pub async fn finish(self, raw_query: &str, form: Option<String>) -> Response {
         let Later {
             state,
@@ -231,78 +325,77 @@ impl Later {
             link,
             headers,
             visit,
+            choice,
         } = self;
         let ip = state.client_ip(peer.ip(), &headers);
         if link.not_yet(state.links.now()) {
             return not_found(&state, peer, &code, &headers);
         }
         if link.protected() {
-            let from_form = form.is_some();
-            let given = form.or_else(|| {
-                headers
-                    .get(PASSWORD_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string)
-            });
-            let Some(password) = given else {
-                return if wants_json(&headers) {
-                    ApiError::new(
-                        StatusCode::UNAUTHORIZED,
-                        "password_required",
-                        format!(
-                            "the link `{code}` is protected: send its password in X-Link-Password"
-                        ),
-                    )
-                    .into_response()
-                } else {
-                    state.ui.unlock(&format!("/{code}"), false, &headers)
-                };
-            };
-            if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, ip, 1) {
-                return rate_limited(&state, e, &headers);
-            }
-            if !state.links.unlock(&link, &password).await {
-                return if from_form {
-                    state.ui.unlock(&format!("/{code}"), true, &headers)
-                } else {
-                    ApiError::new(
-                        StatusCode::FORBIDDEN,
-                        "wrong_password",
-                        format!("X-Link-Password is not the password of `{code}`"),
-                    )
-                    .into_response()
-                };
+            if let Some(refused) = check_password(&state, ip, &code, &link, &headers, form).await {
+                return refused;
             }
         }
-        let header_text = |name: header::HeaderName| {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-        };
-        let facts = RequestFacts {
-            ip,
-            user_agent: header_text(header::USER_AGENT),
-            accept_language: header_text(header::ACCEPT_LANGUAGE),
-            raw_query,
-        };
-        match state.links.route(&link, facts).await {
-            Ok(Routed::Go { url, route }) => {
-                let route = link.records_routes().then_some(route);
-                let mut response =
-                    found(&state, peer, link.id, &code, &url, &headers, visit, route);
-                // A protected link's destination is no one else's business.
-                if link.protected() {
-                    response
-                        .headers_mut()
-                        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        let choice =
+            choice.unwrap_or_else(|| state.links.choose(&link, facts(ip, &headers, raw_query)));
+        let routed = match choice {
+            Choice::Done(routed) => routed,
+            Choice::Count(pending, route, slots) => {
+                match state.links.count(&link, pending, route, slots).await {
+                    Ok(routed) => routed,
+                    Err(e) => return ApiError::from(e).into_response(),
                 }
-                response
             }
-            Ok(Routed::Ended { fallback }) => gone(&state, &code, fallback, &headers),
-            Err(e) => ApiError::from(e).into_response(),
-        }
+        };
+        routed_answer(&state, peer, &code, &link, &headers, visit, routed)
     }
+}
+
+/// A protected link's password: `None` when it is right, else the answer (the form, 401, 403
+/// or 429).
+async fn check_password(
+    state: &AppState,
+    ip: std::net::IpAddr,
+    code: &str,
+    link: &Arc<LinkState>,
+    headers: &HeaderMap,
+    form: Option<String>,
+) -> Option<Response> {
+    let from_form = form.is_some();
+    let given = form.or_else(|| {
+        headers
+            .get(PASSWORD_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let Some(password) = given else {
+        return Some(if wants_json(headers) {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "password_required",
+                format!("the link `{code}` is protected: send its password in X-Link-Password"),
+            )
+            .into_response()
+        } else {
+            state.ui.unlock(&format!("/{code}"), false, headers)
+        });
+    };
+    if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, ip, 1) {
+        return Some(rate_limited(state, e, headers));
+    }
+    if state.links.unlock(link, &password).await {
+        return None;
+    }
+    Some(if from_form {
+        state.ui.unlock(&format!("/{code}"), true, headers)
+    } else {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong_password",
+            format!("X-Link-Password is not the password of `{code}`"),
+        )
+        .into_response()
+    })
 }
 
 /// The header a client sends a protected link's password in.

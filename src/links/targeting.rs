@@ -18,10 +18,11 @@ use subtle::ConstantTimeEq;
 
 use super::options::verify_password;
 use super::{LinkError, Links, Result};
-use crate::model::options::{accepted_languages, pick_target, App, DeviceClass, Os, Visitor};
+use crate::model::options::{
+    accepted_languages, pick_target, App, DeviceClass, Os, Rotation, Visitor,
+};
 use crate::model::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, LinkPatch, Route, VisitClaim};
 use crate::store::StoreError;
-use crate::visits::client::client_key;
 use crate::visits::ua::Device;
 
 /// A link's options and what this instance knows of them, shared by every cache entry of
@@ -157,6 +158,38 @@ pub struct RequestFacts<'a> {
     pub raw_query: &'a str,
 }
 
+/// What [`Links::choose`] decided in memory.
+#[derive(Debug)]
+pub enum Choice {
+    /// The answer, with nothing to count.
+    Done(Routed),
+    /// This route, once the redirect is counted against these caps ([`Links::count`]).
+    Count(Pending, Route, Vec<(CapSlot, u64)>),
+}
+
+/// What a pick needs again after a target turned out full.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    rule: Option<usize>,
+    /// The visitor's hash, for a sticky weighted pick.
+    visitor: u64,
+}
+
+/// A visitor's 64-bit hash for weighted stickiness: of the address and the user agent, as
+/// `client_id` is (so one `client_id` keeps one target), with a fixed key (SipHash-1-3: far
+/// cheaper than the SHA-1 of `client_id`, and stable across restarts and instances).
+fn visitor_hash(ip: IpAddr, user_agent: &str) -> u64 {
+    use std::hash::Hasher;
+    let mut h =
+        siphasher::sip::SipHasher13::new_with_keys(0x7673_6c5f_726f_7461, 0x7469_6f6e_5f76_3031);
+    match ip {
+        IpAddr::V4(v4) => h.write(&v4.octets()),
+        IpAddr::V6(v6) => h.write(&v6.octets()),
+    }
+    h.write(user_agent.as_bytes());
+    h.finish()
+}
+
 /// Where a redirect of a link with options goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Routed {
@@ -189,86 +222,107 @@ impl Links {
         right
     }
 
-    /// The destination for this request: the first rule that holds, else a target by the
-    /// rotation, else the link's URL; a capped redirect is counted durably first. A target
-    /// found full is marked and the next pick tried; the link's own cap full (or every
-    /// target's) ends the link.
-    pub async fn route(
-        self: &Arc<Self>,
-        state: &Arc<LinkState>,
-        request: RequestFacts<'_>,
-    ) -> Result<Routed> {
-        let options = &state.options;
+    /// The destination for this request, decided in memory: the first rule that holds, else a
+    /// target by the rotation, else the link's URL. A redirect that must be counted against a
+    /// cap comes back as [`Choice::Count`], for [`Links::count`].
+    pub fn choose(self: &Arc<Self>, state: &Arc<LinkState>, request: RequestFacts<'_>) -> Choice {
         if state.ended() {
-            return Ok(self.ended(state));
+            return Choice::Done(self.ended(state));
         }
-        let now = self.clock.now();
+        let options = &state.options;
         let rule = if options.rules.is_empty() {
             None
         } else {
-            self.matching_rule(options, &request, now)
+            self.matching_rule(options, &request, self.clock.now())
         };
-        let visitor_hash = if rule.is_none()
+        let visitor = if rule.is_none()
             && options.targets.len() > 1
-            && options.rotation == crate::model::options::Rotation::Weighted
+            && options.rotation == Rotation::Weighted
         {
-            client_key(request.ip, request.user_agent).1
+            visitor_hash(request.ip, request.user_agent)
         } else {
             0
         };
+        let pending = Pending { rule, visitor };
+        match self.pick(state, &pending) {
+            Some((route, slots)) if slots.is_empty() => Choice::Done(Routed::Go {
+                url: state.url_of(route),
+                route,
+            }),
+            Some((route, slots)) => Choice::Count(pending, route, slots),
+            None => Choice::Done(self.end(state)),
+        }
+    }
+
+    /// Counts a capped redirect durably, then answers it. A target found full is marked and
+    /// the next pick tried; the link's own cap full (or every target's) ends the link.
+    pub async fn count(
+        self: &Arc<Self>,
+        state: &Arc<LinkState>,
+        pending: Pending,
+        mut route: Route,
+        mut slots: Vec<(CapSlot, u64)>,
+    ) -> Result<Routed> {
         // Each pass either answers or marks one more slot full, so this ends.
-        for _ in 0..=options.targets.len() + 1 {
-            let route = match rule {
-                Some(i) => Route::Rule(u16::try_from(i).unwrap_or(u16::MAX)),
-                None if options.targets.is_empty() => Route::Default,
-                None => {
-                    let turn = state.turn.fetch_add(1, Ordering::Relaxed);
-                    match pick_target(
-                        options.rotation,
-                        &options.targets,
-                        |i| !state.is_full(target_slot(i)),
-                        turn,
-                        visitor_hash,
-                    ) {
-                        Some(i) => Route::Target(u16::try_from(i).unwrap_or(u16::MAX)),
-                        None => return Ok(self.end(state)),
+        for _ in 0..=state.options.targets.len() + 1 {
+            if !slots.is_empty() {
+                match self.claim(state.id, std::mem::take(&mut slots)).await? {
+                    ClaimOutcome::Granted => {}
+                    ClaimOutcome::Full(CapSlot::Link) => {
+                        state.mark_full(CapSlot::Link);
+                        return Ok(self.end(state));
+                    }
+                    ClaimOutcome::Full(slot) => {
+                        state.mark_full(slot);
+                        match self.pick(state, &pending) {
+                            Some(next) => (route, slots) = next,
+                            None => return Ok(self.end(state)),
+                        }
+                        continue;
                     }
                 }
-            };
-            let mut slots = Vec::new();
-            if let Some(cap) = options.max_visits {
-                slots.push((CapSlot::Link, cap));
             }
-            if let Route::Target(n) = route {
-                if let Some(cap) = options
-                    .targets
-                    .get(usize::from(n))
-                    .and_then(|t| t.max_visits)
-                {
-                    slots.push((CapSlot::Target(n), cap));
-                }
-            }
-            if slots.is_empty() {
-                return Ok(Routed::Go {
-                    url: state.url_of(route),
-                    route,
-                });
-            }
-            match self.claim(state.id, slots).await? {
-                ClaimOutcome::Granted => {
-                    return Ok(Routed::Go {
-                        url: state.url_of(route),
-                        route,
-                    })
-                }
-                ClaimOutcome::Full(CapSlot::Link) => {
-                    state.mark_full(CapSlot::Link);
-                    return Ok(self.end(state));
-                }
-                ClaimOutcome::Full(slot) => state.mark_full(slot),
-            }
+            return Ok(Routed::Go {
+                url: state.url_of(route),
+                route,
+            });
         }
         Ok(self.end(state))
+    }
+
+    /// One pick: the route, and the caps it must be counted against (none: answer at once).
+    /// `None` when every target is full.
+    fn pick(&self, state: &LinkState, pending: &Pending) -> Option<(Route, Vec<(CapSlot, u64)>)> {
+        let options = &state.options;
+        let route = match pending.rule {
+            Some(i) => Route::Rule(u16::try_from(i).unwrap_or(u16::MAX)),
+            None if options.targets.is_empty() => Route::Default,
+            None => {
+                let turn = state.turn.fetch_add(1, Ordering::Relaxed);
+                let i = pick_target(
+                    options.rotation,
+                    &options.targets,
+                    |i| !state.is_full(target_slot(i)),
+                    turn,
+                    pending.visitor,
+                )?;
+                Route::Target(u16::try_from(i).unwrap_or(u16::MAX))
+            }
+        };
+        let mut slots = Vec::new();
+        if let Some(cap) = options.max_visits {
+            slots.push((CapSlot::Link, cap));
+        }
+        if let Route::Target(n) = route {
+            if let Some(cap) = options
+                .targets
+                .get(usize::from(n))
+                .and_then(|t| t.max_visits)
+            {
+                slots.push((CapSlot::Target(n), cap));
+            }
+        }
+        Some((route, slots))
     }
 
     fn matching_rule(

@@ -503,11 +503,21 @@ impl Enricher {
                 region: geo.region.map(Into::into),
                 city: geo.city.map(Into::into),
                 isp: geo.isp.map(Into::into),
-                route: raw.route.map(|r| Arc::from(r.name())),
+                route: raw.route.map(route_name),
             },
             client_hash,
             referer_host,
         }
+    }
+}
+
+/// A route's name as a shared string: every visit of a plain link holds the same `default`.
+fn route_name(route: Route) -> Arc<str> {
+    static DEFAULT: std::sync::LazyLock<Arc<str>> =
+        std::sync::LazyLock::new(|| Arc::from("default"));
+    match route {
+        Route::Default => Arc::clone(&DEFAULT),
+        other => Arc::from(other.name()),
     }
 }
 
