@@ -364,3 +364,309 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
     eprintln!("screenshots in {}", shots.display());
     assert_eq!(app.get(&format!("/{code}")).status(), 410);
 }
+
+/// Any Chrome DevTools command through chromedriver.
+#[derive(Debug)]
+struct Cdp(&'static str, serde_json::Value);
+
+impl WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = serde_json::json!({ "cmd": self.0, "params": self.1 });
+        (axum::http::Method::POST, Some(body.to_string()))
+    }
+}
+
+/// A phone's screen, `width` CSS pixels wide (a headless window is at least 500 wide, so the
+/// page is shown as a phone shows it instead); `None` for the window itself again.
+async fn emulate_phone(c: &Client, width: Option<u32>) {
+    let command = match width {
+        Some(w) => Cdp(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({ "width": w, "height": 780, "deviceScaleFactor": 1, "mobile": true }),
+        ),
+        None => Cdp(
+            "Emulation.clearDeviceMetricsOverride",
+            serde_json::json!({}),
+        ),
+    };
+    c.issue_cmd(command).await.expect("device metrics");
+}
+
+/// Saves a screenshot of the whole page at the emulated width (see [`emulate_phone`]).
+async fn phone_shot(c: &Client, dir: &Path, name: &str, width: u32) {
+    let height = c
+        .execute("return document.documentElement.scrollHeight;", vec![])
+        .await
+        .ok()
+        .and_then(|v| v.as_f64())
+        .unwrap_or(780.0);
+    c.issue_cmd(Cdp(
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({ "width": width, "height": height.min(12000.0) as u32, "deviceScaleFactor": 1, "mobile": true }),
+    ))
+    .await
+    .expect("device metrics");
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(dir.join(format!("{name}.png")), &png).expect("write screenshot");
+    emulate_phone(c, Some(width)).await;
+}
+
+/// The page's width against the window's: a page that is wider scrolls sideways.
+async fn sideways_overflow(c: &Client) -> (f64, f64) {
+    let sizes = c
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth];",
+            vec![],
+        )
+        .await
+        .expect("sizes");
+    let n = |i: usize| sizes[i].as_f64().expect("a number");
+    (n(0), n(1))
+}
+
+#[test]
+fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_chromium() {
+    let Some((driver_path, chrome)) = browser_paths() else {
+        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
+        }
+        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+        return;
+    };
+    let app = TestApp::start();
+    let link = app.create(serde_json::json!({ "url": "https://example.com/plain" }));
+    let code = link["code"].as_str().expect("code").to_string();
+    let driver = Driver::start(&driver_path);
+    let profile = tempfile::tempdir().expect("profile dir");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let base = format!("http://{}", app.addr);
+    let (ios, zh) = ("https://ios.example/app", "https://zh.example/");
+    let targets = [
+        "https://one.example/",
+        "https://two.example/",
+        "https://three.example/",
+    ];
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let c = runtime.block_on(async {
+        let c = connect(&driver, &chrome, profile.path()).await;
+        c.set_window_size(1280, 900).await.expect("size");
+        c.goto(&format!("{base}/ui/login?next=%2Fui%2Flinks%2F{code}"))
+            .await
+            .expect("login");
+        c.find(Locator::Id("key"))
+            .await
+            .expect("key")
+            .send_keys(ADMIN)
+            .await
+            .expect("type");
+        c.find(Locator::Css("main form button.primary"))
+            .await
+            .expect("button")
+            .click()
+            .await
+            .expect("sign in");
+        wait_for_path(&c, &format!("/ui/links/{code}")).await;
+        let click = |css: String| {
+            let c = c.clone();
+            async move {
+                c.find(Locator::Css(&css))
+                    .await
+                    .unwrap_or_else(|e| panic!("{css}: {e}"))
+                    .click()
+                    .await
+                    .unwrap_or_else(|e| panic!("click {css}: {e}"));
+            }
+        };
+        let type_in = |id: String, text: String| {
+            let c = c.clone();
+            async move {
+                let field = c
+                    .find(Locator::Id(&id))
+                    .await
+                    .unwrap_or_else(|e| panic!("#{id}: {e}"));
+                field.clear().await.expect("clear");
+                field.send_keys(&text).await.expect("type");
+            }
+        };
+
+        // Two rules: iOS first, then Chinese.
+        assert!(text_of(&c, "#rules").await.contains("No rules"));
+        click("#rules button[value='add_rule']".into()).await;
+        click("#rule-0-os-ios".into()).await;
+        type_in("rule-0-url".into(), ios.into()).await;
+        click("#rules button[value='add_rule']".into()).await;
+        type_in("rule-1-language".into(), "zh".into()).await;
+        type_in("rule-1-url".into(), zh.into()).await;
+        // A third, removed again; the second moved up and back.
+        click("#rules button[value='add_rule']".into()).await;
+        type_in("rule-2-country".into(), "DE".into()).await;
+        click("#rules button[value='remove_rule.2']".into()).await;
+        click("#rules button[value='up_rule.1']".into()).await;
+        assert_eq!(
+            c.find(Locator::Id("rule-0-language"))
+                .await
+                .expect("moved")
+                .prop("value")
+                .await
+                .expect("value")
+                .as_deref(),
+            Some("zh"),
+            "the Chinese rule moved up"
+        );
+        click("#rules button[value='down_rule.0']".into()).await;
+        // Three targets, weighted.
+        for (i, url) in targets.iter().enumerate() {
+            click("#targets button[value='add_target']".into()).await;
+            type_in(format!("target-{i}-url"), url.to_string()).await;
+        }
+        type_in("target-2-weight".into(), "3".into()).await;
+        type_in("o-max_visits".into(), "1000".into()).await;
+        type_in("o-fallback_url".into(), "https://example.com/ended".into()).await;
+        click(".save-row button.primary".into()).await;
+        wait_for_path(&c, &format!("/ui/links/{code}?notice=saved")).await;
+        assert!(text_of(&c, ".notice").await.contains("Saved."));
+        let checked = c
+            .find(Locator::Id("rule-0-os-ios"))
+            .await
+            .expect("box")
+            .prop("checked")
+            .await
+            .expect("checked");
+        assert_eq!(
+            checked.as_deref(),
+            Some("true"),
+            "the saved rule is shown again"
+        );
+        assert_eq!(
+            c.find(Locator::Id("target-2-weight"))
+                .await
+                .expect("weight")
+                .prop("value")
+                .await
+                .expect("value")
+                .as_deref(),
+            Some("3")
+        );
+        c
+    });
+
+    let api: serde_json::Value = app.api_get(&format!("/api/v1/links/{code}"), ADMIN);
+    assert_eq!(
+        api["rules"],
+        serde_json::json!([
+            { "if": { "os": ["ios"] }, "url": ios },
+            { "if": { "language": ["zh"] }, "url": zh },
+        ])
+    );
+    assert_eq!(api["targets"].as_array().map(Vec::len), Some(3));
+    assert_eq!(api["targets"][2]["weight"], 3);
+    assert_eq!(api["rotation"], "weighted");
+    assert_eq!(api["max_visits"], 1000);
+
+    // Visitors follow the rules, and the rest the targets.
+    let iphone = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";
+    let desktop = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36";
+    let follow = |headers: &[(&str, &str)]| {
+        let mut request = app.client.get(app.url(&format!("/{code}")));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().expect("redirect");
+        assert_eq!(response.status(), 302, "{headers:?}");
+        response.headers()["location"]
+            .to_str()
+            .expect("location")
+            .to_string()
+    };
+    assert_eq!(follow(&[("user-agent", iphone)]), ios);
+    assert_eq!(
+        follow(&[
+            ("user-agent", desktop),
+            ("accept-language", "zh-CN,zh;q=0.9")
+        ]),
+        zh
+    );
+    let rest = follow(&[("user-agent", desktop), ("accept-language", "en-US")]);
+    assert!(targets.contains(&rest.as_str()), "a target: {rest}");
+
+    runtime.block_on(async {
+        // The destinations table counts them, once recorded.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            c.goto(&format!("{base}/ui/links/{code}?range=24h"))
+                .await
+                .expect("page");
+            let rows = c
+                .find_all(Locator::Css("table.dest tbody tr"))
+                .await
+                .expect("rows");
+            if rows.len() == 3 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the destinations never showed");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let table = text_of(&c, "table.dest").await;
+        assert!(table.contains("Rule 1") && table.contains("Rule 2") && table.contains(ios));
+        // The list marks the link's options.
+        c.goto(&format!("{base}/ui/links")).await.expect("list");
+        let markers = text_of(&c, ".markers").await;
+        assert!(
+            markers.contains("rules")
+                && markers.contains("targets")
+                && markers.contains("visit cap"),
+            "{markers}"
+        );
+
+        // Screenshots of the page with its options, desktop and a 360-pixel phone, both
+        // languages; nothing may make the phone's page wider than the screen.
+        for (lang, suffix) in [("en", ""), ("zh-CN", "-zh")] {
+            c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F"))
+                .await
+                .expect("lang");
+            c.set_window_size(1280, 900).await.expect("size");
+            c.goto(&format!("{base}/ui/links/{code}?range=24h"))
+                .await
+                .expect("page");
+            let (page, window) = sideways_overflow(&c).await;
+            assert!(
+                page <= window,
+                "desktop{suffix}: the page is {page} px wide in {window}"
+            );
+            shot(&c, &shots, &format!("desktop-light-link-options{suffix}")).await;
+            emulate_phone(&c, Some(360)).await;
+            c.goto(&format!("{base}/ui/links/{code}?range=24h"))
+                .await
+                .expect("page");
+            let (page, window) = sideways_overflow(&c).await;
+            assert_eq!(window, 360.0, "a phone's width");
+            assert!(
+                page <= window,
+                "phone{suffix}: the page is {page} px wide in {window}"
+            );
+            phone_shot(
+                &c,
+                &shots,
+                &format!("phone-light-link-options{suffix}"),
+                360,
+            )
+            .await;
+            emulate_phone(&c, None).await;
+        }
+        c.close().await.expect("close");
+    });
+    eprintln!("screenshots in {}", shots.display());
+}

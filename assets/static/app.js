@@ -1,5 +1,6 @@
 // vshortlink pages: small improvements on pages that work without script.
-// Copy buttons, the date field shown only when "a date" is chosen, live search on the links.
+// Copy buttons, the date field shown only when "a date" is chosen, live search on the links,
+// rows of rules and targets added, removed and moved in place on a link's options.
 (function () {
   "use strict";
 
@@ -88,5 +89,86 @@
       clearTimeout(timer);
       timer = setTimeout(refresh, 250);
     });
+  }
+  // The options form's rules and targets: add, remove and move rows here instead of a round
+  // trip (without script those buttons post the form and the server shows it again). Rows are
+  // numbered by their place, so every name, id and button is renumbered after a change.
+  document.querySelectorAll("fieldset[data-rows]").forEach(function (group) {
+    var kind = group.dataset.rows;
+    var list = group.querySelector(".rows");
+    var template = group.querySelector("template");
+    var empty = group.querySelector(".empty-rows");
+    var add = group.querySelector("button[value='add_" + kind + "']");
+    if (!list || !template || !add) return;
+    var max = parseInt(group.dataset.max, 10) || 100;
+    var legend = list.dataset.legend || "{n}";
+    var pattern = new RegExp("(" + kind + "[.-]|_" + kind + "\\.)\\d+", "g");
+    var rows = function () {
+      return Array.prototype.filter.call(list.children, function (el) {
+        return el.classList.contains("row-box");
+      });
+    };
+    var renumber = function () {
+      var all = rows();
+      all.forEach(function (row, i) {
+        var els = [row].concat(Array.prototype.slice.call(row.querySelectorAll("*")));
+        els.forEach(function (el) {
+          ["name", "id", "for", "aria-describedby"].concat(el.tagName === "BUTTON" ? ["value"] : [])
+            .forEach(function (attr) {
+              var v = el.getAttribute(attr);
+              if (v) el.setAttribute(attr, v.replace(pattern, function (_, p) { return p + i; }));
+            });
+        });
+        var title = row.querySelector("[data-n]");
+        if (title) title.textContent = legend.replace("{n}", String(i + 1));
+        var up = row.querySelector("button[value^='up_']");
+        var down = row.querySelector("button[value^='down_']");
+        if (up) up.disabled = i === 0;
+        if (down) down.disabled = i === all.length - 1;
+      });
+      add.disabled = all.length >= max;
+      if (empty) empty.hidden = all.length > 0;
+    };
+    group.addEventListener("click", function (event) {
+      var button = event.target.closest("button[name='action']");
+      if (!button || !group.contains(button)) return;
+      var m = /^(add|remove|up|down)_([a-z]+)(?:\.(\d+))?$/.exec(button.value);
+      if (!m || m[2] !== kind) return;
+      event.preventDefault();
+      var all = rows();
+      var row = m[3] !== undefined ? all[parseInt(m[3], 10)] : null;
+      if (m[1] === "add") {
+        if (all.length >= max) return;
+        var fresh = template.content.firstElementChild.cloneNode(true);
+        list.appendChild(fresh);
+        renumber();
+        var first = fresh.querySelector("input");
+        if (first) first.focus();
+        return;
+      }
+      if (!row) return;
+      if (m[1] === "remove") {
+        row.remove();
+        renumber();
+        add.focus();
+      } else if (m[1] === "up" && row.previousElementSibling) {
+        list.insertBefore(row, row.previousElementSibling);
+        renumber();
+        (button.disabled ? row.querySelector("button[value^='down_']") : button).focus();
+      } else if (m[1] === "down" && row.nextElementSibling) {
+        list.insertBefore(row.nextElementSibling, row);
+        renumber();
+        (button.disabled ? row.querySelector("button[value^='up_']") : button).focus();
+      }
+    });
+  });
+
+  // "Remove the password" makes a new password meaningless: the field is disabled meanwhile.
+  var removePassword = document.getElementById("o-password-remove");
+  var password = document.getElementById("o-password");
+  if (removePassword && password) {
+    var syncPassword = function () { password.disabled = removePassword.checked; };
+    removePassword.addEventListener("change", syncPassword);
+    syncPassword();
   }
 })();

@@ -644,7 +644,7 @@ fn number(text: &str) -> Option<Json> {
 
 /// A `datetime-local` value (`2030-01-02T10:30`, seconds optional), read as UTC, as RFC 3339.
 /// `Ok(None)` when empty.
-pub fn parse_datetime_local(text: &str) -> Result<Option<String>, ()> {
+fn parse_datetime_local(text: &str) -> Result<Option<String>, ()> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(None);
@@ -771,6 +771,138 @@ mod tests {
         assert_eq!(
             tags(&fields(&[("tags", " a, b ,,c，d")])),
             Some(vec!["a".into(), "b".into(), "c".into(), "d".into()])
+        );
+    }
+
+    #[test]
+    fn the_forms_condition_values_are_the_models() {
+        use crate::model::options::{DeviceClass, Os};
+        for d in DEVICES {
+            assert!(
+                serde_json::from_value::<DeviceClass>(d.into()).is_ok(),
+                "{d}"
+            );
+        }
+        for o in SYSTEMS {
+            assert!(serde_json::from_value::<Os>(o.into()).is_ok(), "{o}");
+        }
+        for r in ROTATIONS {
+            assert_eq!(Rotation::parse(r).map(Rotation::as_str), Some(r));
+        }
+    }
+
+    #[test]
+    fn datetime_local_values_are_utc() {
+        assert_eq!(
+            parse_datetime_local("2030-01-02T03:04"),
+            Ok(Some("2030-01-02T03:04:00Z".into()))
+        );
+        assert_eq!(
+            parse_datetime_local("2030-01-02 03:04:05"),
+            Ok(Some("2030-01-02T03:04:05Z".into()))
+        );
+        assert_eq!(parse_datetime_local(" "), Ok(None));
+        assert!(parse_datetime_local("tomorrow").is_err());
+        assert!(parse_datetime_local("1969-12-31T23:59").is_err());
+        let ms = 1_893_553_445_000; // 2030-01-02T03:04:05Z
+        assert_eq!(datetime_local(ms), "2030-01-02T03:04:05");
+        assert_eq!(datetime_local(ms - 5_000), "2030-01-02T03:04");
+    }
+
+    #[test]
+    fn row_buttons_say_what_to_change() {
+        let action = |a: &str| options_action(&fields(&[("action", a)]));
+        assert_eq!(options_action(&fields(&[])), OptionsAction::Save);
+        assert_eq!(action("save"), OptionsAction::Save);
+        assert_eq!(action("add_rule"), OptionsAction::Add(Rows::Rule));
+        assert_eq!(
+            action("remove_target.3"),
+            OptionsAction::Remove(Rows::Target, 3)
+        );
+        assert_eq!(action("up_rule.1"), OptionsAction::Up(Rows::Rule, 1));
+        assert_eq!(
+            action("down_target.0"),
+            OptionsAction::Down(Rows::Target, 0)
+        );
+        for odd in [
+            "up_rule",
+            "add_rule.1",
+            "drop_rule.1",
+            "up_link.1",
+            "up_rule.x",
+        ] {
+            assert_eq!(action(odd), OptionsAction::Unknown, "{odd}");
+        }
+        let mut form = OptionsForm::from_fields(&fields(&[
+            ("rule.0.url", "https://a.example/"),
+            ("rule.7.url", "https://b.example/"),
+            ("rule.7.os.ios", "1"),
+            ("rule.7.os.beos", "1"),
+        ]));
+        assert_eq!(form.rules.len(), 2, "rows in order, whatever their numbers");
+        assert_eq!(form.rules[1].os, ["ios"], "only the values a rule may name");
+        form.apply(OptionsAction::Down(Rows::Rule, 0));
+        assert_eq!(form.rules[0].url, "https://b.example/");
+        form.apply(OptionsAction::Down(Rows::Rule, 1));
+        assert_eq!(
+            form.rules[1].url, "https://a.example/",
+            "the last stays last"
+        );
+        form.apply(OptionsAction::Add(Rows::Target));
+        assert_eq!(form.targets[0].weight, "1");
+        form.apply(OptionsAction::Remove(Rows::Rule, 5));
+        assert_eq!(form.rules.len(), 2);
+    }
+
+    #[test]
+    fn a_saved_form_is_the_apis_request() {
+        let form = OptionsForm::from_fields(&fields(&[
+            ("max_visits", "12"),
+            ("rule.0.os.ios", "1"),
+            ("rule.0.country", "de，fr"),
+            ("rule.0.url", "https://ios.example/"),
+            ("rule.1.url", ""),
+            ("target.0.url", "https://a.example/"),
+            ("target.0.weight", "heavy"),
+            ("target.1.url", ""),
+            ("target.1.weight", "1"),
+            ("target.2.url", "https://c.example/"),
+        ]));
+        let request = form.to_request().expect("a request");
+        let update = &request.update;
+        assert_eq!(
+            update.password, None,
+            "an empty password keeps the current one"
+        );
+        assert_eq!(update.max_visits, Some(Some(12.into())));
+        assert_eq!(update.valid_from, Some(None));
+        assert_eq!(
+            update.rules,
+            Some(Some(serde_json::json!([
+                { "if": { "os": ["ios"], "country": ["de", "fr"] }, "url": "https://ios.example/" }
+            ])))
+        );
+        assert_eq!(
+            update.targets,
+            Some(Some(serde_json::json!([
+                { "url": "https://a.example/", "weight": "heavy" },
+                { "url": "https://c.example/" },
+            ])))
+        );
+        assert_eq!(
+            (request.rule_rows, request.target_rows),
+            (vec![0], vec![0, 2])
+        );
+        let e = ApiError::bad_request("invalid_targets", "targets[1].weight", "x");
+        let request = form.to_request().expect("a request");
+        assert_eq!(
+            options_error(&e, &request, |_| true),
+            FormError::new("target.2.weight", "err.target_weight")
+        );
+        let e = ApiError::bad_request("invalid_rules", "rules[0].if.query.a", "x");
+        assert_eq!(
+            options_error(&e, &request, |_| true),
+            FormError::new("rule.0.query", "err.rule_query")
         );
     }
 }
