@@ -403,8 +403,9 @@ async fn emulate_phone(c: &Client, width: Option<u32>) {
     c.issue_cmd(command).await.expect("device metrics");
 }
 
-/// Saves a screenshot of the whole page at the emulated width (see [`emulate_phone`]).
-async fn phone_shot(c: &Client, dir: &Path, name: &str, width: u32) {
+/// Saves a screenshot of the whole page at the emulated width (see [`emulate_phone`]);
+/// returns its mean luminance (0–255).
+async fn phone_shot(c: &Client, dir: &Path, name: &str, width: u32) -> f64 {
     let height = c
         .execute("return document.documentElement.scrollHeight;", vec![])
         .await
@@ -420,6 +421,7 @@ async fn phone_shot(c: &Client, dir: &Path, name: &str, width: u32) {
     let png = c.screenshot().await.expect("screenshot");
     std::fs::write(dir.join(format!("{name}.png")), &png).expect("write screenshot");
     emulate_phone(c, Some(width)).await;
+    luminance(&png)
 }
 
 /// The page's width against the window's: a page that is wider scrolls sideways.
@@ -560,6 +562,36 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
                 .as_deref(),
             Some("3")
         );
+        // A weight out of range: the page comes back with the error beside it, every value
+        // kept, and nothing is saved (the API below still says 3).
+        type_in("target-2-weight".into(), "5000".into()).await;
+        type_in("rule-1-language".into(), "zh".into()).await;
+        click(".save-row button.primary".into()).await;
+        let error = c
+            .wait()
+            .for_element(Locator::Css("[id='target.2.weight-error']"))
+            .await
+            .expect("the weight's error");
+        assert!(error.text().await.expect("text").contains("1 to 1000"));
+        assert_eq!(
+            c.find(Locator::Id("target-2-weight"))
+                .await
+                .expect("weight")
+                .prop("value")
+                .await
+                .expect("value")
+                .as_deref(),
+            Some("5000")
+        );
+        shot(&c, &shots, "desktop-light-link-options-error").await;
+        emulate_phone(&c, Some(360)).await;
+        let (page, window) = sideways_overflow(&c).await;
+        assert!(
+            page <= window,
+            "with an error the page is {page} px wide in {window}"
+        );
+        phone_shot(&c, &shots, "phone-light-link-options-error", 360).await;
+        emulate_phone(&c, None).await;
         c
     });
 
@@ -666,6 +698,15 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
             .await;
             emulate_phone(&c, None).await;
         }
+        // And dark.
+        c.issue_cmd(ColorScheme("dark")).await.expect("dark");
+        emulate_phone(&c, Some(360)).await;
+        c.goto(&format!("{base}/ui/links/{code}?range=24h"))
+            .await
+            .expect("page");
+        let lum = phone_shot(&c, &shots, "phone-dark-link-options-zh", 360).await;
+        assert!(lum < 110.0, "the phone's page is dark ({lum})");
+        emulate_phone(&c, None).await;
         c.close().await.expect("close");
     });
     eprintln!("screenshots in {}", shots.display());

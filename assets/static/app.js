@@ -163,6 +163,10 @@
     });
   });
 
+  // A form shown again with errors: the first field to correct gets the focus.
+  var invalid = document.querySelector(".options-form [aria-invalid='true']");
+  if (invalid) invalid.focus();
+
   // "Remove the password" makes a new password meaningless: the field is disabled meanwhile.
   var removePassword = document.getElementById("o-password-remove");
   var password = document.getElementById("o-password");

@@ -437,7 +437,9 @@ async fn render_detail(
             max_rules => MAX_RULES,
             max_targets => MAX_TARGETS,
             destinations => destinations_view(&stats),
-            routed => link.options.as_deref().is_some_and(|o| !o.rules.is_empty() || !o.targets.is_empty()),
+            // A plain link's visits all go to its URL: no table for that alone.
+            show_destinations => link.options.as_deref().is_some_and(|o| !o.rules.is_empty() || !o.targets.is_empty())
+                || stats.destinations.iter().any(|d| d.route != Route::Default.name()),
             editable => editable,
             deletable => visitor.can_edit() && matches!(link.status, LinkStatus::Active | LinkStatus::Expired),
             range => range.key.clone(),
