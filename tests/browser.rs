@@ -656,6 +656,7 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
         // The list marks the link's options.
         c.goto(&format!("{base}/ui/links")).await.expect("list");
         let markers = text_of(&c, ".markers").await;
+        shot(&c, &shots, "desktop-light-links-markers").await;
         assert!(
             markers.contains("rules")
                 && markers.contains("targets")

@@ -1,5 +1,6 @@
-//! What the pages' forms mean: validity choices, tags typed as one line, and failures shown
-//! beside the field they are about. Turns form fields into the same requests the API takes.
+//! What the pages' forms mean: validity choices, tags typed as one line, a link's options with
+//! its rules and targets as rows of indexed fields, and failures shown beside the field they
+//! are about. Turns form fields into the same requests the API takes.
 
 use std::collections::HashMap;
 

@@ -1,7 +1,8 @@
-//! `/ui/links` (search, filter, page, copy, QR, delete) and `/ui/links/{code}` (the link, its
-//! visits over time, top lists, latest visits, QR, CSV, edit, delete). Viewers read; editors
-//! also change and delete, and the server checks the role on every post, whatever the page
-//! showed.
+//! `/ui/links` (search, filter, page, copy, QR, delete; markers of what each link has beyond
+//! its URL) and `/ui/links/{code}` (the link, its visits over time and by destination, top
+//! lists, latest visits, QR, CSV, edit, its options with rules and targets, delete). Viewers
+//! read; editors also change and delete, and the server checks the role on every post,
+//! whatever the page showed.
 
 use std::collections::HashMap;
 
