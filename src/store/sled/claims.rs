@@ -1,23 +1,107 @@
-//! Visit caps: the redirects counted against a link's cap and its targets' caps, in the
-//! `claims` tree (key: link id and slot, big-endian; value: the count, big-endian).
+//! Visit caps: the redirects counted against a link's cap and its targets' caps.
 //!
-//! A claim reads and raises its slots under one lock, so that two concurrent claims never
-//! both take a cap's last redirect, writes them in one atomic batch, and is granted only after
-//! the group-committed flush that covers the batch: a redirect is never answered that a crash
-//! could un-count. A refusal is answered at once (it wrote nothing).
+//! The counts live in memory ([`ClaimBook`]) and in two places on disk: the `claims` tree
+//! (key: link id and slot; value: the count; all big-endian), written at each checkpoint, and
+//! the journal `claims.journal` beside the tree, to which each claim appends its new counts
+//! (20 bytes a slot) with one `write` before it is granted. In `process` durability that is
+//! durable as it returns (the operating system holds the bytes; a killed process loses
+//! nothing), so a capped redirect costs a write call, not a flush of the whole store; in
+//! `power` durability the grant waits for the group-committed flush, which fsyncs the journal
+//! too. A checkpoint folds the journal into the tree, flushes, then empties the journal;
+//! opening replays whatever the journal still holds. Records carry absolute counts, so a
+//! replay of records already folded changes nothing.
+//!
+//! A claim reads and raises its slots under the book's lock, so that two concurrent claims
+//! never both take a cap's last redirect. A refusal is answered at once (it wrote nothing).
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::Path;
 
 use crate::model::{CapSlot, ClaimOutcome, VisitClaim};
-use crate::store::{ClaimDone, StoreResult};
+use crate::store::{ClaimDone, Durability, StoreError, StoreResult};
 
 use super::errors::backend;
 use super::SledStore;
 
-/// A claim's slot key: link id, then the slot number.
-fn slot_key(link_id: u64, slot: CapSlot) -> [u8; 12] {
+/// The journal's file name, in the data directory.
+pub(super) const JOURNAL: &str = "claims.journal";
+/// One journal record: link id (8), slot (4), count (8).
+const RECORD: usize = 20;
+
+/// Every count, and the journal that makes new ones durable.
+pub(super) struct ClaimBook {
+    counts: HashMap<(u64, u32), u64>,
+    /// Counts changed since the last fold into the tree.
+    dirty: Vec<(u64, u32)>,
+    journal: File,
+}
+
+impl ClaimBook {
+    /// The book of a store: the tree's counts, raised by what the journal holds.
+    pub(super) fn open(tree: &sled::Tree, dir: &Path) -> StoreResult<ClaimBook> {
+        let mut counts = HashMap::new();
+        for entry in tree.iter() {
+            let (key, value) = entry.map_err(backend)?;
+            if let Some(k) = parse_key(&key) {
+                counts.insert(k, count_of(&value));
+            }
+        }
+        let path = dir.join(JOURNAL);
+        let mut journal = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        let mut bytes = Vec::new();
+        journal
+            .read_to_end(&mut bytes)
+            .map_err(|e| StoreError::Backend(format!("cannot read {}: {e}", path.display())))?;
+        let mut dirty = Vec::new();
+        // A record cut short by a crash was never granted: it is left out.
+        for record in bytes.chunks_exact(RECORD) {
+            let (key, count) = decode(record);
+            let slot = counts.entry(key).or_insert(0);
+            if count > *slot {
+                *slot = count;
+                dirty.push(key);
+            }
+        }
+        Ok(ClaimBook {
+            counts,
+            dirty,
+            journal,
+        })
+    }
+}
+
+fn parse_key(key: &[u8]) -> Option<(u64, u32)> {
+    let id = u64::from_be_bytes(key.get(..8)?.try_into().ok()?);
+    let slot = u32::from_be_bytes(key.get(8..12)?.try_into().ok()?);
+    Some((id, slot))
+}
+
+fn tree_key((id, slot): (u64, u32)) -> [u8; 12] {
     let mut key = [0u8; 12];
-    key[..8].copy_from_slice(&link_id.to_be_bytes());
-    key[8..].copy_from_slice(&slot.stored().to_be_bytes());
+    key[..8].copy_from_slice(&id.to_be_bytes());
+    key[8..].copy_from_slice(&slot.to_be_bytes());
     key
+}
+
+fn encode(out: &mut Vec<u8>, (id, slot): (u64, u32), count: u64) {
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(&slot.to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
+}
+
+fn decode(record: &[u8]) -> ((u64, u32), u64) {
+    let n = |range: std::ops::Range<usize>| record.get(range).unwrap_or_default();
+    let id = u64::from_be_bytes(n(0..8).try_into().unwrap_or_default());
+    let slot = u32::from_be_bytes(n(8..12).try_into().unwrap_or_default());
+    let count = u64::from_be_bytes(n(12..20).try_into().unwrap_or_default());
+    ((id, slot), count)
 }
 
 fn count_of(bytes: &[u8]) -> u64 {
@@ -26,49 +110,51 @@ fn count_of(bytes: &[u8]) -> u64 {
 
 impl SledStore {
     pub(super) fn claim_visit_impl(&self, claim: VisitClaim, done: ClaimDone) {
-        match self.claim_in_memory(&claim) {
-            Ok(ClaimOutcome::Granted) => self.flusher.when_durable(Box::new(move |flushed| {
-                done(flushed.map(|()| ClaimOutcome::Granted));
-            })),
+        match self.claim_in_book(&claim) {
+            Ok(ClaimOutcome::Granted) if self.durability == Durability::Power => {
+                self.flusher.when_durable(Box::new(move |flushed| {
+                    done(flushed.map(|()| ClaimOutcome::Granted));
+                }));
+            }
             other => done(other),
         }
     }
 
-    /// Checks every slot and raises them all, or none; the batch is in sled's log (not yet
-    /// durable) when this returns `Granted`.
-    fn claim_in_memory(&self, claim: &VisitClaim) -> StoreResult<ClaimOutcome> {
+    /// Checks every slot and raises them all, or none; the new counts are in the journal
+    /// when this returns `Granted`.
+    fn claim_in_book(&self, claim: &VisitClaim) -> StoreResult<ClaimOutcome> {
         self.space.admit(0)?;
-        let _committing = self.flusher.committing();
-        let _one_at_a_time = self.claim_lock.lock();
-        let mut batch = sled::Batch::default();
+        let mut book = self.claim_book.lock();
+        let mut record = Vec::with_capacity(RECORD * claim.slots.len());
         for &(slot, cap) in &claim.slots {
-            let key = slot_key(claim.link_id, slot);
-            let used = self
-                .claims
-                .get(key)
-                .map_err(backend)?
-                .map_or(0, |v| count_of(&v));
+            let key = (claim.link_id, slot.stored());
+            let used = book.counts.get(&key).copied().unwrap_or(0);
             if used >= cap {
                 return Ok(ClaimOutcome::Full(slot));
             }
-            batch.insert(&key[..], &(used + 1).to_be_bytes()[..]);
+            encode(&mut record, key, used + 1);
         }
-        self.claims.apply_batch(batch).map_err(backend)?;
+        book.journal
+            .write_all(&record)
+            .map_err(|e| backend(format!("cannot write the claims journal: {e}")))?;
+        for &(slot, _) in &claim.slots {
+            let key = (claim.link_id, slot.stored());
+            *book.counts.entry(key).or_insert(0) += 1;
+            book.dirty.push(key);
+        }
         Ok(ClaimOutcome::Granted)
     }
 
     pub(super) fn counted_impl(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
-        self.claims
-            .scan_prefix(link_id.to_be_bytes())
-            .map(|entry| {
-                let (key, value) = entry.map_err(backend)?;
-                let slot = <[u8; 4]>::try_from(&key[8..])
-                    .ok()
-                    .and_then(|n| CapSlot::of_stored(u32::from_be_bytes(n)));
-                Ok(slot.map(|slot| (slot, count_of(&value))))
-            })
-            .filter_map(Result::transpose)
-            .collect()
+        let book = self.claim_book.lock();
+        let mut out: Vec<(CapSlot, u64)> = book
+            .counts
+            .iter()
+            .filter(|((id, _), _)| *id == link_id)
+            .filter_map(|(&(_, slot), &n)| Some((CapSlot::of_stored(slot)?, n)))
+            .collect();
+        out.sort();
+        Ok(out)
     }
 
     pub(super) fn import_counted_impl(
@@ -78,19 +164,41 @@ impl SledStore {
     ) -> StoreResult<()> {
         self.space.admit(0)?;
         {
-            let _one_at_a_time = self.claim_lock.lock();
-            let mut batch = sled::Batch::default();
+            let mut book = self.claim_book.lock();
+            let mut record = Vec::new();
             for &(slot, count) in counts {
-                let key = slot_key(link_id, slot);
-                let used = self
-                    .claims
-                    .get(key)
-                    .map_err(backend)?
-                    .map_or(0, |v| count_of(&v));
-                batch.insert(&key[..], &used.max(count).to_be_bytes()[..]);
+                let key = (link_id, slot.stored());
+                let used = book.counts.get(&key).copied().unwrap_or(0);
+                if count > used {
+                    encode(&mut record, key, count);
+                    book.counts.insert(key, count);
+                    book.dirty.push(key);
+                }
             }
-            self.claims.apply_batch(batch).map_err(backend)?;
+            book.journal
+                .write_all(&record)
+                .map_err(|e| backend(format!("cannot write the claims journal: {e}")))?;
         }
         self.flusher.wait_durable()
+    }
+
+    /// Writes the counts changed since the last fold into the tree, makes them durable, then
+    /// empties the journal (the checkpoint and the close call this).
+    pub(super) fn fold_claims(&self) -> StoreResult<()> {
+        let mut book = self.claim_book.lock();
+        if book.dirty.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        let dirty = std::mem::take(&mut book.dirty);
+        for key in dirty {
+            let count = book.counts.get(&key).copied().unwrap_or(0);
+            batch.insert(&tree_key(key)[..], &count.to_be_bytes()[..]);
+        }
+        self.claims.apply_batch(batch).map_err(backend)?;
+        self.flusher.wait_durable()?;
+        book.journal
+            .set_len(0)
+            .map_err(|e| backend(format!("cannot empty the claims journal: {e}")))
     }
 }

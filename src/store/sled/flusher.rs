@@ -71,7 +71,14 @@ pub struct Flusher {
 
 impl Flusher {
     /// Starts the flusher thread for `db`, whose files live in `dir`.
-    pub fn start(db: sled::Db, dir: &Path, durability: Durability) -> StoreResult<Self> {
+    /// In `power` durability, `also_sync` are files of the store's beside sled's (the claims
+    /// journal) that each flush fsyncs too.
+    pub fn start(
+        db: sled::Db,
+        dir: &Path,
+        durability: Durability,
+        also_sync: Vec<PathBuf>,
+    ) -> StoreResult<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             committing: AtomicUsize::new(0),
@@ -80,7 +87,7 @@ impl Flusher {
         });
         let syncer = match durability {
             Durability::Process => None,
-            Durability::Power => Some(FileSyncer::new(dir)),
+            Durability::Power => Some(FileSyncer::new(dir, also_sync)),
         };
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -180,9 +187,13 @@ impl Drop for Flusher {
 }
 
 fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
+    // Tickets the last flush covered.
+    let mut covered_last = 0u64;
     loop {
+        let durable_before;
         let target = {
             let mut state = shared.state.lock();
+            durable_before = state.durable;
             while state.requested == state.durable && !state.shutdown {
                 shared.work.wait(&mut state);
             }
@@ -194,14 +205,27 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
             // millisecond of I/O and CPU whatever it covers, so covering more commits per
             // flush raises throughput under load. A lone writer is never delayed: nobody is
             // committing when it asks.
+            // Under load (the last flush covered several writers: redirects of a capped link,
+            // concurrent creates), also wait while writers keep arriving: each window that
+            // brings one more is worth a flush shared by more of them.
+            let busy = covered_last > 1;
             for _ in 0..COMMIT_DELAY_ROUNDS {
-                if shared.committing.load(Ordering::Acquire) == 0 || state.shutdown {
+                let arrived = state.requested;
+                if state.shutdown {
+                    break;
+                }
+                let committing = shared.committing.load(Ordering::Acquire) > 0;
+                if !committing && !busy {
                     break;
                 }
                 shared.work.wait_for(&mut state, COMMIT_DELAY_WINDOW);
+                if !committing && state.requested == arrived {
+                    break;
+                }
             }
             state.requested
         };
+        covered_last = target.saturating_sub(durable_before);
         let started = Instant::now();
         let result = db
             .flush()
@@ -248,13 +272,15 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
 /// cover sled's own writes.
 struct FileSyncer {
     dir: PathBuf,
+    also: Vec<PathBuf>,
     files: Vec<File>,
 }
 
 impl FileSyncer {
-    fn new(dir: &Path) -> Self {
+    fn new(dir: &Path, also: Vec<PathBuf>) -> Self {
         Self {
             dir: dir.to_path_buf(),
+            also,
             files: Vec::new(),
         }
     }
@@ -264,10 +290,15 @@ impl FileSyncer {
             // The data file and the directory (for metadata such as the file's length).
             // blobs/ only holds values larger than sled's blob threshold, which our records
             // never reach.
-            self.files.push(File::open(self.dir.join("db"))?);
             self.files.push(File::open(&self.dir)?);
+            self.files.push(File::open(self.dir.join("db"))?);
+            for path in &self.also {
+                self.files.push(File::open(path)?);
+            }
         }
-        self.files[0].sync_data()?;
-        self.files[1].sync_all()
+        for file in &self.files[1..] {
+            file.sync_data()?;
+        }
+        self.files[0].sync_all()
     }
 }

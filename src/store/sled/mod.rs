@@ -140,10 +140,11 @@ pub struct SledStore {
     members: Vec<Mutex<pools::Members>>,
     counters: sled::Tree,
     meta: sled::Tree,
-    /// Redirects counted against caps ([`claims`]).
+    /// Redirects counted against caps, as of the last checkpoint ([`claims`]).
     claims: sled::Tree,
-    /// Held while a claim reads and raises its counts.
-    claim_lock: Mutex<()>,
+    /// Every count, and the journal that makes new ones durable at once.
+    claim_book: Mutex<claims::ClaimBook>,
+    durability: Durability,
     visit_blocks: sled::Tree,
     visit_index: sled::Tree,
     visit_days: sled::Tree,

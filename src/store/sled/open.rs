@@ -64,7 +64,14 @@ impl SledStore {
             .collect::<StoreResult<Vec<_>>>()?;
         // The visit trees of the layout before blocks, emptied into blocks below.
         let (old_visits, old_log) = (tree("visits")?, tree("visit_log")?);
-        let flusher = Flusher::start(db.clone(), &db_path, options.durability)?;
+        let flusher = Flusher::start(
+            db.clone(),
+            &db_path,
+            options.durability,
+            vec![options.path.join(super::claims::JOURNAL)],
+        )?;
+        let claims = tree("claims")?;
+        let claim_book = super::claims::ClaimBook::open(&claims, &options.path)?;
         let mut store = Self {
             links: tree("links")?,
             codes: tree("codes")?,
@@ -78,8 +85,9 @@ impl SledStore {
                 .collect::<StoreResult<Vec<_>>>()?,
             counters: tree("counters")?,
             meta: tree("meta")?,
-            claims: tree("claims")?,
-            claim_lock: Mutex::new(()),
+            claims,
+            claim_book: Mutex::new(claim_book),
+            durability: options.durability,
             visit_blocks: tree("visit_blocks")?,
             visit_index: tree("visit_index")?,
             visit_days: tree("visit_days")?,
@@ -234,6 +242,7 @@ impl SledStore {
     }
 
     pub(super) fn checkpoint_impl(&self) -> StoreResult<()> {
+        self.fold_claims()?;
         let mut saved = self.saved_watermark.lock();
         // The watermark is read before the filter is copied: every code counted in it was put
         // in the filter before its transaction committed, so the copy holds all of them.
@@ -255,6 +264,7 @@ impl SledStore {
     pub(super) fn close_impl(&self) -> StoreResult<()> {
         self.committer.stop();
         self.checkpoint_impl()?;
+        self.fold_claims()?;
         self.fold_index()?;
         self.fold_counts()?;
         self.db.flush().map_err(backend)?;
