@@ -810,8 +810,9 @@ fn healthcheck_command_and_storage_path_from_the_environment() {
 #[test]
 fn wrong_methods_are_problems() {
     let app = TestApp::start();
+    // POST /{code} is a protected link's password form: another method is not allowed.
     let p = problem(
-        app.req(Method::POST, "/somecode", None).send().unwrap(),
+        app.req(Method::PUT, "/somecode", None).send().unwrap(),
         405,
     );
     assert_eq!(p["code"], "method_not_allowed");
