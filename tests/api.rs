@@ -811,10 +811,7 @@ fn healthcheck_command_and_storage_path_from_the_environment() {
 fn wrong_methods_are_problems() {
     let app = TestApp::start();
     // POST /{code} is a protected link's password form: another method is not allowed.
-    let p = problem(
-        app.req(Method::PUT, "/somecode", None).send().unwrap(),
-        405,
-    );
+    let p = problem(app.req(Method::PUT, "/somecode", None).send().unwrap(), 405);
     assert_eq!(p["code"], "method_not_allowed");
     problem(
         app.req(Method::PUT, "/api/v1/links", Some(ADMIN))

@@ -141,17 +141,7 @@ pub fn answer(
             id,
             url,
             state: None,
-        }) => found(
-            state,
-            peer,
-            id,
-            code,
-            &url,
-            headers,
-            visit,
-            Some(Route::Default),
-        )
-        .into(),
+        }) => found(state, peer, id, code, &url, headers, visit, None).into(),
         Ok(Resolution::Found {
             state: Some(link), ..
         }) => decide(state, peer, code, link, raw_query, headers, visit),

@@ -187,7 +187,9 @@ impl From<Visit> for VisitView {
             region: v.region,
             city: v.city,
             isp: v.isp,
-            route: v.route,
+            // A plain link's visits store no route (nothing to tell apart): theirs is the
+            // default.
+            route: v.route.or_else(|| Some(Arc::from("default"))),
         }
     }
 }

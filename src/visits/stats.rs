@@ -172,6 +172,18 @@ pub fn link_stats(
         };
         *slot = entries;
     }
+    let routes = link
+        .options
+        .as_deref()
+        .is_some_and(|o| !o.rules.is_empty() || !o.targets.is_empty());
+    if destinations.is_empty() && total > 0 && !routes {
+        // A plain link's visits store no route: every one of them went to its URL.
+        destinations.push(Destination {
+            route: "default".into(),
+            url: Some(link.url.clone()),
+            visits: total,
+        });
+    }
     Ok(LinkStats {
         from: rfc3339(from),
         to: rfc3339(to),
