@@ -5,6 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use vshortlink::links::{rules_json, targets_json, OptionsInput};
+use vshortlink::model::LinkOptions;
 
 #[path = "../shared/links.rs"]
 mod shared;
@@ -43,7 +44,13 @@ fuzz_target!(|data: &[u8]| {
         if let Some(accepted) = patch.targets {
             let again = links
                 .check_options(OptionsInput {
-                    targets: Some(Some(targets_json(&accepted, &[]))),
+                    targets: Some(Some(targets_json(
+                        &LinkOptions {
+                            targets: accepted.clone(),
+                            ..LinkOptions::default()
+                        },
+                        &[],
+                    ))),
                     ..OptionsInput::default()
                 })
                 .expect("shown targets read back");

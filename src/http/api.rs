@@ -99,7 +99,9 @@ impl LinkView {
             valid_from: options.and_then(|o| o.valid_from).map(rfc3339),
             fallback_url: options.and_then(|o| o.fallback_url.clone()),
             rules: rules_json(options.map_or(&[][..], |o| &o.rules)),
-            targets: targets_json(options.map_or(&[][..], |o| &o.targets), &[]),
+            targets: options.map_or(serde_json::Value::Array(Vec::new()), |o| {
+                targets_json(o, &[])
+            }),
             rotation: options
                 .filter(|o| !o.targets.is_empty())
                 .map(|o| o.rotation.as_str()),
@@ -430,14 +432,8 @@ pub async fn get_link(
     let (link, counted) = counted;
     view.visits_total = Some(totals.visits);
     if let Some(options) = link.options.as_deref() {
-        view.visits_remaining = options.max_visits.map(|cap| {
-            let used = counted
-                .iter()
-                .find(|(slot, _)| *slot == CapSlot::Link)
-                .map_or(0, |(_, n)| *n);
-            cap.saturating_sub(used)
-        });
-        view.targets = targets_json(&options.targets, &counted);
+        view.visits_remaining = options.remaining(CapSlot::Link, &counted);
+        view.targets = targets_json(options, &counted);
     }
     Ok(Json(view))
 }

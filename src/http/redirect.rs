@@ -306,7 +306,7 @@ pub struct Later {
 impl Later {
     /// A protected link wants its password first (`form`: the visitor's form, else
     /// `X-Link-Password`); then the rules, the rotation and the caps choose the destination,
-    /// or end the link.
+    /// or end the link. (`valid_from` was checked by [`decide`], which made this.)
     pub async fn finish(self, raw_query: &str, form: Option<String>) -> Response {
         let Later {
             state,
@@ -318,9 +318,6 @@ impl Later {
             choice,
         } = self;
         let ip = state.client_ip(peer.ip(), &headers);
-        if link.not_yet(state.links.now()) {
-            return not_found(&state, peer, &code, &headers);
-        }
         if link.protected() {
             if let Some(refused) = check_password(&state, ip, &code, &link, &headers, form).await {
                 return refused;

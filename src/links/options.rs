@@ -17,7 +17,7 @@ use super::{LinkError, Links, Result};
 use crate::model::options::{
     App, Conditions, DeviceClass, Os, Rotation, Rule, Target, MAX_RULES, MAX_TARGETS, MAX_WEIGHT,
 };
-use crate::model::{LinkOptions, Millis, OptionsPatch};
+use crate::model::{CapSlot, LinkOptions, Millis, OptionsPatch};
 
 /// A password's length in characters.
 const PASSWORD_CHARS: std::ops::RangeInclusive<usize> = 4..=128;
@@ -50,8 +50,7 @@ impl Links {
             max_visits: input
                 .max_visits
                 .map(|v| v.map(|v| check_cap(&v, "max_visits")).transpose())
-                .transpose()?
-                .map(|v| v.map(|(cap, _)| cap)),
+                .transpose()?,
             valid_from: input
                 .valid_from
                 .map(|v| {
@@ -270,16 +269,10 @@ impl Links {
                 };
                 let max_visits = match object.get("max_visits") {
                     None | Some(Value::Null) => None,
-                    Some(v) => Some(
-                        check_cap(v, "max_visits")
-                            .map_err(|e| match e {
-                                LinkError::Invalid { detail, .. } => {
-                                    bad_targets(at(".max_visits"), detail)
-                                }
-                                other => other,
-                            })?
-                            .0,
-                    ),
+                    Some(v) => Some(check_cap(v, "max_visits").map_err(|e| match e {
+                        LinkError::Invalid { detail, .. } => bad_targets(at(".max_visits"), detail),
+                        other => other,
+                    })?),
                 };
                 Ok(Target {
                     url,
@@ -333,12 +326,11 @@ fn bad_targets(field: impl Into<Cow<'static, str>>, detail: impl Into<String>) -
     LinkError::invalid("invalid_targets", field, detail)
 }
 
-/// A cap: a whole number ≥ 1 (the second value is unused room for a future unit).
-fn check_cap(value: &Value, field: &'static str) -> Result<(u64, ())> {
+/// A cap: a whole number from 1 to 2^63 − 1 (PostgreSQL's `bigint`).
+fn check_cap(value: &Value, field: &'static str) -> Result<u64> {
     value
         .as_u64()
         .filter(|n| *n >= 1 && *n <= i64::MAX as u64)
-        .map(|n| (n, ()))
         .ok_or_else(|| {
             invalid_cap(
                 field,
@@ -510,25 +502,17 @@ pub fn rules_json(rules: &[Rule]) -> Value {
 }
 
 /// Targets as the API shows them, with what is left of each cap.
-pub fn targets_json(targets: &[Target], counted: &[(crate::model::CapSlot, u64)]) -> Value {
+pub fn targets_json(options: &LinkOptions, counted: &[(CapSlot, u64)]) -> Value {
     Value::Array(
-        targets
+        options
+            .targets
             .iter()
             .enumerate()
             .map(|(i, t)| {
                 let mut out = serde_json::json!({ "url": t.url, "weight": t.weight });
                 if let Some(cap) = t.max_visits {
-                    let used = counted
-                        .iter()
-                        .find(|(slot, _)| {
-                            *slot
-                                == crate::model::CapSlot::Target(
-                                    u16::try_from(i).unwrap_or(u16::MAX),
-                                )
-                        })
-                        .map_or(0, |(_, n)| *n);
                     out["max_visits"] = cap.into();
-                    out["visits_remaining"] = cap.saturating_sub(used).into();
+                    out["visits_remaining"] = options.remaining(CapSlot::target(i), counted).into();
                 }
                 out
             })

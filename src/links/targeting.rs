@@ -61,14 +61,7 @@ impl LinkState {
             .map(|_| AtomicBool::new(false))
             .collect();
         for &(slot, used) in counted {
-            let cap = match slot {
-                CapSlot::Link => options.max_visits,
-                CapSlot::Target(n) => options
-                    .targets
-                    .get(usize::from(n))
-                    .and_then(|t| t.max_visits),
-            };
-            if cap.is_some_and(|cap| used >= cap) {
+            if options.cap(slot).is_some_and(|cap| used >= cap) {
                 if let Some(flag) = full.get(slot.stored() as usize) {
                     flag.store(true, Ordering::Relaxed);
                 }
@@ -119,7 +112,7 @@ impl LinkState {
     pub fn ended(&self) -> bool {
         self.is_full(CapSlot::Link)
             || (!self.options.targets.is_empty()
-                && (0..self.options.targets.len()).all(|i| self.is_full(target_slot(i))))
+                && (0..self.options.targets.len()).all(|i| self.is_full(CapSlot::target(i))))
     }
 
     fn is_full(&self, slot: CapSlot) -> bool {
@@ -142,10 +135,6 @@ impl LinkState {
         };
         found.cloned().unwrap_or_else(|| self.url.clone())
     }
-}
-
-fn target_slot(i: usize) -> CapSlot {
-    CapSlot::Target(u16::try_from(i).unwrap_or(u16::MAX))
 }
 
 /// What a redirect knows of its request, as text.
@@ -302,26 +291,21 @@ impl Links {
                 let i = pick_target(
                     options.rotation,
                     &options.targets,
-                    |i| !state.is_full(target_slot(i)),
+                    |i| !state.is_full(CapSlot::target(i)),
                     turn,
                     pending.visitor,
                 )?;
                 Route::Target(u16::try_from(i).unwrap_or(u16::MAX))
             }
         };
-        let mut slots = Vec::new();
-        if let Some(cap) = options.max_visits {
-            slots.push((CapSlot::Link, cap));
-        }
-        if let Route::Target(n) = route {
-            if let Some(cap) = options
-                .targets
-                .get(usize::from(n))
-                .and_then(|t| t.max_visits)
-            {
-                slots.push((CapSlot::Target(n), cap));
-            }
-        }
+        let target = match route {
+            Route::Target(n) => Some(CapSlot::Target(n)),
+            Route::Default | Route::Rule(_) => None,
+        };
+        let slots = std::iter::once(CapSlot::Link)
+            .chain(target)
+            .filter_map(|slot| Some((slot, options.cap(slot)?)))
+            .collect();
         Some((route, slots))
     }
 

@@ -78,6 +78,23 @@ impl LinkOptions {
         self.rules.iter().position(|rule| rule.when.hold(visitor))
     }
 
+    /// The cap of a slot, if it has one.
+    pub fn cap(&self, slot: CapSlot) -> Option<u64> {
+        match slot {
+            CapSlot::Link => self.max_visits,
+            CapSlot::Target(n) => self.targets.get(usize::from(n))?.max_visits,
+        }
+    }
+
+    /// What is left of a slot's cap, given the counts a store holds (`None`: no cap).
+    pub fn remaining(&self, slot: CapSlot, counted: &[(CapSlot, u64)]) -> Option<u64> {
+        let used = counted
+            .iter()
+            .find(|(s, _)| *s == slot)
+            .map_or(0, |(_, n)| *n);
+        Some(self.cap(slot)?.saturating_sub(used))
+    }
+
     /// The names of what the link has, for list markers: `password`, `max_visits`,
     /// `valid_from`, `fallback_url`, `rules`, `targets`.
     pub fn markers(&self) -> Vec<&'static str> {
@@ -497,6 +514,11 @@ pub enum CapSlot {
 }
 
 impl CapSlot {
+    /// The slot of target `i`.
+    pub fn target(i: usize) -> CapSlot {
+        CapSlot::Target(u16::try_from(i).unwrap_or(u16::MAX))
+    }
+
     /// The number a slot is stored as (never renumber): 0 the link, n + 1 target n.
     pub fn stored(self) -> u32 {
         match self {

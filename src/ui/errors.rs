@@ -3,12 +3,12 @@
 //! unknown code, so they cost a copy of a few bytes); and the preview of `/{code}+`.
 
 use axum::body::Bytes;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use minijinja::context;
 
 use super::i18n::{accept_language, Catalogues, Lang};
-use super::render::{add_security_headers, Templates};
+use super::render::{visitor_page, Templates};
 
 /// The statuses that have a page, and the catalogue table (`error.<kind>_…`) of each.
 const KINDS: [(StatusCode, &str); 4] = [
@@ -64,14 +64,7 @@ impl ErrorPages {
         else {
             return status.into_response();
         };
-        let mut response = (status, body).into_response();
-        let h = response.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/html; charset=utf-8"),
-        );
-        add_security_headers(h);
-        response
+        visitor_page(status, body)
     }
 }
 

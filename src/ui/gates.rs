@@ -48,17 +48,11 @@ impl Ui {
         fill(&mut ctx);
         match self.templates.render(template, minijinja::Value::from(ctx)) {
             Ok(html) => {
-                let mut response = (status, html).into_response();
-                let h = response.headers_mut();
-                h.insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/html; charset=utf-8"),
-                );
-                h.insert(
+                let mut response = render::visitor_page(status, html);
+                response.headers_mut().insert(
                     header::CACHE_CONTROL,
                     HeaderValue::from_static("private, no-store"),
                 );
-                render::add_security_headers(h);
                 response
             }
             Err(e) => ApiError::internal(e).into_response(),

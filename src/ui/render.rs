@@ -54,6 +54,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../assets/templates/message.html"),
     ),
     (
+        "visitor.html",
+        include_str!("../../assets/templates/visitor.html"),
+    ),
+    (
         "error.html",
         include_str!("../../assets/templates/error.html"),
     ),
@@ -317,6 +321,19 @@ pub fn see_other(to: &str) -> Response {
 pub async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     add_security_headers(response.headers_mut());
+    response
+}
+
+/// A page for a visitor on the way to a destination (the 404 and 410 pages, a preview, a
+/// password form): HTML with the pages' security headers.
+pub fn visitor_page(status: StatusCode, body: impl IntoResponse) -> Response {
+    let mut response = (status, body).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    add_security_headers(h);
     response
 }
 

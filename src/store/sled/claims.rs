@@ -14,7 +14,7 @@
 //! A claim reads and raises its slots under the book's lock, so that two concurrent claims
 //! never both take a cap's last redirect. A refusal is answered at once (it wrote nothing).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -32,7 +32,8 @@ const RECORD: usize = 20;
 
 /// Every count, and the journal that makes new ones durable.
 pub(super) struct ClaimBook {
-    counts: HashMap<(u64, u32), u64>,
+    /// By link and slot, in order: a link's counts are one range.
+    counts: BTreeMap<(u64, u32), u64>,
     /// Counts changed since the last fold into the tree.
     dirty: Vec<(u64, u32)>,
     journal: File,
@@ -41,7 +42,7 @@ pub(super) struct ClaimBook {
 impl ClaimBook {
     /// The book of a store: the tree's counts, raised by what the journal holds.
     pub(super) fn open(tree: &sled::Tree, dir: &Path) -> StoreResult<ClaimBook> {
-        let mut counts = HashMap::new();
+        let mut counts = BTreeMap::new();
         for entry in tree.iter() {
             let (key, value) = entry.map_err(backend)?;
             if let Some(k) = parse_key(&key) {
@@ -147,14 +148,11 @@ impl SledStore {
 
     pub(super) fn counted_impl(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
         let book = self.claim_book.lock();
-        let mut out: Vec<(CapSlot, u64)> = book
+        Ok(book
             .counts
-            .iter()
-            .filter(|((id, _), _)| *id == link_id)
+            .range((link_id, 0)..=(link_id, u32::MAX))
             .filter_map(|(&(_, slot), &n)| Some((CapSlot::of_stored(slot)?, n)))
-            .collect();
-        out.sort();
-        Ok(out)
+            .collect())
     }
 
     pub(super) fn import_counted_impl(
