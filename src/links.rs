@@ -6,10 +6,12 @@
 //! Methods are synchronous: writes block until durable (group commit), so async callers run
 //! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
 
+mod gates;
 mod options;
 mod ranking;
 mod targeting;
 
+pub use gates::{form_json, parse_retention, retention_text};
 pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
 pub use ranking::{Ranking, Totals};
 pub use targeting::{Choice, LinkState, Pending, RequestFacts, Routed};
@@ -149,6 +151,24 @@ pub struct CreateLink {
     /// `weighted` (default), `round_robin` or `failover`.
     #[serde(default)]
     pub rotation: Option<String>,
+    /// `direct` or `interstitial` (visitors in WeChat, QQ, … get a page that says to open
+    /// the link in the system browser); absent: `links.in_app`.
+    #[serde(default)]
+    pub in_app: Option<String>,
+    /// `{"fields": [{"name", "label", "type": "tel"|"email"|"text", "required"?}],
+    /// "consent"?, "retention"?}`: a form visitors fill before the destination.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub form: Option<serde_json::Value>,
+    /// What link-preview crawlers show: `og:title`.
+    #[serde(default)]
+    pub og_title: Option<String>,
+    /// `og:description`.
+    #[serde(default)]
+    pub og_description: Option<String>,
+    /// `og:image`: an http(s) URL.
+    #[serde(default)]
+    pub og_image: Option<String>,
 }
 
 impl CreateLink {
@@ -162,6 +182,11 @@ impl CreateLink {
             rules: self.rules.take().map(Some),
             targets: self.targets.take().map(Some),
             rotation: self.rotation.take().map(Some),
+            in_app: self.in_app.take().map(Some),
+            form: self.form.take().map(Some),
+            og_title: self.og_title.take().map(Some),
+            og_description: self.og_description.take().map(Some),
+            og_image: self.og_image.take().map(Some),
         }
     }
 }
@@ -196,6 +221,17 @@ pub struct UpdateLink {
     pub targets: Option<Option<serde_json::Value>>,
     #[serde(default, deserialize_with = "present")]
     pub rotation: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub in_app: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub form: Option<Option<serde_json::Value>>,
+    #[serde(default, deserialize_with = "present")]
+    pub og_title: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub og_description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub og_image: Option<Option<String>>,
 }
 
 impl UpdateLink {
@@ -209,6 +245,11 @@ impl UpdateLink {
             rules: self.rules.take(),
             targets: self.targets.take(),
             rotation: self.rotation.take(),
+            in_app: self.in_app.take(),
+            form: self.form.take(),
+            og_title: self.og_title.take(),
+            og_description: self.og_description.take(),
+            og_image: self.og_image.take(),
         }
     }
 }

@@ -16,8 +16,8 @@ use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
 use crate::health::HealthStatus;
 use crate::limits::Limit;
-use crate::links::{rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE};
-use crate::model::{CapSlot, EndedBy, Link, LinkQuery, LinkStatus};
+use crate::links::{form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE};
+use crate::model::{CapSlot, EndedBy, InApp, Link, LinkQuery, LinkStatus};
 use crate::state::AppState;
 
 /// Most links in one batch request.
@@ -69,14 +69,25 @@ pub struct LinkView {
     pub rotation: Option<&'static str>,
     /// Why an expired link ended: `expiry` or `max_visits`.
     pub ended_by: Option<&'static str>,
+    /// `direct` or `interstitial` when the link says; `null`: `links.in_app` decides.
+    pub in_app: Option<&'static str>,
+    /// The form visitors fill before the destination:
+    /// `{"fields": [{"name", "label", "type", "required"}], "consent", "retention"}`.
+    #[schema(value_type = Option<Object>)]
+    pub form: Option<serde_json::Value>,
+    /// What link-preview crawlers are shown.
+    pub og_title: Option<String>,
+    pub og_description: Option<String>,
+    pub og_image: Option<String>,
     /// What the link has beyond its URL: `password`, `max_visits`, `valid_from`,
-    /// `fallback_url`, `rules`, `targets`.
+    /// `fallback_url`, `rules`, `targets`, `in_app`, `form`, `preview`.
     pub features: Vec<&'static str>,
 }
 
 impl LinkView {
     pub fn new(state: &AppState, link: &Link) -> Self {
         let options = link.options.as_deref();
+        let preview = options.and_then(|o| o.preview.as_ref());
         Self {
             id: link.id,
             code: link.code.clone(),
@@ -106,6 +117,11 @@ impl LinkView {
                 .filter(|o| !o.targets.is_empty())
                 .map(|o| o.rotation.as_str()),
             ended_by: link.ended_by().map(EndedBy::as_str),
+            in_app: options.and_then(|o| o.in_app).map(InApp::as_str),
+            form: options.and_then(|o| o.form.as_ref()).map(form_json),
+            og_title: preview.and_then(|p| p.title.clone()),
+            og_description: preview.and_then(|p| p.description.clone()),
+            og_image: preview.and_then(|p| p.image.clone()),
             features: options.map(|o| o.markers()).unwrap_or_default(),
         }
     }

@@ -128,6 +128,10 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "invalid_rules" => "Invalid rules",
         "invalid_targets" => "Invalid targets",
         "invalid_rotation" => "Invalid rotation",
+        "invalid_in_app" => "Invalid in-app setting",
+        "invalid_form" => "Invalid form",
+        "invalid_preview" => "Invalid preview",
+        "form_required" => "Form required",
         "password_required" => "Password required",
         "wrong_password" => "Wrong password",
         "invalid_field" => "Invalid field",
@@ -378,6 +382,9 @@ fn json_error(path: &str, inner: &serde_json::Error) -> ApiError {
         "rules" => "invalid_rules",
         "targets" => "invalid_targets",
         "rotation" => "invalid_rotation",
+        "in_app" => "invalid_in_app",
+        "form" | "fields" => "invalid_form",
+        "og_title" | "og_description" | "og_image" => "invalid_preview",
         _ => "invalid_field",
     };
     let message = message

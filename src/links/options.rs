@@ -37,6 +37,11 @@ pub struct OptionsInput {
     pub rules: Option<Option<Value>>,
     pub targets: Option<Option<Value>>,
     pub rotation: Option<Option<String>>,
+    pub in_app: Option<Option<String>>,
+    pub form: Option<Option<Value>>,
+    pub og_title: Option<Option<String>>,
+    pub og_description: Option<Option<String>>,
+    pub og_image: Option<Option<String>>,
 }
 
 impl Links {
@@ -77,6 +82,29 @@ impl Links {
                 .rotation
                 .map(|v| v.map_or(Ok(Rotation::default()), |r| parse_rotation(&r)))
                 .transpose()?,
+            in_app: input
+                .in_app
+                .map(|v| v.map(|t| self.parse_in_app(&t)).transpose())
+                .transpose()?,
+            form: input
+                .form
+                .map(|v| v.map(|f| self.parse_form(&f)).transpose())
+                .transpose()?,
+            og_title: input
+                .og_title
+                .map(|v| v.map(|t| self.check_og_text("og_title", &t)).transpose())
+                .transpose()?,
+            og_description: input
+                .og_description
+                .map(|v| {
+                    v.map(|t| self.check_og_text("og_description", &t))
+                        .transpose()
+                })
+                .transpose()?,
+            og_image: input
+                .og_image
+                .map(|v| v.map(|u| self.check_og_image(&u)).transpose())
+                .transpose()?,
         })
     }
 
@@ -111,6 +139,7 @@ impl Links {
                 format!("at most {MAX_TARGETS} targets"),
             ));
         }
+        self.check_stored_gates(options.form.as_ref(), options.preview.as_ref())?;
         for (i, target) in options.targets.iter().enumerate() {
             self.check_url(&target.url)
                 .map_err(|e| e.at(format!("targets[{i}].url")))?;

@@ -129,7 +129,7 @@ impl LinkState {
 
     fn url_of(&self, route: Route) -> Arc<str> {
         let found = match route {
-            Route::Default => None,
+            Route::Default | Route::InAppPage | Route::CrawlerPreview => None,
             Route::Rule(n) => self.rule_urls.get(usize::from(n)),
             Route::Target(n) => self.target_urls.get(usize::from(n)),
         };
@@ -300,7 +300,7 @@ impl Links {
         };
         let target = match route {
             Route::Target(n) => Some(CapSlot::Target(n)),
-            Route::Default | Route::Rule(_) => None,
+            Route::Default | Route::Rule(_) | Route::InAppPage | Route::CrawlerPreview => None,
         };
         let slots = std::iter::once(CapSlot::Link)
             .chain(target)

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::gates::{InApp, LeadForm};
 use super::options::{EndedBy, LinkOptions, Rotation, Rule, Target};
 use super::time::Millis;
 
@@ -160,6 +161,11 @@ pub struct OptionsPatch {
     pub rules: Option<Vec<Rule>>,
     pub targets: Option<Vec<Target>>,
     pub rotation: Option<Rotation>,
+    pub in_app: Option<Option<InApp>>,
+    pub form: Option<Option<LeadForm>>,
+    pub og_title: Option<Option<String>>,
+    pub og_description: Option<Option<String>>,
+    pub og_image: Option<Option<String>>,
 }
 
 impl OptionsPatch {
@@ -172,6 +178,11 @@ impl OptionsPatch {
             && self.rules.is_none()
             && self.targets.is_none()
             && self.rotation.is_none()
+            && self.in_app.is_none()
+            && self.form.is_none()
+            && self.og_title.is_none()
+            && self.og_description.is_none()
+            && self.og_image.is_none()
     }
 
     /// The options as the patch leaves `current`: `None` when nothing is left.
@@ -198,6 +209,23 @@ impl OptionsPatch {
         if let Some(v) = self.rotation {
             out.rotation = v;
         }
+        if let Some(v) = self.in_app {
+            out.in_app = v;
+        }
+        if let Some(v) = &self.form {
+            out.form = v.clone();
+        }
+        let mut preview = out.preview.take().unwrap_or_default();
+        for (patch, field) in [
+            (&self.og_title, &mut preview.title),
+            (&self.og_description, &mut preview.description),
+            (&self.og_image, &mut preview.image),
+        ] {
+            if let Some(v) = patch {
+                *field = v.clone();
+            }
+        }
+        out.preview = (!preview.is_empty()).then_some(preview);
         (!out.is_empty()).then(|| Box::new(out))
     }
 }

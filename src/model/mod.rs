@@ -4,6 +4,7 @@
 //! apply their rules; the handlers show them. Nothing here reads a clock or touches a disk.
 
 mod error;
+pub mod gates;
 pub mod hll;
 mod link;
 pub mod options;
@@ -18,6 +19,7 @@ pub use link::{
     MAX_LINK_ID,
 };
 pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
+pub use gates::{Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
 pub use pool::PoolCounts;
 pub use time::Millis;
 pub use visit::{

@@ -13,6 +13,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use super::gates::{InApp, LeadForm, SocialPreview};
 use super::time::Millis;
 
 /// Most rules a link may have.
@@ -37,6 +38,15 @@ pub struct LinkOptions {
     pub rules: Vec<Rule>,
     pub targets: Vec<Target>,
     pub rotation: Rotation,
+    /// What visitors inside an app's browser get; `None`: `links.in_app` decides.
+    #[serde(default)]
+    pub in_app: Option<InApp>,
+    /// The form visitors fill before the destination.
+    #[serde(default)]
+    pub form: Option<LeadForm>,
+    /// What link-preview crawlers are shown.
+    #[serde(default)]
+    pub preview: Option<SocialPreview>,
 }
 
 impl LinkOptions {
@@ -48,6 +58,9 @@ impl LinkOptions {
             && self.fallback_url.is_none()
             && self.rules.is_empty()
             && self.targets.is_empty()
+            && self.in_app.is_none()
+            && self.form.is_none()
+            && self.preview.as_ref().is_none_or(SocialPreview::is_empty)
     }
 
     /// Whether redirects are counted against a cap (the link's or a target's): such a link
@@ -110,6 +123,12 @@ impl LinkOptions {
         mark(self.fallback_url.is_some(), "fallback_url");
         mark(!self.rules.is_empty(), "rules");
         mark(!self.targets.is_empty(), "targets");
+        mark(self.in_app.is_some(), "in_app");
+        mark(self.form.is_some(), "form");
+        mark(
+            self.preview.as_ref().is_some_and(|p| !p.is_empty()),
+            "preview",
+        );
         out
     }
 }
@@ -451,6 +470,10 @@ pub enum Route {
     Rule(u16),
     /// Rotation target `n` (0-based).
     Target(u16),
+    /// No redirect: the visitor was shown the page for in-app browsers.
+    InAppPage,
+    /// No redirect: a link-preview crawler was shown the link's preview.
+    CrawlerPreview,
 }
 
 impl Route {
@@ -460,13 +483,18 @@ impl Route {
             Route::Default => "default".into(),
             Route::Rule(n) => format!("rule:{n}"),
             Route::Target(n) => format!("target:{n}"),
+            Route::InAppPage => "in_app".into(),
+            Route::CrawlerPreview => "preview".into(),
         }
     }
 
     /// The route a name says.
     pub fn parse(name: &str) -> Option<Route> {
-        if name == "default" {
-            return Some(Route::Default);
+        match name {
+            "default" => return Some(Route::Default),
+            "in_app" => return Some(Route::InAppPage),
+            "preview" => return Some(Route::CrawlerPreview),
+            _ => {}
         }
         let (kind, n) = name.split_once(':')?;
         let n = n.parse().ok()?;
@@ -483,6 +511,7 @@ impl Route {
             Route::Default => Some(default),
             Route::Rule(n) => options?.rules.get(usize::from(n)).map(|r| r.url.as_str()),
             Route::Target(n) => options?.targets.get(usize::from(n)).map(|t| t.url.as_str()),
+            Route::InAppPage | Route::CrawlerPreview => None,
         }
     }
 }

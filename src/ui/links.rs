@@ -105,6 +105,8 @@ fn destinations_view(stats: &LinkStats) -> Vec<Value> {
                 Some(Route::Default) => ("default", 0),
                 Some(Route::Rule(n)) => ("rule", usize::from(n) + 1),
                 Some(Route::Target(n)) => ("target", usize::from(n) + 1),
+                Some(Route::InAppPage) => ("in_app", 0),
+                Some(Route::CrawlerPreview) => ("preview", 0),
                 None => ("other", 0),
             };
             context! {
