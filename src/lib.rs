@@ -46,6 +46,7 @@ pub mod health;
 pub mod http;
 pub mod jobs;
 pub mod keys;
+pub mod leads;
 pub mod limits;
 pub mod links;
 pub mod metrics;
@@ -218,10 +219,15 @@ pub async fn build(
     );
     metrics.register_rate_limits(&limits);
     let metrics = Arc::new(metrics);
+    let leads = {
+        let (store, clock) = (store.clone(), clock.clone());
+        Arc::new(tokio::task::spawn_blocking(move || leads::Leads::new(store, clock)).await??)
+    };
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
         links.clone(),
+        leads.clone(),
         clock.clone(),
         config.clone(),
     ));
@@ -238,6 +244,7 @@ pub async fn build(
         lifecycle,
         config: config.clone(),
         links,
+        leads,
         pools,
         health,
         stats: Arc::new(Statistics::new(store, clock)),

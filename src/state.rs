@@ -10,6 +10,7 @@ use crate::health::Health;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::keys::KeyRing;
 use crate::limits::RateLimits;
+use crate::leads::Leads;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
@@ -48,6 +49,8 @@ pub struct Services {
     /// The domain service; handlers call it, never the store, for link work.
     pub links: Arc<Links>,
     pub pools: Arc<Pools>,
+    /// Leads left through links' forms.
+    pub leads: Arc<Leads>,
     /// The maintenance job, also run on demand by the API.
     pub lifecycle: Arc<Lifecycle>,
     /// `/healthz` and `/metrics` (links go through `links`, visits through `stats`; no

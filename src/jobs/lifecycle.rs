@@ -1,5 +1,5 @@
 //! The lifecycle job: marks expired links, recycles or retires codes of links that ended long
-//! enough ago, and prunes old visits. Run daily by the scheduler and on demand by
+//! enough ago, and prunes old visits and leads. Run daily by the scheduler and on demand by
 //! `POST /api/v1/maintenance/run` (see docs/architecture.md, "The life of a link").
 //!
 //! It works in bounded chunks: each link is its own small transaction (expiries: a group of
@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::leads::Leads;
 use crate::links::Links;
 use crate::pools::Pools;
 use crate::store::{Store, StoreResult};
@@ -45,6 +46,8 @@ pub struct MaintenanceReport {
     pub retired: u64,
     /// Visits older than `visits.retention` removed.
     pub visits_pruned: u64,
+    /// Leads older than their form's retention, or of archived links, removed.
+    pub leads_pruned: u64,
     pub took_ms: u64,
 }
 
@@ -61,6 +64,7 @@ pub struct Lifecycle {
     store: Arc<dyn Store>,
     pools: Arc<Pools>,
     links: Arc<Links>,
+    leads: Arc<Leads>,
     clock: Arc<dyn Clock>,
     config: Arc<Config>,
     /// One run at a time; a second request waits and then finds little left to do.
@@ -75,6 +79,7 @@ impl Lifecycle {
         store: Arc<dyn Store>,
         pools: Arc<Pools>,
         links: Arc<Links>,
+        leads: Arc<Leads>,
         clock: Arc<dyn Clock>,
         config: Arc<Config>,
     ) -> Self {
@@ -82,6 +87,7 @@ impl Lifecycle {
             store,
             pools,
             links,
+            leads,
             clock,
             config,
             running: Mutex::new(()),
@@ -101,12 +107,16 @@ impl Lifecycle {
         self.expire(now, &mut report)?;
         self.recycle(now, &mut report)?;
         self.prune(now, &mut report)?;
+        let pruned = self.leads.prune()?;
+        self.store.sync()?;
+        report.leads_pruned = pruned.expired + pruned.orphaned;
         report.took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(
             expired = report.expired,
             recycled = report.recycled,
             retired = report.retired,
             visits_pruned = report.visits_pruned,
+            leads_pruned = report.leads_pruned,
             took_ms = report.took_ms,
             "maintenance run"
         );
@@ -172,6 +182,8 @@ impl Lifecycle {
                         .recycle_link(link.id, now.saturating_add(cooldown))?
                         .is_some()
                     {
+                        // Leads go with their link: nobody can read them once it is archived.
+                        report.leads_pruned += self.leads.forget(link.id)?;
                         report.recycled += 1;
                         progressed += 1;
                     }

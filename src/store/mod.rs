@@ -27,7 +27,7 @@ pub use crate::model::{
     LinkQuery, LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
     SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
 };
-pub use crate::model::{CapSlot, ClaimOutcome, LinkOptions, VisitClaim};
+pub use crate::model::{CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, VisitClaim};
 
 use serde::{Deserialize, Serialize};
 
@@ -375,6 +375,31 @@ pub trait Store: Send + Sync + 'static {
 
     /// Sets a link's counts (an import carrying them): each slot at least as high as given.
     fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()>;
+
+    // ---- leads ----
+
+    /// Writes a lead left through a link's form (its id assigned here, `lead.id` ignored)
+    /// and returns it once durable.
+    fn add_lead(&self, lead: Lead) -> StoreResult<Lead>;
+
+    /// A link's leads newest first, those with an id below `before`, at most `limit`.
+    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage>;
+
+    /// How many leads a link has.
+    fn lead_count(&self, link_id: u64) -> StoreResult<u64>;
+
+    /// The links that have leads (for the retention job).
+    fn lead_links(&self) -> StoreResult<Vec<u64>>;
+
+    /// Deletes a link's leads recorded before `before`, or all of them with `None`; returns
+    /// how many. Not durable until [`Store::sync`], like the lifecycle writes.
+    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64>;
+
+    /// Writes leads as they are (an import), keeping their ids; a lead already there (same
+    /// link, same id) is skipped, so an import runs twice harmlessly. Later leads get ids
+    /// above every imported one. Returns how many were written. Not durable until
+    /// [`Store::sync`].
+    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64>;
 
     // ---- pools ----
 

@@ -22,6 +22,7 @@
 //! [`watch`]: Store::watch
 
 mod claims;
+mod leads;
 mod links;
 mod pools;
 mod visits;
@@ -42,7 +43,8 @@ use tokio_postgres::types::Json;
 
 use crate::model::{EndedBy, LinkOptions};
 use crate::store::{
-    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Link,
+    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Lead,
+    LeadPage, Link,
     LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded,
     PoolBatch, PoolCounts, SharedRecords, Store, StoreError, StoreResult, VisitClaim, VisitPage,
     VisitSummary, VisitTotals,
@@ -53,6 +55,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_shared_records.sql")),
     (3, include_str!("migrations/0003_link_options.sql")),
+    (4, include_str!("migrations/0004_leads.sql")),
 ];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";
@@ -544,6 +547,30 @@ impl Store for PgStore {
 
     fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
         self.block(self.shared.import_counted(link_id, counts))
+    }
+
+    fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
+        self.block(self.shared.add_lead(lead))
+    }
+
+    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
+        self.block(self.shared.leads(link_id, before, limit))
+    }
+
+    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
+        self.block(self.shared.lead_count(link_id))
+    }
+
+    fn lead_links(&self) -> StoreResult<Vec<u64>> {
+        self.block(self.shared.lead_links())
+    }
+
+    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
+        self.block(self.shared.delete_leads(link_id, before))
+    }
+
+    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
+        self.block(self.shared.import_leads(leads))
     }
 
     fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {

@@ -10,6 +10,7 @@
 //! | `pools.rs` | the code pools, their counters and cooling counts, strategy states |
 //! | `visits.rs` | visit blocks and their counters, listings, pruning |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
+//! | `leads.rs` | leads left through links' forms, by link |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
@@ -38,6 +39,7 @@ mod formats;
 mod group;
 mod import;
 mod keys;
+mod leads;
 mod links;
 mod open;
 mod pools;
@@ -63,7 +65,7 @@ use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::store::{
     ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, Created, DayCount, Durability,
-    Imported, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink, NewVisit,
+    Imported, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink, NewVisit,
     PoolAdded, PoolBatch, PoolCounts, StorageFault, Store, StoreResult, VisitClaim, VisitPage,
     VisitSummary, VisitTotals,
 };
@@ -149,6 +151,9 @@ pub struct SledStore {
     visit_index: sled::Tree,
     visit_days: sled::Tree,
     visit_totals: sled::Tree,
+    /// Leads by link then id ([`leads`]), and each link's count of them.
+    leads: sled::Tree,
+    lead_counts: sled::Tree,
     /// Whether `visit_totals` (totals of the layout before running totals) holds anything:
     /// a store that never had it skips the read for every link counted the first time.
     legacy_totals: bool,
@@ -283,6 +288,32 @@ impl Store for SledStore {
 
     fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
         self.import_counted_impl(link_id, counts)
+    }
+
+    fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
+        self.space.admit(0)?;
+        self.add_lead_impl(lead)
+    }
+
+    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
+        self.leads_impl(link_id, before, limit)
+    }
+
+    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
+        self.lead_count_impl(link_id)
+    }
+
+    fn lead_links(&self) -> StoreResult<Vec<u64>> {
+        self.lead_links_impl()
+    }
+
+    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
+        self.delete_leads_impl(link_id, before)
+    }
+
+    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
+        self.space.admit(0)?;
+        self.import_leads_impl(leads)
     }
 
     fn link_counts(&self) -> StoreResult<LinkCounts> {

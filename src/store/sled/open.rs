@@ -92,6 +92,8 @@ impl SledStore {
             visit_index: tree("visit_index")?,
             visit_days: tree("visit_days")?,
             visit_totals: tree("visit_totals")?,
+            leads: tree("leads")?,
+            lead_counts: tree("lead_counts")?,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),
