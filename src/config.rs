@@ -41,6 +41,15 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub ui: UiConfig,
     pub yourls: YourlsConfig,
+    pub links: LinksConfig,
+}
+
+/// What links do where they do not say.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinksConfig {
+    /// Visitors inside an app's own browser (WeChat, QQ, …): `direct` or `interstitial`.
+    pub in_app: crate::model::InApp,
 }
 
 /// The web pages.
@@ -72,6 +81,8 @@ pub struct ServerConfig {
     pub max_header_bytes: usize,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Where browsers asking for an unknown code are sent (302); empty: the 404 page.
+    pub not_found_url: String,
 }
 
 impl ServerConfig {
@@ -328,6 +339,8 @@ pub struct RatesConfig {
     /// Link password attempts (form or `X-Link-Password`), right or wrong, per client
     /// address.
     pub password_per_ip: Rate,
+    /// Submissions of links' forms before the destination, valid or not, per client address.
+    pub form_per_ip: Rate,
 }
 
 /// The YOURLS-compatible API (`/yourls-api.php`).
@@ -529,6 +542,18 @@ impl Config {
                     "server.base_url",
                     format!("`{}` is not an http(s) URL", self.server.base_url),
                 )
+            }
+        }
+        let not_found = self.server.not_found_url.trim();
+        if !not_found.is_empty() {
+            match url::Url::parse(not_found) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => {
+                    return fail(
+                        "server.not_found_url",
+                        format!("`{not_found}` is not an http(s) URL"),
+                    )
+                }
             }
         }
         if self.server.header_timeout.0.is_none_or(|d| d.is_zero()) {

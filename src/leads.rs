@@ -16,7 +16,7 @@ use sha2::Sha256;
 
 use crate::clock::Clock;
 use crate::model::gates::{FieldProblem, DEFAULT_LEAD_RETENTION, FORM_PASS_MS};
-use crate::model::{Lead, LeadForm, LeadPage, LinkStatus, Millis};
+use crate::model::{Lead, LeadForm, LeadPage, Link, LinkStatus, Millis};
 use crate::store::{Store, StoreError};
 
 /// The key the pass cookies are signed with, agreed through the store by every instance.
@@ -94,6 +94,32 @@ impl Leads {
         limit: usize,
     ) -> Result<LeadPage, StoreError> {
         self.store.leads(link_id, before, limit)
+    }
+
+    /// The columns of a link's leads: its form's fields in order, then any other name its
+    /// older leads hold (a field since removed), in the order met.
+    pub fn names(&self, link: &Link) -> Result<Vec<String>, StoreError> {
+        let mut names: Vec<String> = link
+            .options
+            .as_ref()
+            .and_then(|o| o.form.as_ref())
+            .map(|f| f.fields.iter().map(|f| f.name.clone()).collect())
+            .unwrap_or_default();
+        let mut before = None;
+        loop {
+            let page = self.store.leads(link.id, before, CSV_PAGE)?;
+            for lead in &page.leads {
+                for (name, _) in &lead.values {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+            match page.next {
+                Some(next) => before = Some(next),
+                None => return Ok(names),
+            }
+        }
     }
 
     pub fn count(&self, link_id: u64) -> Result<u64, StoreError> {

@@ -46,6 +46,8 @@ pub enum Limit {
     /// Link password attempts (the visitor's form, `X-Link-Password`) per client address,
     /// right or wrong.
     PasswordPerIp,
+    /// Submissions of links' forms before the destination per client address, valid or not.
+    FormPerIp,
 }
 
 impl Limit {
@@ -59,6 +61,7 @@ impl Limit {
             Limit::LoginPerIp => "login_per_ip",
             Limit::AuthPerIp => "auth_per_ip",
             Limit::PasswordPerIp => "password_per_ip",
+            Limit::FormPerIp => "form_per_ip",
         }
     }
 }
@@ -173,6 +176,7 @@ pub struct RateLimits {
     login_per_ip: Option<Limiter<IpAddr>>,
     auth_per_ip: Option<Limiter<IpAddr>>,
     password_per_ip: Option<Limiter<IpAddr>>,
+    form_per_ip: Option<Limiter<IpAddr>>,
     /// Addresses past `auth_per_ip`, until when: every credential they present is refused
     /// until then, the right one too (only failures count, so without this a right guess
     /// past the quota would still be let through and told apart).
@@ -198,6 +202,7 @@ impl RateLimits {
             Limit::LoginPerIp,
             Limit::AuthPerIp,
             Limit::PasswordPerIp,
+            Limit::FormPerIp,
         ] {
             drop(refused.get_or_create(&LimitLabel {
                 limit: limit.as_str(),
@@ -211,6 +216,7 @@ impl RateLimits {
             login_per_ip: Limiter::new(Limit::LoginPerIp, rates.login_per_ip, capacity),
             auth_per_ip: Limiter::new(Limit::AuthPerIp, rates.auth_per_ip, capacity),
             password_per_ip: Limiter::new(Limit::PasswordPerIp, rates.password_per_ip, capacity),
+            form_per_ip: Limiter::new(Limit::FormPerIp, rates.form_per_ip, capacity),
             auth_blocked: quick_cache::sync::Cache::new(capacity),
             refused,
         }
@@ -231,6 +237,7 @@ impl RateLimits {
             Limit::LoginPerIp => &self.login_per_ip,
             Limit::AuthPerIp => &self.auth_per_ip,
             Limit::PasswordPerIp => &self.password_per_ip,
+            Limit::FormPerIp => &self.form_per_ip,
             Limit::CreatePerKey => return Ok(()),
         };
         self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&ip, cells)))
@@ -303,6 +310,7 @@ mod tests {
             login_per_ip: Rate::Off,
             auth_per_ip: Rate::PerMinute(3),
             password_per_ip: Rate::Off,
+            form_per_ip: Rate::Off,
         }
     }
 

@@ -20,6 +20,8 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod front;
+pub mod gates;
+pub mod leads;
 pub mod observe;
 pub mod openapi;
 pub mod qr;
@@ -60,6 +62,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         )
         .route("/links/{code}/stats", get(stats::link_stats))
         .route("/links/{code}/visits", get(stats::link_visits))
+        .route("/links/{code}/leads", get(leads::link_leads))
         .route("/links/{code}/qr", get(qr::link_qr))
         .route("/stats", get(stats::system_stats))
         .route("/pools", get(api::list_pools))
@@ -77,7 +80,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .merge(pages)
         .route("/yourls-api.php", get(yourls::api).post(yourls::api))
         .route("/robots.txt", get(redirect::robots))
-        .route("/{code}", get(redirect::redirect).post(redirect::unlock))
+        .route("/{code}", get(redirect::redirect).post(redirect::post))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             observe::observe,

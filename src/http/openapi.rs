@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, qr, redirect, stats, yourls};
+use super::{api, leads, qr, redirect, stats, yourls};
 use crate::links::{CreateLink, UpdateLink};
 
 /// The document.
@@ -31,16 +31,17 @@ use crate::links::{CreateLink, UpdateLink};
         api::healthz,
         stats::link_stats,
         stats::link_visits,
+        leads::link_leads,
         stats::system_stats,
         stats::metrics,
         qr::link_qr,
         redirect::redirect,
-        redirect::unlock,
+        redirect::post,
         redirect::robots,
         yourls::api,
         spec,
     ),
-    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest)),
+    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

@@ -22,10 +22,11 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use super::gates::{self, Posted};
 use super::observe::count_unmatched;
 use crate::limits::{Limit, RateLimited};
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed};
-use crate::model::Route;
+use crate::model::{gate, Gate, InApp, Passed, Route};
 use crate::state::AppState;
 
 /// Browsers come back for every visit, so every visit can be counted.
@@ -63,16 +64,21 @@ pub async fn redirect(
     }
 }
 
-/// `POST /{code}`: the password form of a protected link. A right password redirects (and
-/// counts the visit) as a `GET` would; a wrong one answers the form again, 403. No token:
-/// a visitor has no session; `password_per_ip` is the defence.
+/// `POST /{code}`: the password form of a protected link, and the form before the visit. A
+/// right password goes on as a `GET` would (to the form, if the link has one too); a wrong
+/// one answers the password form again, 403. Valid form values store a lead, set the pass
+/// cookie and redirect (the visit counted); invalid ones answer the form again, 400, nothing
+/// stored. No token: a visitor has no session; `password_per_ip` and `form_per_ip` are the
+/// defence.
 #[utoipa::path(post, path = "/{code}", tag = "redirect",
     params(("code" = String, Path, description = "A short code")),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`password=…`"),
-    responses((status = 302, description = "The right password: to the destination"),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`password=…`, and the form's fields by name (`consent=yes` for its checkbox)"),
+    responses((status = 302, description = "The right password, or valid form values: to the destination"),
+        (status = 200, description = "The right password of a link with a form: the form"),
+        (status = 400, description = "Invalid form values: the form again, each problem beside its field"),
         (status = 403, description = "A wrong password: the form again, with a message"),
-        (status = 429, description = "Over `limits.rates.password_per_ip`")))]
-pub async fn unlock(
+        (status = 429, description = "Over `limits.rates.password_per_ip` or `form_per_ip`")))]
+pub async fn post(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     uri: Uri,
@@ -80,14 +86,11 @@ pub async fn unlock(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let password = url::form_urlencoded::parse(&body)
-        .find(|(name, _)| name == "password")
-        .map(|(_, value)| value.into_owned())
-        .unwrap_or_default();
+    let body: Posted = url::form_urlencoded::parse(&body).into_owned().collect();
     let query = uri.query().unwrap_or("");
-    match answer(&state, peer, Some(&code), query, &headers, Visit::Counted) {
-        Answer::Later(later) => later.finish(query, Some(password)).await,
-        // Not a protected link: the same answer a GET gets.
+    match answer(&state, peer, Some(&code), query, &headers, Visit::Posted) {
+        Answer::Later(later) => later.finish(query, Some(body)).await,
+        // Nothing to post to: the same answer a GET gets.
         Answer::Now(response) => response,
     }
 }
@@ -98,6 +101,14 @@ pub enum Visit {
     Counted,
     /// `HEAD /{code}`: the same answer, no visit.
     NotCounted,
+    /// `POST /{code}`: the visitor's password or form, then counted as a `GET`.
+    Posted,
+}
+
+impl Visit {
+    pub fn counts(self) -> bool {
+        self != Visit::NotCounted
+    }
 }
 
 /// The answer to `/{code}`: at once (plain links, errors), or after the link's options have
@@ -141,7 +152,17 @@ pub fn answer(
             id,
             url,
             state: None,
-        }) => found(state, peer, id, code, &url, headers, visit, None).into(),
+        }) => {
+            // A plain link meets no gate but the in-app page, and only when that is the default.
+            if state.config.links.in_app == InApp::Interstitial {
+                let ua = text(headers, header::USER_AGENT);
+                if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua) {
+                    return gates::in_app_page(state, peer, id, code, &url, app, headers, visit)
+                        .into();
+                }
+            }
+            found(state, peer, id, code, &url, headers, visit, None).into()
+        }
         Ok(Resolution::Found {
             state: Some(link), ..
         }) => decide(state, peer, code, link, raw_query, headers, visit),
@@ -178,8 +199,21 @@ fn decide(
             choice,
         }))
     };
-    if link.protected() {
-        return later(None);
+    let passed = Passed {
+        password: false,
+        form: link.options.form.is_some() && gates::has_pass(state, link.id, headers),
+    };
+    let ua = text(headers, header::USER_AGENT);
+    match gate(Some(&link.options), state.config.links.in_app, passed, ua) {
+        Gate::Password => return later(None),
+        Gate::Form if visit == Visit::Posted => return later(None),
+        Gate::Form => return gates::form_page(state, code, &link, None, headers).into(),
+        Gate::InAppPage(app) => {
+            return gates::in_app_page(state, peer, link.id, code, &link.url, app, headers, visit)
+                .into()
+        }
+        Gate::CrawlerPreview => return gates::crawler_page(state, peer, &link, headers, visit).into(),
+        Gate::Destination => {}
     }
     let ip = state.client_ip(peer.ip(), headers);
     match state.links.choose(&link, facts(ip, headers, raw_query)) {
@@ -192,18 +226,20 @@ fn decide(
 
 /// What the rules read from a request.
 fn facts<'a>(ip: std::net::IpAddr, headers: &'a HeaderMap, raw_query: &'a str) -> RequestFacts<'a> {
-    let text = |name: header::HeaderName| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    };
     RequestFacts {
         ip,
-        user_agent: text(header::USER_AGENT),
-        accept_language: text(header::ACCEPT_LANGUAGE),
+        user_agent: text(headers, header::USER_AGENT),
+        accept_language: text(headers, header::ACCEPT_LANGUAGE),
         raw_query,
     }
+}
+
+/// A header as text ("" when absent or not text).
+fn text(headers: &HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
 }
 
 /// The answer to a routed redirect of a link with options.
@@ -262,7 +298,7 @@ fn found(
     let h = response.headers_mut();
     h.insert(header::LOCATION, location);
     h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-    if visit == Visit::Counted && state.recorder.enabled() {
+    if visit.counts() && state.recorder.enabled() {
         state.recorder.record(
             id,
             code,
@@ -298,16 +334,18 @@ pub struct Later {
     link: Arc<LinkState>,
     headers: HeaderMap,
     visit: Visit,
-    /// What [`decide`] chose already (a redirect to count); `None` for a protected link, whose
-    /// password comes first.
+    /// What [`decide`] chose already (a redirect to count); `None` when a gate (the password,
+    /// a posted form) comes first.
     choice: Option<Choice>,
 }
 
 impl Later {
-    /// A protected link wants its password first (`form`: the visitor's form, else
-    /// `X-Link-Password`); then the rules, the rotation and the caps choose the destination,
-    /// or end the link. (`valid_from` was checked by [`decide`], which made this.)
-    pub async fn finish(self, raw_query: &str, form: Option<String>) -> Response {
+    /// The gates that wait: a protected link wants its password first (`body`: the visitor's
+    /// post, else `X-Link-Password`); a posted form is checked and stored; then the gates
+    /// after them (the form page, the in-app page, the crawler preview), or the rules, the
+    /// rotation and the caps choose the destination, or end the link. (`valid_from` was
+    /// checked by [`decide`], which made this.)
+    pub async fn finish(self, raw_query: &str, body: Option<Posted>) -> Response {
         let Later {
             state,
             peer,
@@ -318,23 +356,67 @@ impl Later {
             choice,
         } = self;
         let ip = state.client_ip(peer.ip(), &headers);
+        let password = body
+            .as_ref()
+            .and_then(|b| gates::posted(b, "password"))
+            .map(str::to_string);
         if link.protected() {
-            if let Some(refused) = check_password(&state, ip, &code, &link, &headers, form).await {
+            let from_form = body.is_some();
+            if let Some(refused) =
+                check_password(&state, ip, &code, &link, &headers, password.clone(), from_form)
+                    .await
+            {
                 return refused;
             }
         }
-        let choice =
-            choice.unwrap_or_else(|| state.links.choose(&link, facts(ip, &headers, raw_query)));
-        let routed = match choice {
-            Choice::Done(routed) => routed,
-            Choice::Count(pending, route, slots) => {
-                match state.links.count(&link, pending, route, slots).await {
-                    Ok(routed) => routed,
-                    Err(e) => return ApiError::from(e).into_response(),
+        // Carried on to the form, in a hidden input, when the link has one too.
+        let password = password.filter(|_| link.protected());
+        let mut passed = Passed {
+            password: true,
+            form: link.options.form.is_some() && gates::has_pass(&state, link.id, &headers),
+        };
+        let mut pass_cookie = None;
+        if let (Some(form), Some(body)) = (&link.options.form, &body) {
+            if !passed.form && gates::is_submission(form, body) {
+                match gates::submit(&state, ip, &code, &link, body, password.as_deref(), &headers)
+                    .await
+                {
+                    Ok(cookie) => {
+                        passed.form = true;
+                        pass_cookie = Some(cookie);
+                    }
+                    Err(refused) => return refused,
                 }
             }
+        }
+        let ua = text(&headers, header::USER_AGENT);
+        let mut response = match gate(Some(&link.options), state.config.links.in_app, passed, ua) {
+            Gate::Password | Gate::Form => {
+                gates::form_page(&state, &code, &link, password.as_deref(), &headers)
+            }
+            Gate::InAppPage(app) => gates::in_app_page(
+                &state, peer, link.id, &code, &link.url, app, &headers, visit,
+            ),
+            Gate::CrawlerPreview => gates::crawler_page(&state, peer, &link, &headers, visit),
+            Gate::Destination => {
+                let choice = choice
+                    .unwrap_or_else(|| state.links.choose(&link, facts(ip, &headers, raw_query)));
+                let routed = match choice {
+                    Choice::Done(routed) => routed,
+                    Choice::Count(pending, route, slots) => {
+                        match state.links.count(&link, pending, route, slots).await {
+                            Ok(routed) => routed,
+                            Err(e) => return ApiError::from(e).into_response(),
+                        }
+                    }
+                };
+                routed_answer(&state, peer, &code, &link, &headers, visit, routed)
+            }
         };
-        routed_answer(&state, peer, &code, &link, &headers, visit, routed)
+        if let Some(cookie) = pass_cookie {
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+        }
+        response
     }
 }
 
@@ -347,8 +429,8 @@ async fn check_password(
     link: &Arc<LinkState>,
     headers: &HeaderMap,
     form: Option<String>,
+    from_form: bool,
 ) -> Option<Response> {
-    let from_form = form.is_some();
     let given = form.or_else(|| {
         headers
             .get(PASSWORD_HEADER)
@@ -445,9 +527,19 @@ pub async fn fallback(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let response = not_found(&state, peer, "", &headers);
+    // Only what could be a short link goes to `not_found_url`; the API's and the pages' own
+    // paths answer 404 as they are.
+    let own = ["/api/", "/ui/", "/static/", "/rest/", "/yourls-api.php"]
+        .iter()
+        .any(|prefix| uri.path().starts_with(prefix));
+    let response = if own {
+        missing(&state, StatusCode::NOT_FOUND, "", &headers)
+    } else {
+        not_found(&state, peer, "", &headers)
+    };
     count_unmatched(&state, &method, response.status());
     response
 }
@@ -457,17 +549,28 @@ fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> std::ne
     state.client_ip(peer.ip(), headers)
 }
 
-/// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429.
+/// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429. A
+/// browser goes to `server.not_found_url` instead, when it is set.
 fn not_found(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
     let ip = client_ip(state, peer, headers);
-    match state.limits.check_ip(Limit::NotFoundPerIp, ip, 1) {
-        Ok(()) => missing(state, StatusCode::NOT_FOUND, code, headers),
-        Err(e) => rate_limited(state, e, headers),
+    if let Err(e) = state.limits.check_ip(Limit::NotFoundPerIp, ip, 1) {
+        return rate_limited(state, e, headers);
     }
+    let elsewhere = state.config.server.not_found_url.trim();
+    if !elsewhere.is_empty() && !wants_json(headers) {
+        if let Ok(location) = HeaderValue::from_str(elsewhere) {
+            let mut response = StatusCode::FOUND.into_response();
+            let h = response.headers_mut();
+            h.insert(header::LOCATION, location);
+            h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+            return response;
+        }
+    }
+    missing(state, StatusCode::NOT_FOUND, code, headers)
 }
 
 /// 429 with `Retry-After`: problem+json for JSON clients, else the page.
-fn rate_limited(state: &AppState, e: RateLimited, headers: &HeaderMap) -> Response {
+pub(super) fn rate_limited(state: &AppState, e: RateLimited, headers: &HeaderMap) -> Response {
     let secs = e.retry_after_secs;
     let mut response = if wants_json(headers) {
         ApiError::from(e).into_response()
@@ -503,7 +606,7 @@ fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap
     response
 }
 
-fn wants_json(headers: &HeaderMap) -> bool {
+pub(super) fn wants_json(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()

@@ -19,7 +19,7 @@ pub use link::{
     MAX_LINK_ID,
 };
 pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
-pub use gates::{Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
+pub use gates::{gate, Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
 pub use pool::PoolCounts;
 pub use time::Millis;
 pub use visit::{

@@ -21,6 +21,11 @@ const FILES: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../assets/static/app.js"),
     ),
     (
+        "visitor.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/static/visitor.js"),
+    ),
+    (
         "icon.svg",
         "image/svg+xml",
         include_bytes!("../../assets/static/icon.svg"),

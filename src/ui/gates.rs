@@ -1,12 +1,36 @@
-//! The pages a visitor may meet on the way to a destination: the preview of `/{code}+`, and
-//! the password form of a protected link. Small, in the visitor's language, no script, nothing
-//! from another host, the pages' security headers.
+//! The pages a visitor may meet on the way to a destination: the preview of `/{code}+`, the
+//! password form of a protected link, the form before the visit, the page for in-app
+//! browsers, and the `og:` page link-preview crawlers read. Small, in the visitor's language,
+//! readable without script, nothing from another host, the pages' security headers.
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{errors, render, Ui};
 use crate::http::error::ApiError;
+use crate::model::gates::{FieldProblem, CONSENT_FIELD};
+use crate::model::options::App;
+use crate::model::{LeadForm, SocialPreview};
+
+/// The pages' policy, but a form may lead anywhere: Chromium applies `form-action` to the
+/// redirect that answers a submission, and this form's answer is the link's destination.
+/// The form's own `action` is always the short link (the template writes it).
+const FORM_CSP: Option<&str> = Some(
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
+     object-src 'none'; base-uri 'none'; form-action 'self' http: https:; frame-ancestors 'none'",
+);
+
+/// What the form page shows.
+pub struct FormPage<'a> {
+    /// The short link's path, where the form posts.
+    pub action: &'a str,
+    pub form: &'a LeadForm,
+    /// What was sent for a field (after an error), to show again.
+    pub value: &'a dyn Fn(&str) -> Option<&'a str>,
+    pub consented: bool,
+    pub problems: &'a [(String, FieldProblem)],
+    pub password: Option<&'a str>,
+}
 
 impl Ui {
     /// The preview of `/{code}+`: where the link goes (escaped) and a button to go on. For a
@@ -27,10 +51,90 @@ impl Ui {
         } else {
             StatusCode::OK
         };
-        self.visitor_page(status, "unlock.html", headers, |ctx| {
+        self.visitor_page_with(status, "unlock.html", headers, FORM_CSP, |ctx| {
             ctx.insert("action", action.into());
             ctx.insert("wrong", wrong.into());
         })
+    }
+
+    /// The form of a link before the destination, posting to `action`: the fields with the
+    /// values sent (kept after an error) and each field's problem beside it; `password` is the
+    /// visitor's right password, carried in a hidden input when the link has one too. 200, or
+    /// 400 with problems.
+    pub fn lead_form(&self, page: FormPage<'_>, headers: &HeaderMap) -> Response {
+        let fields: Vec<minijinja::Value> = page
+            .form
+            .fields
+            .iter()
+            .map(|f| {
+                let problem = page
+                    .problems
+                    .iter()
+                    .find(|(name, _)| *name == f.name)
+                    .map(|(_, p)| p.key());
+                minijinja::context! {
+                    name => f.name,
+                    label => f.label,
+                    kind => f.kind.as_str(),
+                    required => f.required,
+                    value => (page.value)(&f.name).unwrap_or(""),
+                    problem => problem,
+                }
+            })
+            .collect();
+        let consent_problem = page
+            .problems
+            .iter()
+            .any(|(name, _)| name == CONSENT_FIELD);
+        let status = if page.problems.is_empty() {
+            StatusCode::OK
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        self.visitor_page_with(status, "form.html", headers, FORM_CSP, |ctx| {
+            ctx.insert("action", page.action.into());
+            ctx.insert("fields", fields.into());
+            ctx.insert("consent", page.form.consent.clone().into());
+            ctx.insert("consented", page.consented.into());
+            ctx.insert("consent_problem", consent_problem.into());
+            ctx.insert("invalid", (!page.problems.is_empty()).into());
+            ctx.insert("password", page.password.into());
+        })
+    }
+
+    /// The page for a visitor inside an app's own browser: open the link in the system
+    /// browser (the app's menu), with the short link to copy and the destination's host.
+    pub fn in_app(&self, short_url: &str, host: &str, app: App, headers: &HeaderMap) -> Response {
+        self.visitor_page(StatusCode::OK, "in_app.html", headers, |ctx| {
+            ctx.insert("short_url", short_url.into());
+            ctx.insert("host", host.into());
+            ctx.insert("app", app.as_str().into());
+            ctx.insert("js", self.assets.versioned("visitor.js").into());
+        })
+    }
+
+    /// What a link-preview crawler reads: the `og:` and `twitter:` tags (escaped by the
+    /// templates) and a link to the destination.
+    pub fn crawler_preview(
+        &self,
+        short_url: &str,
+        destination: &str,
+        preview: &SocialPreview,
+        headers: &HeaderMap,
+    ) -> Response {
+        let mut response = self.visitor_page(StatusCode::OK, "og.html", headers, |ctx| {
+            ctx.insert("short_url", short_url.into());
+            ctx.insert("destination", destination.into());
+            ctx.insert("og_title", preview.title.clone().into());
+            ctx.insert("og_description", preview.description.clone().into());
+            ctx.insert("og_image", preview.image.clone().into());
+        });
+        // Crawlers cache previews by themselves; let them keep this one a little.
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=300"),
+        );
+        response
     }
 
     fn visitor_page(
@@ -38,6 +142,18 @@ impl Ui {
         status: StatusCode,
         template: &str,
         headers: &HeaderMap,
+        fill: impl FnOnce(&mut std::collections::BTreeMap<&'static str, minijinja::Value>),
+    ) -> Response {
+        self.visitor_page_with(status, template, headers, None, fill)
+    }
+
+    /// [`Ui::visitor_page`] with another `Content-Security-Policy` when `csp` says.
+    fn visitor_page_with(
+        &self,
+        status: StatusCode,
+        template: &str,
+        headers: &HeaderMap,
+        csp: Option<&'static str>,
         fill: impl FnOnce(&mut std::collections::BTreeMap<&'static str, minijinja::Value>),
     ) -> Response {
         let lang = errors::language(headers);
@@ -49,6 +165,11 @@ impl Ui {
         match self.templates.render(template, minijinja::Value::from(ctx)) {
             Ok(html) => {
                 let mut response = render::visitor_page(status, html);
+                if let Some(csp) = csp {
+                    response
+                        .headers_mut()
+                        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+                }
                 response.headers_mut().insert(
                     header::CACHE_CONTROL,
                     HeaderValue::from_static("private, no-store"),

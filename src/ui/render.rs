@@ -69,6 +69,18 @@ const TEMPLATES: &[(&str, &str)] = &[
         "unlock.html",
         include_str!("../../assets/templates/unlock.html"),
     ),
+    (
+        "form.html",
+        include_str!("../../assets/templates/form.html"),
+    ),
+    (
+        "in_app.html",
+        include_str!("../../assets/templates/in_app.html"),
+    ),
+    (
+        "og.html",
+        include_str!("../../assets/templates/og.html"),
+    ),
 ];
 
 /// `default-src 'self'` and nothing inline: the one script and stylesheet are files of ours;

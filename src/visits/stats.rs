@@ -95,6 +95,8 @@ pub struct LinkStats {
     /// Visits by the destination that served them, most first: only links with rules or
     /// targets record it.
     pub destinations: Vec<Destination>,
+    /// Leads left through the link's form (all time).
+    pub leads: u64,
 }
 
 /// A destination of a link with rules or targets, and its visits in the range.
@@ -176,13 +178,16 @@ pub fn link_stats(
         .options
         .as_deref()
         .is_some_and(|o| !o.rules.is_empty() || !o.targets.is_empty());
-    if destinations.is_empty() && total > 0 && !routes {
-        // A plain link's visits store no route: every one of them went to its URL.
+    let routed: u64 = destinations.iter().map(|d| d.visits).sum();
+    if !routes && total > routed {
+        // A plain link's redirects store no route (only its pages do: `in_app`, `preview`):
+        // the rest went to its URL.
         destinations.push(Destination {
             route: "default".into(),
             url: Some(link.url.clone()),
-            visits: total,
+            visits: total - routed,
         });
+        destinations.sort_by(|a, b| b.visits.cmp(&a.visits));
     }
     Ok(LinkStats {
         from: rfc3339(from),
@@ -198,6 +203,7 @@ pub fn link_stats(
         bots,
         series,
         top,
+        leads: store.lead_count(link.id)?,
         destinations,
     })
 }
