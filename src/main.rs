@@ -50,6 +50,10 @@ enum Command {
         /// Also write every visit, after the links.
         #[arg(long)]
         visits: bool,
+        /// Also write every lead left through links' forms (personal data: names, phone
+        /// numbers, emails as visitors typed them).
+        #[arg(long)]
+        leads: bool,
         /// Write here instead of stdout.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
@@ -145,8 +149,13 @@ fn main() -> ExitCode {
         };
     }
     match cli.command {
-        Some(Command::Export { visits, output }) => {
-            return match vshortlink::transfer::run_export(&config, visits, output.as_deref()) {
+        Some(Command::Export {
+            visits,
+            leads,
+            output,
+        }) => {
+            let parts = vshortlink::transfer::ExportParts { visits, leads };
+            return match vshortlink::transfer::run_export(&config, parts, output.as_deref()) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
             };

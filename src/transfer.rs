@@ -47,6 +47,20 @@ pub enum Record {
     Key(KeyRecord),
     Link(LinkRecord),
     Visit(VisitRecord),
+    Lead(LeadRecord),
+}
+
+/// A lead left through a link's form; `link_id` is the id of the link line it belongs to.
+/// Personal data: written only by `export --leads`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeadRecord {
+    pub id: u64,
+    pub link_id: u64,
+    pub at: String,
+    /// `[name, value]` pairs in the form's order.
+    pub values: Vec<(String, String)>,
+    pub consent: Option<String>,
 }
 
 /// A key the store generated that decides codes: the `hash` strategy's secret, so that a
@@ -247,12 +261,23 @@ fn parse_yourls_time(text: &str) -> Result<Millis, String> {
 pub struct ExportSummary {
     pub links: u64,
     pub visits: u64,
+    pub leads: u64,
 }
 
-/// Writes every link (then, with `visits`, every visit) as JSON lines, streaming.
+/// What an export writes beyond the links.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExportParts {
+    /// Every visit, after the links.
+    pub visits: bool,
+    /// Every lead (personal data), after the visits.
+    pub leads: bool,
+}
+
+/// Writes every link (then, as `parts` say, every visit and every lead) as JSON lines,
+/// streaming.
 pub fn export(
     store: &dyn Store,
-    visits: bool,
+    parts: ExportParts,
     out: &mut dyn Write,
 ) -> Result<ExportSummary, BoxError> {
     let mut summary = ExportSummary::default();
@@ -295,7 +320,7 @@ pub fn export(
     }
     // Visits in a second pass over the links, so that nothing grows with the link count.
     let mut after_link = None;
-    if visits {
+    if parts.visits {
         loop {
             let links = store.list_links(&LinkQuery {
                 after: after_link,
@@ -311,10 +336,15 @@ pub fn export(
             }
         }
     }
+    if parts.leads {
+        for link_id in store.lead_links()? {
+            leads_of(store, link_id, out, &mut summary, &mut progress)?;
+        }
+    }
     out.flush()?;
     progress.finish(&format!(
-        "exported {} links, {} visits",
-        summary.links, summary.visits
+        "exported {} links, {} visits, {} leads",
+        summary.links, summary.visits, summary.leads
     ));
     Ok(summary)
 }
@@ -337,6 +367,38 @@ fn visits_of(
         }
         match page.next {
             Some(next) => after = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// A link's leads, newest first as the store lists them (an import keeps their ids, so the
+/// order is not theirs to keep).
+fn leads_of(
+    store: &dyn Store,
+    link_id: u64,
+    out: &mut dyn Write,
+    summary: &mut ExportSummary,
+    progress: &mut Progress,
+) -> Result<(), BoxError> {
+    let mut before = None;
+    loop {
+        let page = store.leads(link_id, before, PAGE)?;
+        for lead in page.leads {
+            let record = Record::Lead(LeadRecord {
+                id: lead.id,
+                link_id: lead.link_id,
+                at: rfc3339(lead.at),
+                values: lead.values,
+                consent: lead.consent,
+            });
+            serde_json::to_writer(&mut *out, &record)?;
+            out.write_all(b"\n")?;
+            summary.leads += 1;
+            progress.tick(1);
+        }
+        match page.next {
+            Some(next) => before = Some(next),
             None => return Ok(()),
         }
     }
@@ -421,8 +483,9 @@ struct Importer<'a> {
     summary: ImportSummary,
     /// Export link id → id here, for links created by this run (their visits come along).
     created_ids: HashMap<u64, u64>,
-    /// Export link ids seen as unchanged: their visits are already here.
-    known_ids: std::collections::HashSet<u64>,
+    /// Export link ids seen as unchanged: their visits are already here (their leads are
+    /// written again, skipped when there), with their ids here.
+    known_ids: HashMap<u64, u64>,
     visits: Vec<NewVisit>,
     /// Link records waiting to be written together, with their line numbers.
     pending: Vec<(u64, Link)>,
@@ -509,9 +572,9 @@ impl Importer<'_> {
                         self.store.import_counted(stored.id, &counted)?;
                     }
                 }
-                Imported::Unchanged(_) => {
+                Imported::Unchanged(stored) => {
                     self.summary.unchanged += 1;
-                    self.known_ids.insert(link.id);
+                    self.known_ids.insert(link.id, stored.id);
                 }
                 Imported::Conflict(existing) if link.status == LinkStatus::Archived => self.refuse(
                     line,
@@ -594,13 +657,54 @@ impl Importer<'_> {
                 }
                 Err(why) => self.refuse_now(line, why)?,
             }
-        } else if self.known_ids.contains(&record.link_id) {
+        } else if self.known_ids.contains_key(&record.link_id) {
             self.summary.unchanged += 1;
         } else {
             self.refuse_now(
                 line,
                 format!("the visit's link {} is not in this file", record.link_id),
             )?;
+        }
+        Ok(())
+    }
+
+    /// A lead: written under its link's id here, keeping its own id; one already there is
+    /// unchanged.
+    fn lead(&mut self, line: u64, record: LeadRecord) -> Result<(), BoxError> {
+        self.flush_links()?;
+        let Some(&link_id) = self
+            .created_ids
+            .get(&record.link_id)
+            .or_else(|| self.known_ids.get(&record.link_id))
+        else {
+            return self.refuse_now(
+                line,
+                format!("the lead's link {} is not in this file", record.link_id),
+            );
+        };
+        let at = match parse_rfc3339(&record.at) {
+            Ok(at) => at,
+            Err(why) => return self.refuse_now(line, format!("malformed: {why}")),
+        };
+        if record.id == 0 || record.values.len() > crate::model::gates::MAX_FORM_FIELDS * 4 {
+            return self.refuse_now(line, "malformed: a lead has an id and a few values");
+        }
+        let lead = crate::model::Lead {
+            id: record.id,
+            link_id,
+            at,
+            values: record.values,
+            consent: record.consent,
+        };
+        let written = if self.dry_run {
+            1
+        } else {
+            self.store.import_leads(std::slice::from_ref(&lead))?
+        };
+        if written == 1 {
+            self.summary.created += 1;
+        } else {
+            self.summary.unchanged += 1;
         }
         Ok(())
     }
@@ -734,6 +838,7 @@ pub fn import(
                         Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
                     },
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,
+                    Ok(Record::Lead(record)) => importer.lead(number, record)?,
                     Ok(Record::Key(record)) => importer.key(number, record)?,
                     Err(e) => importer.refuse_now(number, format!("malformed: {e}"))?,
                 }
@@ -1011,7 +1116,7 @@ impl Progress {
 /// `vshortlink export`: opens the stopped store and writes to `output` (stdout when `None`).
 pub fn run_export(
     config: &Config,
-    visits: bool,
+    parts: ExportParts,
     output: Option<&std::path::Path>,
 ) -> Result<ExportSummary, BoxError> {
     let store = crate::open_store(config)?;
@@ -1019,11 +1124,11 @@ pub fn run_export(
         Some(path) => {
             let file = std::fs::File::create(path)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            export(&*store, visits, &mut std::io::BufWriter::new(file))?
+            export(&*store, parts, &mut std::io::BufWriter::new(file))?
         }
         None => export(
             &*store,
-            visits,
+            parts,
             &mut std::io::BufWriter::new(std::io::stdout().lock()),
         )?,
     };

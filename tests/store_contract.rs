@@ -9,7 +9,8 @@ mod pg;
 use std::sync::Arc;
 
 use vshortlink::model::options::{Conditions, Os, Rotation, Rule, Target};
-use vshortlink::model::{EndedBy, OptionsPatch};
+use vshortlink::model::gates::{FieldKind, FormField};
+use vshortlink::model::{EndedBy, InApp, Lead, LeadForm, OptionsPatch, SocialPreview};
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{
@@ -665,6 +666,97 @@ fn claims_never_pass_a_cap(make: Make) {
     assert_eq!(store.counted(8).unwrap(), vec![(link, 4)]);
 }
 
+fn lead(link_id: u64, at: u64, phone: &str) -> Lead {
+    Lead {
+        id: 0,
+        link_id,
+        at,
+        values: vec![
+            ("phone".into(), phone.into()),
+            ("name".into(), "Ada \"=1\" 李".into()),
+        ],
+        consent: Some("I agree".into()),
+    }
+}
+
+fn leads_are_kept_by_link(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let a = store.add_lead(lead(1, T0, "+100000001")).unwrap();
+    let b = store.add_lead(lead(1, T0 + DAY, "+100000002")).unwrap();
+    let c = store.add_lead(lead(2, T0 + DAY, "+100000003")).unwrap();
+    assert!(a.id > 0 && b.id > a.id && c.id > b.id, "ids increase");
+    assert_eq!(a.values, lead(1, T0, "+100000001").values, "values as given");
+    assert_eq!(store.lead_count(1).unwrap(), 2);
+    assert_eq!(store.lead_count(2).unwrap(), 1);
+    assert_eq!(store.lead_count(3).unwrap(), 0);
+    // Newest first, paged by cursor.
+    let page = store.leads(1, None, 1).unwrap();
+    assert_eq!(page.leads, vec![b.clone()]);
+    let next = store.leads(1, page.next, 1).unwrap();
+    assert_eq!(next.leads, vec![a.clone()]);
+    assert_eq!(next.next, None);
+    assert_eq!(store.leads(1, None, 10).unwrap().leads, vec![b.clone(), a.clone()]);
+    let mut links = store.lead_links().unwrap();
+    links.sort_unstable();
+    assert_eq!(links, vec![1, 2]);
+    // Retention: before a time, then all.
+    assert_eq!(store.delete_leads(1, Some(T0 + 1)).unwrap(), 1);
+    assert_eq!(store.leads(1, None, 10).unwrap().leads, vec![b.clone()]);
+    assert_eq!(store.lead_count(1).unwrap(), 1);
+    assert_eq!(store.delete_leads(2, None).unwrap(), 1);
+    assert_eq!(store.lead_count(2).unwrap(), 0);
+    assert_eq!(store.lead_links().unwrap(), vec![1], "a link with no lead left is not listed");
+    // An import keeps ids, skips what is there, and later leads get ids above it.
+    let imported = Lead {
+        id: c.id + 100,
+        ..lead(5, T0, "+100000009")
+    };
+    assert_eq!(store.import_leads(&[imported.clone(), b.clone()]).unwrap(), 1);
+    assert_eq!(store.import_leads(std::slice::from_ref(&imported)).unwrap(), 0);
+    assert_eq!(store.leads(5, None, 10).unwrap().leads, vec![imported.clone()]);
+    let after = store.add_lead(lead(5, T0 + 2 * DAY, "+100000010")).unwrap();
+    assert!(after.id > imported.id, "{} > {}", after.id, imported.id);
+    assert_eq!(store.lead_count(5).unwrap(), 2);
+}
+
+fn gates_travel_with_the_link(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let options = LinkOptions {
+        in_app: Some(InApp::Interstitial),
+        form: Some(LeadForm {
+            fields: vec![FormField {
+                name: "phone".into(),
+                label: "手机号".into(),
+                kind: FieldKind::Tel,
+                required: true,
+            }],
+            consent: Some("OK".into()),
+            retention: 30 * DAY,
+        }),
+        preview: Some(SocialPreview {
+            title: Some("T <b>".into()),
+            description: None,
+            image: Some("https://img.example/a.png".into()),
+        }),
+        ..LinkOptions::default()
+    };
+    let mut new = new_link(CodeChoice::Custom("gated".into()), "https://example.com/g");
+    new.options = Some(Box::new(options.clone()));
+    let link = created(store.create_link(&new));
+    assert_eq!(link.options.as_deref(), Some(&options));
+    assert_eq!(
+        store.link_by_code("gated").unwrap().unwrap().options.as_deref(),
+        Some(&options)
+    );
+    assert_eq!(
+        store.resolve("gated").unwrap().unwrap().options.as_deref(),
+        Some(&options),
+        "the redirect's one read carries the gates"
+    );
+}
+
 macro_rules! backend {
     ($backend:ident; $($case:ident),+ $(,)?) => {
         mod $backend {
@@ -697,6 +789,8 @@ backend!(
     submitted_creates_are_answered_once_each,
     options_travel_with_the_link,
     claims_never_pass_a_cap,
+    leads_are_kept_by_link,
+    gates_travel_with_the_link,
 );
 
 backend!(
@@ -715,4 +809,6 @@ backend!(
     submitted_creates_are_answered_once_each,
     options_travel_with_the_link,
     claims_never_pass_a_cap,
+    leads_are_kept_by_link,
+    gates_travel_with_the_link,
 );
