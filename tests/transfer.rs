@@ -472,3 +472,75 @@ fn an_imported_code_leaves_its_pool() {
     let r = app.get(&format!("/{pooled}"));
     assert_eq!(r.status().as_u16(), 302);
 }
+
+/// Leads are personal data: an export carries them only with `--leads`; an import puts them
+/// back under their link, keeping their ids, and a second import changes nothing.
+#[test]
+fn leads_travel_only_when_asked() {
+    let mut app = TestApp::start_sled("", &[]);
+    app.create(json!({
+        "url": "https://example.com/offer",
+        "code": "offer",
+        "form": {"fields": [{"name": "phone", "label": "Phone", "type": "tel", "required": true}],
+                 "retention": "30d"}
+    }));
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let r = client
+        .post(app.url("/offer"))
+        .form(&[("phone", "+44 20 7946 0000")])
+        .send()
+        .expect("post");
+    assert_eq!(r.status().as_u16(), 302);
+    assert!(app.terminate().success());
+
+    let plain = vsl(&app.config_path(), &["export"]);
+    assert!(plain.status.success(), "{}", text(&plain.stderr));
+    assert!(!text(&plain.stdout).contains("\"type\":\"lead\""));
+    let out = vsl(&app.config_path(), &["export", "--leads"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let exported = text(&out.stdout);
+    let lead: Value = serde_json::from_str(
+        exported
+            .lines()
+            .find(|l| l.contains("\"type\":\"lead\""))
+            .expect("a lead line"),
+    )
+    .expect("json");
+    assert_eq!(lead["values"], json!([["phone", "+442079460000"]]));
+    let link_line: Value = serde_json::from_str(
+        exported
+            .lines()
+            .find(|l| l.contains("\"code\":\"offer\""))
+            .expect("the link line"),
+    )
+    .expect("json");
+    assert_eq!(lead["link_id"], link_line["id"]);
+    assert_eq!(
+        link_line["options"]["form"]["fields"][0]["name"], "phone",
+        "the form travels with the link"
+    );
+
+    let file = app.dir.path().join("leads.jsonl");
+    std::fs::write(&file, &exported).expect("write");
+    let fresh = tempfile::tempdir().expect("dir");
+    let config = offline(fresh.path());
+    let first = vsl(&config, &["import", file.to_str().expect("path")]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let second = vsl(&config, &["import", file.to_str().expect("path")]);
+    assert!(
+        text(&second.stderr).contains("created 0"),
+        "{}",
+        text(&second.stderr)
+    );
+    let again = vsl(&config, &["export", "--leads"]);
+    let relead = text(&again.stdout)
+        .lines()
+        .find(|l| l.contains("\"type\":\"lead\""))
+        .map(str::to_string)
+        .expect("the lead is back");
+    let relead: Value = serde_json::from_str(&relead).expect("json");
+    assert_eq!(relead, lead, "the same lead, its id and time kept");
+}
