@@ -31,6 +31,7 @@ fn main() {
         login_per_ip: Rate::Off,
         auth_per_ip: Rate::Off,
         password_per_ip: Rate::Off,
+        form_per_ip: Rate::Off,
     };
     let limits = RateLimits::new(&rates);
     let before = rss_kb();

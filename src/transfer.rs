@@ -43,6 +43,8 @@ const LINK_BATCH: usize = 256;
 /// One line of an export: a key of the store, a link or a visit.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
+// One record at a time is read or written: the sizes of the variants never add up.
+#[allow(clippy::large_enum_variant)]
 pub enum Record {
     Key(KeyRecord),
     Link(LinkRecord),

@@ -64,7 +64,7 @@ impl LeadForm {
         &self,
         value: impl Fn(&str) -> Option<&'a str>,
         consented: bool,
-    ) -> Result<Vec<(String, String)>, Vec<(String, FieldProblem)>> {
+    ) -> Result<Vec<(String, String)>, Problems> {
         let mut values = Vec::with_capacity(self.fields.len());
         let mut problems = Vec::new();
         for field in &self.fields {
@@ -84,6 +84,9 @@ impl LeadForm {
         }
     }
 }
+
+/// Each refused field's name and why.
+pub type Problems = Vec<(String, FieldProblem)>;
 
 /// The form's consent checkbox's name.
 pub const CONSENT_FIELD: &str = "consent";

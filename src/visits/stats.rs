@@ -187,7 +187,7 @@ pub fn link_stats(
             url: Some(link.url.clone()),
             visits: total - routed,
         });
-        destinations.sort_by(|a, b| b.visits.cmp(&a.visits));
+        destinations.sort_by_key(|d| std::cmp::Reverse(d.visits));
     }
     Ok(LinkStats {
         from: rfc3339(from),
