@@ -22,6 +22,7 @@ use super::error::ApiError;
 use crate::config::Role;
 use crate::csv_safe::CsvWriter;
 use crate::links::rfc3339;
+use crate::model::options::App;
 use crate::model::{Millis, Visit};
 use crate::state::AppState;
 use crate::visits::stats::{self, Granularity, MAX_POINTS};
@@ -114,12 +115,15 @@ struct VisitView {
     region: Option<Arc<str>>,
     city: Option<Arc<str>>,
     isp: Option<Arc<str>>,
-    /// `default`, `rule:N` or `target:N` on a link with rules or targets.
+    /// `default`, `rule:N` or `target:N`; `in_app` or `preview` for a visit that stopped at
+    /// the page for in-app browsers or for crawlers.
     route: Option<Arc<str>>,
+    /// The in-app browser the visit came from (`wechat`, `qq`, …), read from its user agent.
+    app: Option<&'static str>,
 }
 
 /// The columns of a visits CSV, in the order of [`VisitView::cells`].
-const VISIT_COLUMNS: [&str; 18] = [
+const VISIT_COLUMNS: [&str; 19] = [
     "id",
     "at",
     "code",
@@ -138,11 +142,12 @@ const VISIT_COLUMNS: [&str; 18] = [
     "city",
     "isp",
     "route",
+    "app",
 ];
 
 impl VisitView {
     /// The visit as a CSV row ([`VISIT_COLUMNS`]).
-    fn cells(&self) -> [String; 18] {
+    fn cells(&self) -> [String; 19] {
         let text = |v: &Option<Arc<str>>| v.as_deref().unwrap_or("").to_string();
         [
             self.id.to_string(),
@@ -163,12 +168,14 @@ impl VisitView {
             text(&self.city),
             text(&self.isp),
             text(&self.route),
+            self.app.unwrap_or("").to_string(),
         ]
     }
 }
 
 impl From<Visit> for VisitView {
     fn from(v: Visit) -> Self {
+        let app = App::of_user_agent(&v.user_agent).map(App::as_str);
         VisitView {
             id: v.id,
             at: rfc3339(v.at),
@@ -190,6 +197,7 @@ impl From<Visit> for VisitView {
             // A plain link's visits store no route (nothing to tell apart): theirs is the
             // default.
             route: v.route.or_else(|| Some(Arc::from("default"))),
+            app,
         }
     }
 }
