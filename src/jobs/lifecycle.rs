@@ -109,7 +109,7 @@ impl Lifecycle {
         self.prune(now, &mut report)?;
         let pruned = self.leads.prune()?;
         self.store.sync()?;
-        report.leads_pruned = pruned.expired + pruned.orphaned;
+        report.leads_pruned += pruned.expired + pruned.orphaned;
         report.took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(
             expired = report.expired,

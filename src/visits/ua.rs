@@ -4,6 +4,7 @@
 use std::sync::{Arc, LazyLock};
 
 use quick_cache::sync::Cache;
+use crate::model::gates::is_preview_crawler;
 
 /// Device class of a visit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -70,8 +71,9 @@ const MAX_CACHED_LEN: usize = 1024;
 /// cache hit (measured once during development; `cargo bench --bench visit_writer` measures
 /// the whole writer). The writer parses every visit, so the cache matters.
 ///
-/// Bot rule: woothee's `crawler` category and headless browsers are
-/// bots. HTTP libraries and command-line clients (`curl`, `python-requests`,
+/// Bot rule: woothee's `crawler` category, the link-preview crawlers of chat and social apps
+/// (`model::gates::is_preview_crawler`: WhatsApp's and Skype's are not in woothee's list)
+/// and headless browsers are bots. HTTP libraries and command-line clients (`curl`, `python-requests`,
 /// `Go-http-client`…) are not crawlers: they are device `other`, named by their first product
 /// token, and not flagged, because people do open short links with them (and API users test
 /// with them); flagging them would hide those visitors from `unique_visitors`.
@@ -130,9 +132,9 @@ impl UaParser {
             agent.browser_version = version.into();
         }
 
-        agent.device = if library {
+        agent.device = if library && !is_preview_crawler(ua) {
             Device::Other
-        } else if parsed.category == "crawler" || is_headless(ua) {
+        } else if parsed.category == "crawler" || is_headless(ua) || is_preview_crawler(ua) {
             Device::Bot
         } else {
             match parsed.category {
@@ -263,6 +265,21 @@ mod tests {
         ("-", "", "", "", "", Device::Other),
         ("something we have never seen", "", "", "", "", Device::Other),
     ];
+
+    #[test]
+    fn link_preview_crawlers_are_bots() {
+        let parser = UaParser::new(16);
+        for ua in [
+            "WhatsApp/2.23.20.0 A",
+            "Mozilla/5.0 (Windows NT 6.1; WOW64) SkypeUriPreview Preview/0.5 skype-url-preview@microsoft.com",
+            "TelegramBot (like TwitterBot)",
+            "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+        ] {
+            let agent = parser.parse(ua);
+            assert!(agent.is_bot, "{ua}: {agent:?}");
+            assert_eq!(agent.device, Device::Bot, "{ua}");
+        }
+    }
 
     #[test]
     fn real_user_agents() {
