@@ -712,3 +712,165 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
     });
     eprintln!("screenshots in {}", shots.display());
 }
+
+#[test]
+fn a_visitor_fills_the_form_before_the_link_and_an_in_app_visitor_is_shown_the_way_out_in_chromium()
+{
+    let Some((driver_path, chrome)) = browser_paths() else {
+        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
+        }
+        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+        return;
+    };
+    let target = target_site();
+    let app = TestApp::start();
+    let link = app.create(serde_json::json!({
+        "url": target,
+        "form": {
+            "fields": [{ "name": "phone", "label": "Phone number", "type": "tel", "required": true }],
+            "consent": "I agree to be called about this offer.",
+        },
+        "in_app": "interstitial",
+    }));
+    let code = link["code"].as_str().expect("code").to_string();
+    let driver = Driver::start(&driver_path);
+    let profile = tempfile::tempdir().expect("profile dir");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let base = format!("http://{}", app.addr);
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let c = connect(&driver, &chrome, profile.path()).await;
+        c.set_window_size(1280, 900).await.expect("size");
+
+        // The short link shows the form.
+        c.goto(&format!("{base}/{code}")).await.expect("short link");
+        assert_eq!(text_of(&c, "h1").await, "One step before the link");
+        let phone = c
+            .find(Locator::Id("f-phone"))
+            .await
+            .expect("the phone field");
+        phone.send_keys("12ab-34").await.expect("type");
+        c.find(Locator::Css("form button[type=submit]"))
+            .await
+            .expect("button")
+            .click()
+            .await
+            .expect("send");
+        // Refused: the field's error beside it, the value kept, the consent asked for.
+        let error = c
+            .wait()
+            .for_element(Locator::Id("f-phone-error"))
+            .await
+            .expect("the phone's error");
+        assert!(error
+            .text()
+            .await
+            .expect("text")
+            .contains("Enter a phone number"));
+        let phone = c
+            .find(Locator::Id("f-phone"))
+            .await
+            .expect("the phone field");
+        assert_eq!(
+            phone.prop("value").await.expect("value").as_deref(),
+            Some("12ab-34")
+        );
+        assert_eq!(
+            phone.attr("aria-invalid").await.expect("attr").as_deref(),
+            Some("true")
+        );
+        assert!(text_of(&c, "#consent-error").await.contains("Tick the box"));
+        shot(&c, &shots, "desktop-light-visitor-form-errors").await;
+        emulate_phone(&c, Some(360)).await;
+        let (page, window) = sideways_overflow(&c).await;
+        assert!(page <= window, "the form is {page} px wide in {window}");
+        phone_shot(&c, &shots, "phone-light-visitor-form-errors", 360).await;
+        emulate_phone(&c, None).await;
+
+        // Corrected and agreed: on to the destination.
+        let phone = c
+            .find(Locator::Id("f-phone"))
+            .await
+            .expect("the phone field");
+        phone.clear().await.expect("clear");
+        phone.send_keys("+86 138 0013 8000").await.expect("type");
+        c.find(Locator::Css("input[name=consent]"))
+            .await
+            .expect("consent")
+            .click()
+            .await
+            .expect("tick");
+        c.find(Locator::Css("form button[type=submit]"))
+            .await
+            .expect("button")
+            .click()
+            .await
+            .expect("send");
+        wait_for_path(&c, "/landing").await;
+        assert_eq!(text_of(&c, "h1").await, "The landing page");
+
+        // The same browser goes straight through next time (its pass cookie).
+        c.goto(&format!("{base}/{code}")).await.expect("again");
+        wait_for_path(&c, "/landing").await;
+        assert_eq!(text_of(&c, "h1").await, "The landing page");
+
+        // Inside WeChat on a phone: the page that says to open the link in the browser, the
+        // arrow at the top right corner (the app's menu), the copy button once the script ran.
+        c.issue_cmd(Cdp(
+            "Emulation.setUserAgentOverride",
+            serde_json::json!({ "userAgent": WECHAT }),
+        ))
+        .await
+        .expect("user agent");
+        emulate_phone(&c, Some(360)).await;
+        for scheme in ["light", "dark"] {
+            c.issue_cmd(ColorScheme(scheme)).await.expect("scheme");
+            c.goto(&format!("{base}/{code}")).await.expect("in WeChat");
+            assert_eq!(text_of(&c, "h1").await, "Open this link in your browser");
+            let copy = c.find(Locator::Id("copy")).await.expect("copy button");
+            assert!(copy.is_displayed().await.expect("shown"), "visitor.js ran");
+            let arrow = c
+                .execute(
+                    "var b = document.querySelector('.menu-pointer').getBoundingClientRect(); \
+                     return [b.top, window.innerWidth - b.right, b.width];",
+                    vec![],
+                )
+                .await
+                .expect("the arrow's place");
+            let n = |i: usize| arrow[i].as_f64().expect("a number");
+            assert!(
+                n(0) < 20.0 && n(1) < 30.0 && n(2) > 30.0,
+                "the arrow is at the top right: {arrow}"
+            );
+            let (page, window) = sideways_overflow(&c).await;
+            assert!(page <= window, "the page is {page} px wide in {window}");
+            let lum = phone_shot(&c, &shots, &format!("phone-{scheme}-visitor-in-app"), 360).await;
+            if scheme == "dark" {
+                assert!(lum < 110.0, "dark ({lum})");
+            } else {
+                assert!(lum > 150.0, "light ({lum})");
+            }
+        }
+        c.close().await.expect("close");
+    });
+
+    // The lead, through the API.
+    let leads = app.api_get(&format!("/api/v1/links/{code}/leads"), ADMIN);
+    let items = leads["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{leads}");
+    assert_eq!(items[0]["values"]["phone"], "+8613800138000");
+    assert_eq!(
+        items[0]["consent"],
+        "I agree to be called about this offer."
+    );
+    eprintln!("screenshots in {}", shots.display());
+}
+
+/// A WeChat in-app browser's user agent (Android).
+const WECHAT: &str =
+    "Mozilla/5.0 (Linux; Android 13; Pixel 7) AppleWebKit/537.36 (KHTML, like Gecko) \
+Version/4.0 Chrome/116.0 Mobile Safari/537.36 XWEB/1160065 MMWEBSDK/20231202 \
+MicroMessenger/8.0.47.2560(0x28002F30) WeChat/arm64 Weixin NetType/WIFI Language/zh_CN";

@@ -1020,3 +1020,272 @@ fn a_link_ended_by_its_visit_cap_says_so() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_link_page_lists_its_leads_and_their_csv_for_editors_only() {
+    let app = TestApp::start();
+    let code = app.create(json!({
+        "url": "https://example.com/offer",
+        "form": {
+            "fields": [
+                { "name": "phone", "label": "Phone number", "type": "tel", "required": true },
+                { "name": "city", "label": "City", "type": "text" },
+            ],
+            "consent": "I agree to be called.",
+            "retention": "90d",
+        },
+    }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/ui/links/{code}");
+    let csv_path = format!("/ui/links/{code}/leads.csv");
+
+    // Before any lead: the section says so.
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html(&path, 200);
+    assert!(html.contains("id=\"leads\"") && html.contains("No leads yet."));
+
+    // A visitor fills the form.
+    let visitor = PageClient::new(&app);
+    let sent = visitor.post_raw(
+        &format!("/{code}"),
+        &[
+            ("form", "1"),
+            ("phone", "+86 138-0013-8000"),
+            ("city", "=HYPERLINK(\"x\")"),
+            ("consent", "yes"),
+        ],
+    );
+    assert_eq!(sent.status(), 302);
+
+    let html = admin.html(&path, 200);
+    assert!(html.contains("id=\"leads\""), "{html}");
+    let leads = &html[html.find("id=\"leads\"").unwrap()..];
+    assert!(leads.contains("<span class=\"count\">1</span>"));
+    assert!(leads.contains(">Phone number</th>") && leads.contains(">City</th>"));
+    assert!(leads.contains("+8613800138000"));
+    assert!(leads.contains("title=\"I agree to be called.\""));
+    assert!(leads.contains("deleted 90 days after it arrives"));
+    assert!(leads.contains(&format!("href=\"/ui/links/{code}/leads.csv\"")));
+    let csv = admin.get(&csv_path);
+    assert_eq!(csv.status(), 200);
+    assert!(csv.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    assert!(csv.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .contains(&format!("leads-{code}.csv")));
+    let body = csv.text().unwrap();
+    let mut lines = body.lines();
+    assert_eq!(lines.next(), Some("id,at,phone,city,consent"));
+    let row = lines.next().expect("one lead");
+    assert!(
+        row.contains(",+8613800138000,") || row.contains(",'+8613800138000,"),
+        "{row}"
+    );
+    assert!(
+        row.contains("'=HYPERLINK"),
+        "formula cells neutralised: {row}"
+    );
+
+    // An editor of another space, and a viewer, see no leads and may not download them.
+    for key in [VIEWER, SPORTS] {
+        let page = PageClient::signed_in(&app, key);
+        let html = page.get(&path).text().unwrap();
+        assert!(!html.contains("id=\"leads\""), "{key}");
+        assert!(!html.contains("8613800138000"), "{key}");
+        assert_eq!(page.get(&csv_path).status(), 403, "{key}");
+    }
+    // Without a session: to the sign-in page.
+    let anonymous = PageClient::new(&app).get(&csv_path);
+    assert_eq!(anonymous.status(), 303);
+    assert!(location(&anonymous).starts_with("/ui/login?next="));
+
+    // In Chinese.
+    admin.get("/ui/lang?set=zh-CN&back=%2F");
+    let html = admin.html(&path, 200);
+    assert!(html.contains("线索") && html.contains("下载 CSV") && html.contains("已同意"));
+}
+
+#[test]
+fn the_visitor_form_in_app_page_and_preview_are_edited_without_script() {
+    let app = TestApp::start();
+    let code = app.create(json!({ "url": "https://example.com/g" }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/ui/links/{code}");
+    let link = || -> serde_json::Value { app.api_get(&format!("/api/v1/links/{code}"), EDITOR) };
+    let page = PageClient::signed_in(&app, EDITOR);
+    let html = page.html(&path, 200);
+    assert!(html.contains("No form: visitors go straight on."));
+    assert!(
+        html.contains("<option value=\"\" selected>Server default (Redirect as usual)</option>")
+    );
+    assert!(
+        !html.contains("id=\"leads\""),
+        "no form, no leads: no section"
+    );
+
+    // "Add a field" shows the form again with a blank row, unsaved.
+    let added = options_post(
+        &page,
+        &code,
+        &[("action", "add_field"), ("og_title", "Kept")],
+    );
+    assert_eq!(added.status(), 200);
+    let html = added.text().unwrap();
+    assert!(html.contains("name=\"field.0.label\"") && html.contains("value=\"Kept\""));
+    assert!(link()["form"].is_null());
+
+    // A field name the service refuses: beside its input (the rows as the form numbers them),
+    // every value kept, nothing saved.
+    let refused = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("field.0.label", ""),
+            ("field.0.name", ""),
+            ("field.1.label", "Phone"),
+            ("field.1.name", "Phone Number"),
+            ("field.1.type", "tel"),
+            ("field.1.required", "1"),
+            ("form_consent", "I agree."),
+            ("in_app", "interstitial"),
+            ("og_title", "A title"),
+        ],
+    );
+    assert_eq!(refused.status(), 400);
+    let html = refused.text().unwrap();
+    let error = "id=\"field.1.name-error\"";
+    assert!(html.contains(error), "{html}");
+    let at = html.find(error).unwrap();
+    let input = html.find("name=\"field.1.name\"").unwrap();
+    assert!(input < at && html[input..at].contains("aria-invalid=\"true\""));
+    assert!(html[at..].contains("A name is 1 to 32 of a–z"));
+    assert!(html.contains("value=\"Phone Number\"") && html.contains(">I agree.</textarea>"));
+    assert!(html.contains("name=\"field.1.required\" value=\"1\" checked"));
+    assert!(html.contains("<option value=\"interstitial\" selected>"));
+    assert!(link()["form"].is_null() && link()["in_app"].is_null());
+
+    // A bad image address and an unknown in-app choice, each beside its own input.
+    for (fields, id) in [
+        (vec![("og_image", "ftp://example.com/x.png")], "og_image"),
+        (vec![("in_app", "sometimes")], "in_app"),
+        (
+            vec![
+                ("field.0.label", "A"),
+                ("field.0.name", "a"),
+                ("form_retention", "10s"),
+            ],
+            "form_retention",
+        ),
+        (vec![("form_consent", "Yes")], "form_fields"),
+    ] {
+        let mut all = vec![("action", "save")];
+        all.extend(fields);
+        let response = options_post(&page, &code, &all);
+        assert_eq!(response.status(), 400, "{id}");
+        assert!(
+            response
+                .text()
+                .unwrap()
+                .contains(&format!("id=\"{id}-error\"")),
+            "{id}"
+        );
+    }
+
+    // Saved in the API's shape.
+    let saved = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("field.0.label", "Phone"),
+            ("field.0.name", "phone"),
+            ("field.0.type", "tel"),
+            ("field.0.required", "1"),
+            ("field.1.label", ""),
+            ("field.1.name", ""),
+            ("field.2.label", "Email"),
+            ("field.2.name", "email"),
+            ("field.2.type", "email"),
+            ("form_consent", "I agree."),
+            ("form_retention", "30d"),
+            ("in_app", "interstitial"),
+            ("og_title", "A title"),
+            ("og_description", "Words"),
+            ("og_image", "https://example.com/i.png"),
+        ],
+    );
+    assert_eq!(saved.status(), 303);
+    let api = link();
+    assert_eq!(
+        api["form"],
+        json!({
+            "fields": [
+                { "name": "phone", "label": "Phone", "type": "tel", "required": true },
+                { "name": "email", "label": "Email", "type": "email", "required": false },
+            ],
+            "consent": "I agree.",
+            "retention": "30d",
+        })
+    );
+    assert_eq!(api["in_app"], "interstitial");
+    assert_eq!(
+        (&api["og_title"], &api["og_description"], &api["og_image"]),
+        (
+            &json!("A title"),
+            &json!("Words"),
+            &json!("https://example.com/i.png")
+        )
+    );
+    // Shown again as saved, with the markers in the list and on the page.
+    let html = page.html(&path, 200);
+    assert!(html.contains("name=\"field.1.name\" type=\"text\" value=\"email\""));
+    assert!(html.contains(">I agree.</textarea>") && html.contains("value=\"30d\""));
+    assert!(html.contains("<option value=\"interstitial\" selected>"));
+    assert!(
+        html.contains("id=\"leads\""),
+        "an editor sees the leads section"
+    );
+    let list = page.html("/ui/links", 200);
+    for marker in ["in-app browsers", "form", "social preview"] {
+        assert!(list.contains(&format!("\">{marker}</span>")), "{marker}");
+        assert!(html.contains(&format!("\">{marker}</span>")), "{marker}");
+    }
+
+    // Clearing everything removes them all.
+    let cleared = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("field.0.label", ""),
+            ("field.0.name", ""),
+            ("field.0.type", "tel"),
+            ("field.0.required", "1"),
+            ("form_retention", "30d"),
+        ],
+    );
+    assert_eq!(cleared.status(), 303);
+    let api = link();
+    assert!(api["form"].is_null() && api["in_app"].is_null(), "{api}");
+    assert!(
+        api["og_title"].is_null() && api["og_image"].is_null(),
+        "{api}"
+    );
+
+    // In Chinese.
+    page.get("/ui/lang?set=zh-CN&back=%2F");
+    let html = page.html(&path, 200);
+    assert!(
+        html.contains("访问前填写表单")
+            && html.contains("应用内浏览器")
+            && html.contains("分享预览")
+    );
+}

@@ -1,6 +1,7 @@
 //! What the pages' forms mean: validity choices, tags typed as one line, a link's options with
-//! its rules and targets as rows of indexed fields, and failures shown beside the field they
-//! are about. Turns form fields into the same requests the API takes.
+//! its rules, targets and visitor-form fields as rows of indexed fields, its in-app choice and
+//! social preview, and failures shown beside the field they are about. Turns form fields into
+//! the same requests the API takes.
 
 use std::collections::HashMap;
 
@@ -16,7 +17,8 @@ use time::{Date, OffsetDateTime, PrimitiveDateTime, Time};
 
 use super::render::{message, Visitor};
 use crate::http::error::ApiError;
-use crate::links::{rfc3339, UpdateLink};
+use crate::links::{retention_text, rfc3339, UpdateLink};
+use crate::model::gates::{FieldKind, MAX_FORM_FIELDS};
 use crate::model::options::{App, Rotation, MAX_RULES, MAX_TARGETS};
 use crate::model::{CapSlot, LinkOptions, Millis};
 use crate::state::AppState;
@@ -202,14 +204,20 @@ pub const SYSTEMS: [&str; 6] = ["ios", "android", "windows", "macos", "linux", "
 /// The rotations a link with targets may use.
 pub const ROTATIONS: [&str; 3] = ["weighted", "round_robin", "failover"];
 
+/// The kinds of input a visitor form's field may be.
+pub const FIELD_KINDS: [&str; 3] = ["tel", "email", "text"];
+/// What a link may do in in-app browsers; empty: as the server's `links.in_app` says.
+pub const IN_APP_CHOICES: [&str; 3] = ["", "direct", "interstitial"];
+
 /// The in-app browsers a rule may name.
 pub fn apps() -> Vec<&'static str> {
     App::ALL.iter().map(|a| a.as_str()).collect()
 }
 
 /// The link's options form (`section=options` on `/ui/links/{code}/edit`), as typed: every
-/// value a string, so that a page shown again keeps exactly what was entered. Rules and
-/// targets are rows of indexed fields (`rule.0.url`, `rule.0.os.ios`, `target.2.weight`).
+/// value a string, so that a page shown again keeps exactly what was entered. Rules, targets
+/// and the visitor form's fields are rows of indexed fields (`rule.0.url`, `rule.0.os.ios`,
+/// `target.2.weight`, `field.1.label`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OptionsForm {
     /// A new password (never the current one: it is stored as a hash).
@@ -222,6 +230,44 @@ pub struct OptionsForm {
     pub rotation: String,
     pub rules: Vec<RuleForm>,
     pub targets: Vec<TargetForm>,
+    /// `direct`, `interstitial`, or empty for the server's default.
+    pub in_app: String,
+    /// The fields of the form visitors fill before the destination.
+    pub fields: Vec<FieldForm>,
+    pub consent: String,
+    /// As typed (`180d`); empty for the default.
+    pub retention: String,
+    pub og_title: String,
+    pub og_description: String,
+    pub og_image: String,
+}
+
+/// One field of the visitor form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldForm {
+    pub name: String,
+    pub label: String,
+    /// `tel`, `email` or `text`.
+    pub kind: String,
+    pub required: bool,
+}
+
+impl Default for FieldForm {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            label: String::new(),
+            kind: FieldKind::Text.as_str().into(),
+            required: false,
+        }
+    }
+}
+
+impl FieldForm {
+    /// Without a name and a label a row asks for nothing (its type and box alone do not count).
+    fn is_blank(&self) -> bool {
+        self.name.is_empty() && self.label.is_empty()
+    }
 }
 
 /// One rule of the form.
@@ -257,6 +303,8 @@ pub struct TargetForm {
 pub enum Rows {
     Rule,
     Target,
+    /// A field of the visitor form.
+    Field,
 }
 
 /// What the options form's submit button asked for (`action`): save, or change the rows and
@@ -273,7 +321,7 @@ pub enum OptionsAction {
 }
 
 /// Reads `action`: `save` (or none: the Enter key), `add_rule`, `remove_rule.2`,
-/// `up_target.0`, `down_target.1`…
+/// `up_target.0`, `down_field.1`…
 pub fn options_action(fields: &Fields) -> OptionsAction {
     let Some(action) = field(fields, "action") else {
         return OptionsAction::Save;
@@ -291,6 +339,7 @@ pub fn options_action(fields: &Fields) -> OptionsAction {
     let (verb, rows) = match verb.rsplit_once('_') {
         Some((verb, "rule")) => (verb, Rows::Rule),
         Some((verb, "target")) => (verb, Rows::Target),
+        Some((verb, "field")) => (verb, Rows::Field),
         _ => return OptionsAction::Unknown,
     };
     match (verb, index) {
@@ -302,13 +351,14 @@ pub fn options_action(fields: &Fields) -> OptionsAction {
     }
 }
 
-/// The options as an update sends them, with which form row each sent rule and target came
-/// from (blank rows are left out), to put the service's errors beside the right inputs.
+/// The options as an update sends them, with which form row each sent rule, target and field
+/// came from (blank rows are left out), to put the service's errors beside the right inputs.
 #[derive(Debug)]
 pub struct OptionsRequest {
     pub update: UpdateLink,
     pub rule_rows: Vec<usize>,
     pub target_rows: Vec<usize>,
+    pub field_rows: Vec<usize>,
 }
 
 impl OptionsForm {
@@ -320,6 +370,8 @@ impl OptionsForm {
                 ..Self::default()
             };
         };
+        let form = o.form.as_ref();
+        let preview = o.preview.clone().unwrap_or_default();
         let rules = o
             .rules
             .iter()
@@ -376,6 +428,27 @@ impl OptionsForm {
             rotation: o.rotation.as_str().into(),
             rules,
             targets,
+            in_app: o.in_app.map(|a| a.as_str().to_string()).unwrap_or_default(),
+            fields: form
+                .map(|f| {
+                    f.fields
+                        .iter()
+                        .map(|f| FieldForm {
+                            name: f.name.clone(),
+                            label: f.label.clone(),
+                            kind: f.kind.as_str().into(),
+                            required: f.required,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            consent: form.and_then(|f| f.consent.clone()).unwrap_or_default(),
+            retention: form
+                .map(|f| retention_text(f.retention))
+                .unwrap_or_default(),
+            og_title: preview.title.unwrap_or_default(),
+            og_description: preview.description.unwrap_or_default(),
+            og_image: preview.image.unwrap_or_default(),
         }
     }
 
@@ -416,6 +489,25 @@ impl OptionsForm {
                 remaining: None,
             })
             .collect();
+        let fields_rows = row_numbers(fields, "field", MAX_FORM_FIELDS)
+            .into_iter()
+            .map(|n| {
+                let at = |part: &str| format!("field.{n}.{part}");
+                let kind = text(&at("type"));
+                FieldForm {
+                    name: text(&at("name")),
+                    label: text(&at("label")),
+                    // An unknown type is sent as typed: the service names it.
+                    kind: if kind.is_empty() {
+                        FieldKind::Text.as_str().into()
+                    } else {
+                        kind
+                    },
+                    required: field(fields, &at("required")).is_some(),
+                }
+            })
+            .collect();
+        let in_app = text("in_app");
         let rotation = text("rotation");
         Self {
             // A password is taken as typed: spaces may be part of it.
@@ -431,6 +523,13 @@ impl OptionsForm {
             },
             rules,
             targets,
+            in_app,
+            fields: fields_rows,
+            consent: text("form_consent"),
+            retention: text("form_retention"),
+            og_title: text("og_title"),
+            og_description: text("og_description"),
+            og_image: text("og_image"),
         }
     }
 
@@ -466,13 +565,20 @@ impl OptionsForm {
                     ..TargetForm::default()
                 },
             ),
+            Rows::Field => change(
+                &mut self.fields,
+                action,
+                MAX_FORM_FIELDS,
+                FieldForm::default(),
+            ),
         }
     }
 
     /// The update the form asks for, in the API's shape: every option is set (an empty
-    /// field removes it) except the password, which an empty field keeps. What only the form
-    /// can tell (a time that is no date, a rule without a condition or an address) fails
-    /// here, every such field at once; the rest is the service's to check.
+    /// field removes it) except the password, which an empty field keeps. The visitor form is
+    /// removed when no field row and no consent text is left. What only the form can tell (a
+    /// time that is no date, a rule without a condition or an address) fails here, every such
+    /// field at once; the rest is the service's to check.
     pub fn to_request(&self) -> Result<OptionsRequest, Vec<FormError>> {
         let mut errors = Vec::new();
         let password = if self.password_remove {
@@ -564,6 +670,33 @@ impl OptionsForm {
             targets.push(Json::Object(t));
             target_rows.push(i);
         }
+        let mut form_fields = Vec::new();
+        let mut field_rows = Vec::new();
+        for (i, f) in self.fields.iter().enumerate() {
+            if f.is_blank() {
+                continue;
+            }
+            form_fields.push(serde_json::json!({
+                "name": f.name,
+                "label": f.label,
+                "type": f.kind,
+                "required": f.required,
+            }));
+            field_rows.push(i);
+        }
+        let form = if form_fields.is_empty() && self.consent.is_empty() {
+            None
+        } else {
+            let mut form = serde_json::Map::new();
+            form.insert("fields".into(), Json::Array(form_fields));
+            if !self.consent.is_empty() {
+                form.insert("consent".into(), self.consent.clone().into());
+            }
+            if !self.retention.is_empty() {
+                form.insert("retention".into(), self.retention.clone().into());
+            }
+            Some(Json::Object(form))
+        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -577,10 +710,16 @@ impl OptionsForm {
                 rules: Some(Some(Json::Array(rules))),
                 targets: Some(Some(Json::Array(targets))),
                 rotation: Some(Some(self.rotation.clone())),
+                in_app: Some(optional(&self.in_app)),
+                form: Some(form),
+                og_title: Some(optional(&self.og_title)),
+                og_description: Some(optional(&self.og_description)),
+                og_image: Some(optional(&self.og_image)),
                 ..UpdateLink::default()
             },
             rule_rows,
             target_rows,
+            field_rows,
         })
     }
 }
@@ -734,8 +873,28 @@ pub fn options_error(
             _ => FormError::new(&at("url"), "err.invalid_targets"),
         };
     }
+    if let Some((row, tail)) = path
+        .strip_prefix("form.fields[")
+        .and_then(|rest| row(rest, &request.field_rows))
+    {
+        let at = |part: &str| format!("field.{row}.{part}");
+        return match tail.as_str() {
+            "label" => FormError::new(&at("label"), "err.form_label"),
+            "type" => FormError::new(&at("type"), "err.form_type"),
+            _ => FormError::new(&at("name"), "err.form_name"),
+        };
+    }
     match path {
         "fallback_url" => FormError::new(path, &url_key()),
+        "og_image" if e.code == "blocked_url" => FormError::new(path, &url_key()),
+        "og_image" => FormError::new(path, "err.og_image"),
+        "og_title" | "og_description" => FormError::new(path, &format!("err.{path}")),
+        "in_app" => FormError::new(path, "err.invalid_in_app"),
+        "form.consent" => FormError::new("form_consent", "err.form_consent"),
+        "form.retention" => FormError::new("form_retention", "err.form_retention"),
+        p if p == "form" || p.starts_with("form.") => {
+            FormError::new("form_fields", "err.form_fields")
+        }
         "password" | "max_visits" | "valid_from" | "rotation" | "rules" | "targets" => {
             FormError::new(path, &code_key("err.internal"))
         }
@@ -904,6 +1063,81 @@ mod tests {
         assert_eq!(
             options_error(&e, &request, |_| true),
             FormError::new("rule.0.query", "err.rule_query")
+        );
+        // Nothing of the pages before the destination: each is removed.
+        assert_eq!(update.form, Some(None));
+        assert_eq!(update.in_app, Some(None));
+        assert_eq!(update.og_image, Some(None));
+    }
+
+    #[test]
+    fn a_visitor_form_is_sent_as_the_api_takes_it() {
+        let form = OptionsForm::from_fields(&fields(&[
+            ("field.0.label", "Phone"),
+            ("field.0.name", "phone"),
+            ("field.0.type", "tel"),
+            ("field.0.required", "1"),
+            ("field.1.label", ""),
+            ("field.1.name", ""),
+            ("field.1.type", "email"),
+            ("field.1.required", "1"),
+            ("field.2.label", "Company"),
+            ("field.2.name", "Company"),
+            ("form_consent", " I agree. "),
+            ("form_retention", "90d"),
+            ("in_app", "interstitial"),
+            ("og_title", "Hello"),
+        ]));
+        assert_eq!(form.fields.len(), 3);
+        assert_eq!(form.fields[2].kind, "text", "a missing type is text");
+        let request = form.to_request().expect("a request");
+        assert_eq!(
+            request.update.form,
+            Some(Some(serde_json::json!({
+                "fields": [
+                    { "name": "phone", "label": "Phone", "type": "tel", "required": true },
+                    { "name": "Company", "label": "Company", "type": "text", "required": false },
+                ],
+                "consent": "I agree.",
+                "retention": "90d",
+            })))
+        );
+        assert_eq!(request.field_rows, [0, 2], "the blank row is left out");
+        assert_eq!(request.update.in_app, Some(Some("interstitial".into())));
+        assert_eq!(request.update.og_title, Some(Some("Hello".into())));
+        assert_eq!(request.update.og_description, Some(None));
+        // The service's refusal of the second sent field is beside the third row.
+        let e = ApiError::bad_request("invalid_form", "form.fields[1].name", "x");
+        assert_eq!(
+            options_error(&e, &request, |_| true),
+            FormError::new("field.2.name", "err.form_name")
+        );
+        let e = ApiError::bad_request("invalid_form", "form.retention", "x");
+        assert_eq!(
+            options_error(&e, &request, |_| true),
+            FormError::new("form_retention", "err.form_retention")
+        );
+        let e = ApiError::bad_request("invalid_preview", "og_image", "x");
+        assert_eq!(
+            options_error(&e, &request, |_| true),
+            FormError::new("og_image", "err.og_image")
+        );
+        // Consent alone keeps a form (the service says it needs a field); nothing removes it.
+        let consent_only = OptionsForm {
+            consent: "Yes".into(),
+            ..OptionsForm::default()
+        };
+        let update = consent_only.to_request().expect("a request").update;
+        assert_eq!(
+            update.form,
+            Some(Some(serde_json::json!({ "fields": [], "consent": "Yes" })))
+        );
+        let mut rows = OptionsForm::default();
+        rows.apply(options_action(&fields(&[("action", "add_field")])));
+        assert_eq!(rows.fields, [FieldForm::default()]);
+        assert_eq!(
+            rows.to_request().expect("a request").update.form,
+            Some(None)
         );
     }
 }

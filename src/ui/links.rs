@@ -1,8 +1,9 @@
 //! `/ui/links` (search, filter, page, copy, QR, delete; markers of what each link has beyond
 //! its URL) and `/ui/links/{code}` (the link, its visits over time and by destination, top
-//! lists, latest visits, QR, CSV, edit, its options with rules and targets, delete). Viewers
-//! read; editors also change and delete, and the server checks the role on every post,
-//! whatever the page showed.
+//! lists, latest visits, QR, CSV, edit, its options with rules, targets, the form before the
+//! visit, the in-app page and the social preview, the leads its form collected, delete).
+//! Viewers read, but never leads (personal data); editors also change and delete and read
+//! leads, and the server checks the role on every post and download, whatever the page showed.
 
 use std::collections::HashMap;
 
@@ -20,11 +21,14 @@ use super::render::{message, page, see_other, urlencoding, Visitor};
 use crate::config::Role;
 use crate::http::api::{authorized_link, blocking};
 use crate::http::error::ApiError;
+use crate::http::leads::csv_response as leads_csv_response;
 use crate::http::qr::{qr_response, QrParams};
 use crate::http::stats::csv_response;
 use crate::links::{LinkError, UpdateLink};
+use crate::model::gates::MAX_FORM_FIELDS;
 use crate::model::options::{MAX_RULES, MAX_TARGETS};
-use crate::model::{CapSlot, EndedBy, Link, LinkQuery, LinkStatus, Millis, Route};
+use crate::model::time::HOUR_MS;
+use crate::model::{CapSlot, EndedBy, LeadPage, Link, LinkQuery, LinkStatus, Millis, Route};
 use crate::state::AppState;
 use crate::visits::stats::{Granularity, LinkStats, DAY_MS, MAX_POINTS};
 
@@ -32,6 +36,8 @@ use crate::visits::stats::{Granularity, LinkStats, DAY_MS, MAX_POINTS};
 const PAGE: usize = 50;
 /// Visits per page of a link's latest visits.
 const VISITS_PAGE: usize = 20;
+/// Leads shown on a link's page (the CSV has them all).
+const LEADS_PAGE: usize = 50;
 /// Notices a redirect may ask a page to show (`?notice=`), by catalogue key.
 const NOTICES: &[&str] = &["saved", "deleted", "refilled"];
 
@@ -90,6 +96,69 @@ fn options_view(link: &Link, counted: &[(CapSlot, u64)], now: Millis) -> Value {
         not_started => valid_from.is_some_and(|at| now < at),
         fallback_url => options.and_then(|o| o.fallback_url.clone()),
         ended_by_cap => link.ended_by() == Some(EndedBy::MaxVisits),
+    }
+}
+
+/// A link's newest leads as the page shows them: one column per field (the form's fields in
+/// order by their labels, then any other name these leads hold), each lead's values in that
+/// order, and whether the visitor ticked a consent box.
+fn leads_view(link: &Link, page: &LeadPage, total: u64) -> Value {
+    let form = link.options.as_deref().and_then(|o| o.form.as_ref());
+    let mut columns: Vec<(String, String)> = form
+        .map(|f| {
+            f.fields
+                .iter()
+                .map(|f| (f.name.clone(), f.label.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    for lead in &page.leads {
+        for (name, _) in &lead.values {
+            if !columns.iter().any(|(n, _)| n == name) {
+                columns.push((name.clone(), name.clone()));
+            }
+        }
+    }
+    let rows: Vec<Value> = page
+        .leads
+        .iter()
+        .map(|lead| {
+            let values: Vec<String> = columns
+                .iter()
+                .map(|(name, _)| {
+                    lead.values
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                })
+                .collect();
+            context! {
+                at => display_time(lead.at),
+                values => values,
+                consent => lead.consent.clone(),
+            }
+        })
+        .collect();
+    context! {
+        total => total,
+        shown => page.leads.len(),
+        more => total > page.leads.len() as u64,
+        columns => columns.into_iter().map(|(name, label)| context! { name => name, label => label }).collect::<Vec<_>>(),
+        rows => rows,
+        with_consent => form.is_some_and(|f| f.consent.is_some()) || page.leads.iter().any(|l| l.consent.is_some()),
+        kept => form.map(|f| kept_for(f.retention)).map(|(unit, n)| context! { unit => unit, n => n.to_string() }),
+    }
+}
+
+/// A retention in the largest whole unit the page names: days, hours, or minutes (rounded up).
+fn kept_for(ms: Millis) -> (&'static str, u64) {
+    if ms % DAY_MS == 0 {
+        ("d", ms / DAY_MS)
+    } else if ms % HOUR_MS == 0 {
+        ("h", ms / HOUR_MS)
+    } else {
+        ("m", ms.div_ceil(60_000))
     }
 }
 
@@ -327,7 +396,13 @@ async fn render_detail(
         ),
     };
     let before = query.get("before").and_then(|b| b.parse::<u64>().ok());
+    // Leads are personal data: editors and admins of the link's space read them, as in the API.
+    let may_read_leads = visitor
+        .caller()
+        .require_space(Role::Editor, &link.space)
+        .is_ok();
     let stats_service = state.stats.clone();
+    let lead_service = state.leads.clone();
     let (id, from, to, granularity) = (link.id, range.from, range.to, range.granularity);
     let stats_link = link.clone();
     let links = state.links.clone();
@@ -336,10 +411,23 @@ async fn render_detail(
         let stats = stats_service.link(&stats_link, from, to, granularity)?;
         let totals = stats_service.totals(id)?;
         let recent = stats_service.recent(id, before, VISITS_PAGE)?;
-        Ok::<_, ApiError>((stats, totals, recent, counted))
+        let leads = if may_read_leads {
+            let total = lead_service.count(id).map_err(ApiError::from)?;
+            let page = if total > 0 {
+                lead_service
+                    .page(id, None, LEADS_PAGE)
+                    .map_err(ApiError::from)?
+            } else {
+                LeadPage::default()
+            };
+            Some((page, total))
+        } else {
+            None
+        };
+        Ok::<_, ApiError>((stats, totals, recent, counted, leads))
     })
     .await;
-    let (stats, totals, recent, counted) = match read {
+    let (stats, totals, recent, counted, leads) = match read {
         Ok(r) => r,
         Err(e) => return refused(state, visitor, &e),
     };
@@ -420,6 +508,12 @@ async fn render_detail(
         _ => OptionsForm::from_options(link.options.as_deref(), &counted),
     };
     let editable = visitor.can_edit() && link.status == LinkStatus::Active;
+    // A link with a form, or whose form (since removed) left leads, has the section.
+    let leads = leads
+        .filter(|(_, total)| {
+            *total > 0 || link.options.as_deref().is_some_and(|o| o.form.is_some())
+        })
+        .map(|(page, total)| leads_view(&link, &page, total));
     page(
         state,
         visitor,
@@ -439,6 +533,12 @@ async fn render_detail(
             rotations => forms::ROTATIONS,
             max_rules => MAX_RULES,
             max_targets => MAX_TARGETS,
+            blank_field => Value::from_serialize(forms::FieldForm::default()),
+            field_kinds => forms::FIELD_KINDS,
+            in_app_choices => forms::IN_APP_CHOICES,
+            in_app_default => state.config.links.in_app.as_str(),
+            max_fields => MAX_FORM_FIELDS,
+            leads => leads,
             destinations => destinations_view(&stats),
             // A plain link's visits all go to its URL: no table for that alone.
             show_destinations => link.options.as_deref().is_some_and(|o| !o.rules.is_empty() || !o.targets.is_empty())
@@ -687,6 +787,26 @@ pub async fn qr(
         }
     }
     response
+}
+
+/// `GET /ui/links/{code}/leads.csv`: every lead of the link's form, streamed; editors and
+/// admins of its space only, as the API's.
+pub async fn leads_csv(
+    State(state): State<AppState>,
+    visitor: Visitor,
+    Path(code): Path<String>,
+) -> Response {
+    if let Err(redirect) = visitor.require_session() {
+        return redirect.into_response();
+    }
+    let link = match authorized_link(&state, &visitor.caller(), &code, Role::Editor) {
+        Ok(link) => link,
+        Err(e) => return refused(&state, &visitor, &e),
+    };
+    match leads_csv_response(state.leads.clone(), link).await {
+        Ok(response) => response,
+        Err(e) => refused(&state, &visitor, &e),
+    }
 }
 
 /// `GET /ui/links/{code}/visits.csv`: every visit, streamed.

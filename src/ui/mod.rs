@@ -98,6 +98,7 @@ pub fn router() -> Router<AppState> {
         .route("/ui/links/{code}/delete", post(links::delete))
         .route("/ui/links/{code}/qr", get(links::qr))
         .route("/ui/links/{code}/visits.csv", get(links::visits_csv))
+        .route("/ui/links/{code}/leads.csv", get(links::leads_csv))
         .route("/ui/dashboard", get(dashboard::show))
         .route("/ui/pools/{length}/refill", post(dashboard::refill))
         .route("/static/{name}", get(assets::serve))
