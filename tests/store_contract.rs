@@ -8,8 +8,8 @@ mod pg;
 
 use std::sync::Arc;
 
-use vshortlink::model::options::{Conditions, Os, Rotation, Rule, Target};
 use vshortlink::model::gates::{FieldKind, FormField};
+use vshortlink::model::options::{Conditions, Os, Rotation, Rule, Target};
 use vshortlink::model::{EndedBy, InApp, Lead, LeadForm, OptionsPatch, SocialPreview};
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
@@ -686,7 +686,11 @@ fn leads_are_kept_by_link(make: Make) {
     let b = store.add_lead(lead(1, T0 + DAY, "+100000002")).unwrap();
     let c = store.add_lead(lead(2, T0 + DAY, "+100000003")).unwrap();
     assert!(a.id > 0 && b.id > a.id && c.id > b.id, "ids increase");
-    assert_eq!(a.values, lead(1, T0, "+100000001").values, "values as given");
+    assert_eq!(
+        a.values,
+        lead(1, T0, "+100000001").values,
+        "values as given"
+    );
     assert_eq!(store.lead_count(1).unwrap(), 2);
     assert_eq!(store.lead_count(2).unwrap(), 1);
     assert_eq!(store.lead_count(3).unwrap(), 0);
@@ -696,7 +700,10 @@ fn leads_are_kept_by_link(make: Make) {
     let next = store.leads(1, page.next, 1).unwrap();
     assert_eq!(next.leads, vec![a.clone()]);
     assert_eq!(next.next, None);
-    assert_eq!(store.leads(1, None, 10).unwrap().leads, vec![b.clone(), a.clone()]);
+    assert_eq!(
+        store.leads(1, None, 10).unwrap().leads,
+        vec![b.clone(), a.clone()]
+    );
     let mut links = store.lead_links().unwrap();
     links.sort_unstable();
     assert_eq!(links, vec![1, 2]);
@@ -706,15 +713,28 @@ fn leads_are_kept_by_link(make: Make) {
     assert_eq!(store.lead_count(1).unwrap(), 1);
     assert_eq!(store.delete_leads(2, None).unwrap(), 1);
     assert_eq!(store.lead_count(2).unwrap(), 0);
-    assert_eq!(store.lead_links().unwrap(), vec![1], "a link with no lead left is not listed");
+    assert_eq!(
+        store.lead_links().unwrap(),
+        vec![1],
+        "a link with no lead left is not listed"
+    );
     // An import keeps ids, skips what is there, and later leads get ids above it.
     let imported = Lead {
         id: c.id + 100,
         ..lead(5, T0, "+100000009")
     };
-    assert_eq!(store.import_leads(&[imported.clone(), b.clone()]).unwrap(), 1);
-    assert_eq!(store.import_leads(std::slice::from_ref(&imported)).unwrap(), 0);
-    assert_eq!(store.leads(5, None, 10).unwrap().leads, vec![imported.clone()]);
+    assert_eq!(
+        store.import_leads(&[imported.clone(), b.clone()]).unwrap(),
+        1
+    );
+    assert_eq!(
+        store.import_leads(std::slice::from_ref(&imported)).unwrap(),
+        0
+    );
+    assert_eq!(
+        store.leads(5, None, 10).unwrap().leads,
+        vec![imported.clone()]
+    );
     let after = store.add_lead(lead(5, T0 + 2 * DAY, "+100000010")).unwrap();
     assert!(after.id > imported.id, "{} > {}", after.id, imported.id);
     assert_eq!(store.lead_count(5).unwrap(), 2);
@@ -747,7 +767,12 @@ fn gates_travel_with_the_link(make: Make) {
     let link = created(store.create_link(&new));
     assert_eq!(link.options.as_deref(), Some(&options));
     assert_eq!(
-        store.link_by_code("gated").unwrap().unwrap().options.as_deref(),
+        store
+            .link_by_code("gated")
+            .unwrap()
+            .unwrap()
+            .options
+            .as_deref(),
         Some(&options)
     );
     assert_eq!(

@@ -16,7 +16,9 @@ use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
 use crate::health::HealthStatus;
 use crate::limits::Limit;
-use crate::links::{form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE};
+use crate::links::{
+    form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE,
+};
 use crate::model::{CapSlot, EndedBy, InApp, Link, LinkQuery, LinkStatus};
 use crate::state::AppState;
 

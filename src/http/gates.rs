@@ -97,7 +97,12 @@ pub async fn submit(
     let (leads, form_owned, body_owned, link_id) =
         (state.leads.clone(), form.clone(), body.clone(), link.id);
     let stored = tokio::task::spawn_blocking(move || {
-        leads.submit(link_id, &form_owned, |name| posted(&body_owned, name), consented)
+        leads.submit(
+            link_id,
+            &form_owned,
+            |name| posted(&body_owned, name),
+            consented,
+        )
     })
     .await
     .map_err(|e| ApiError::internal(e).into_response())?;
@@ -108,13 +113,17 @@ pub async fn submit(
                 Leads::pass_name(link.id),
                 state.leads.pass(link.id),
                 crate::model::gates::FORM_PASS_MS / 1000,
-                if state.ui.secure_cookies { "; Secure" } else { "" },
+                if state.ui.secure_cookies {
+                    "; Secure"
+                } else {
+                    ""
+                },
             );
             HeaderValue::from_str(&cookie).map_err(|e| ApiError::internal(e).into_response())
         }
-        Err(LeadError::Invalid(problems)) => {
-            Err(refused(state, code, form, body, &problems, password, headers))
-        }
+        Err(LeadError::Invalid(problems)) => Err(refused(
+            state, code, form, body, &problems, password, headers,
+        )),
         Err(LeadError::Store(e)) => Err(ApiError::from(e).into_response()),
     }
 }
@@ -135,12 +144,8 @@ fn refused(
         let (field, problem) = problems
             .first()
             .map_or(("form", "required"), |(f, p)| (f.as_str(), p.key()));
-        return ApiError::bad_request(
-            "invalid_form_value",
-            field,
-            format!("`{field}`: {problem}"),
-        )
-        .into_response();
+        return ApiError::bad_request("invalid_form_value", field, format!("`{field}`: {problem}"))
+            .into_response();
     }
     let value = |name: &str| posted(body, name);
     state.ui.lead_form(

@@ -156,7 +156,8 @@ pub fn answer(
             // A plain link meets no gate but the in-app page, and only when that is the default.
             if state.config.links.in_app == InApp::Interstitial {
                 let ua = text(headers, header::USER_AGENT);
-                if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua) {
+                if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua)
+                {
                     return gates::in_app_page(state, peer, id, code, &url, app, headers, visit)
                         .into();
                 }
@@ -212,7 +213,9 @@ fn decide(
             return gates::in_app_page(state, peer, link.id, code, &link.url, app, headers, visit)
                 .into()
         }
-        Gate::CrawlerPreview => return gates::crawler_page(state, peer, &link, headers, visit).into(),
+        Gate::CrawlerPreview => {
+            return gates::crawler_page(state, peer, &link, headers, visit).into()
+        }
         Gate::Destination => {}
     }
     let ip = state.client_ip(peer.ip(), headers);
@@ -362,9 +365,16 @@ impl Later {
             .map(str::to_string);
         if link.protected() {
             let from_form = body.is_some();
-            if let Some(refused) =
-                check_password(&state, ip, &code, &link, &headers, password.clone(), from_form)
-                    .await
+            if let Some(refused) = check_password(
+                &state,
+                ip,
+                &code,
+                &link,
+                &headers,
+                password.clone(),
+                from_form,
+            )
+            .await
             {
                 return refused;
             }
@@ -378,8 +388,16 @@ impl Later {
         let mut pass_cookie = None;
         if let (Some(form), Some(body)) = (&link.options.form, &body) {
             if !passed.form && gates::is_submission(form, body) {
-                match gates::submit(&state, ip, &code, &link, body, password.as_deref(), &headers)
-                    .await
+                match gates::submit(
+                    &state,
+                    ip,
+                    &code,
+                    &link,
+                    body,
+                    password.as_deref(),
+                    &headers,
+                )
+                .await
                 {
                     Ok(cookie) => {
                         passed.form = true;

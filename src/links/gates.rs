@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use super::{LinkError, Links, Result};
 use crate::model::gates::{
-    FieldKind, FormField, InApp, LeadForm, SocialPreview, DEFAULT_LEAD_RETENTION,
-    MAX_FORM_FIELDS, RESERVED_FIELD_NAMES,
+    FieldKind, FormField, InApp, LeadForm, SocialPreview, DEFAULT_LEAD_RETENTION, MAX_FORM_FIELDS,
+    RESERVED_FIELD_NAMES,
 };
 use crate::model::time::{DAY_MS, HOUR_MS};
 use crate::model::Millis;
@@ -65,7 +65,10 @@ impl Links {
         if list.is_empty() || list.len() > MAX_FORM_FIELDS {
             return Err(bad_form(
                 "form.fields",
-                format!("a form has 1 to {MAX_FORM_FIELDS} fields, not {}", list.len()),
+                format!(
+                    "a form has 1 to {MAX_FORM_FIELDS} fields, not {}",
+                    list.len()
+                ),
             ));
         }
         let fields = list
@@ -178,7 +181,10 @@ fn parse_field(i: usize, value: &Value) -> Result<FormField> {
     }
     let text = |key: &str| match object.get(key) {
         Some(Value::String(s)) => Ok(s.trim().to_string()),
-        _ => Err(bad_form(at(&format!(".{key}")), format!("each field needs a `{key}` string"))),
+        _ => Err(bad_form(
+            at(&format!(".{key}")),
+            format!("each field needs a `{key}` string"),
+        )),
     };
     let name = text("name")?;
     let label = text("label")?;

@@ -267,7 +267,12 @@ pub struct Passed {
 /// (an ended link or one not yet valid never gets here): password → form → in-app page →
 /// crawler preview → rules and targets. `options` is `None` for a plain link; `in_app` is
 /// `links.in_app`, for links that do not say.
-pub fn gate(options: Option<&LinkOptions>, in_app: InApp, passed: Passed, user_agent: &str) -> Gate {
+pub fn gate(
+    options: Option<&LinkOptions>,
+    in_app: InApp,
+    passed: Passed,
+    user_agent: &str,
+) -> Gate {
     if let Some(o) = options {
         if o.password.is_some() && !passed.password {
             return Gate::Password;
@@ -317,7 +322,10 @@ mod tests {
 
     #[test]
     fn phone_numbers() {
-        assert_eq!(phone_number("+86 138-0013-8000").as_deref(), Some("+8613800138000"));
+        assert_eq!(
+            phone_number("+86 138-0013-8000").as_deref(),
+            Some("+8613800138000")
+        );
         assert_eq!(phone_number("123456").as_deref(), Some("123456"));
         assert_eq!(phone_number("12345"), None);
         assert_eq!(phone_number("+123456789012345678901"), None);
@@ -394,7 +402,10 @@ mod tests {
             password: true,
             form: true,
         };
-        assert_eq!(gate(Some(&all), InApp::Direct, none, wechat()), Gate::Password);
+        assert_eq!(
+            gate(Some(&all), InApp::Direct, none, wechat()),
+            Gate::Password
+        );
         assert_eq!(gate(Some(&all), InApp::Direct, pw, wechat()), Gate::Form);
         assert_eq!(
             gate(Some(&all), InApp::Direct, both, wechat()),

@@ -14,12 +14,12 @@ pub mod time;
 mod visit;
 
 pub use error::{StorageFault, StoreError, StoreResult};
+pub use gates::{gate, Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
 pub use link::{
     is_keepable_id, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, OptionsPatch,
     MAX_LINK_ID,
 };
 pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
-pub use gates::{gate, Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
 pub use pool::PoolCounts;
 pub use time::Millis;
 pub use visit::{

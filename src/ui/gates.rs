@@ -82,10 +82,7 @@ impl Ui {
                 }
             })
             .collect();
-        let consent_problem = page
-            .problems
-            .iter()
-            .any(|(name, _)| name == CONSENT_FIELD);
+        let consent_problem = page.problems.iter().any(|(name, _)| name == CONSENT_FIELD);
         let status = if page.problems.is_empty() {
             StatusCode::OK
         } else {
@@ -166,9 +163,10 @@ impl Ui {
             Ok(html) => {
                 let mut response = render::visitor_page(status, html);
                 if let Some(csp) = csp {
-                    response
-                        .headers_mut()
-                        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+                    response.headers_mut().insert(
+                        header::CONTENT_SECURITY_POLICY,
+                        HeaderValue::from_static(csp),
+                    );
                 }
                 response.headers_mut().insert(
                     header::CACHE_CONTROL,

@@ -77,10 +77,7 @@ const TEMPLATES: &[(&str, &str)] = &[
         "in_app.html",
         include_str!("../../assets/templates/in_app.html"),
     ),
-    (
-        "og.html",
-        include_str!("../../assets/templates/og.html"),
-    ),
+    ("og.html", include_str!("../../assets/templates/og.html")),
 ];
 
 /// `default-src 'self'` and nothing inline: the one script and stylesheet are files of ours;

@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, LazyLock};
 
-use quick_cache::sync::Cache;
 use crate::model::gates::is_preview_crawler;
+use quick_cache::sync::Cache;
 
 /// Device class of a visit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -27,7 +27,12 @@ impl Shared {
             .row(
                 "INSERT INTO leads (link_id, id, at, lead_values, consent)
                  VALUES ($1, nextval('lead_ids'), $2, $3, $4) RETURNING id",
-                &[&sql_ms(lead.link_id), &sql_ms(lead.at), &values, &lead.consent],
+                &[
+                    &sql_ms(lead.link_id),
+                    &sql_ms(lead.at),
+                    &values,
+                    &lead.consent,
+                ],
             )
             .await
             .map_err(db_error)?;
@@ -82,17 +87,17 @@ impl Shared {
             .rows(
                 "SELECT link_id, id, at, lead_values, consent FROM leads
                  WHERE link_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
-                &[
-                    &sql_ms(link_id),
-                    &sql_ms(before.unwrap_or(u64::MAX)),
-                    &take,
-                ],
+                &[&sql_ms(link_id), &sql_ms(before.unwrap_or(u64::MAX)), &take],
             )
             .await
             .map_err(db_error)?;
         let more = rows.len() > limit;
         let leads: Vec<Lead> = rows.iter().take(limit).map(lead).collect();
-        let next = if more { leads.last().map(|l| l.id) } else { None };
+        let next = if more {
+            leads.last().map(|l| l.id)
+        } else {
+            None
+        };
         Ok(LeadPage { leads, next })
     }
 

@@ -44,10 +44,9 @@ use tokio_postgres::types::Json;
 use crate::model::{EndedBy, LinkOptions};
 use crate::store::{
     ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Lead,
-    LeadPage, Link,
-    LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded,
-    PoolBatch, PoolCounts, SharedRecords, Store, StoreError, StoreResult, VisitClaim, VisitPage,
-    VisitSummary, VisitTotals,
+    LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
+    NewVisit, PoolAdded, PoolBatch, PoolCounts, SharedRecords, Store, StoreError, StoreResult,
+    VisitClaim, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// The schema, one file per version, applied in order at start-up.

@@ -121,7 +121,11 @@ impl SledStore {
             leads.push(decode(&k, &v)?);
         }
         let more = range.next().is_some();
-        let next = if more { leads.last().map(|l| l.id) } else { None };
+        let next = if more {
+            leads.last().map(|l| l.id)
+        } else {
+            None
+        };
         Ok(LeadPage { leads, next })
     }
 
@@ -144,7 +148,11 @@ impl SledStore {
 
     /// Deletes a link's leads recorded before `before` (all of them with `None`), a chunk
     /// of keys per transaction.
-    pub(super) fn delete_leads_impl(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
+    pub(super) fn delete_leads_impl(
+        &self,
+        link_id: u64,
+        before: Option<Millis>,
+    ) -> StoreResult<u64> {
         const CHUNK: usize = 1000;
         let mut deleted = 0;
         let mut after = 0;
