@@ -42,6 +42,37 @@ pub struct Config {
     pub ui: UiConfig,
     pub yourls: YourlsConfig,
     pub links: LinksConfig,
+    pub review: ReviewConfig,
+}
+
+/// The review of destinations: off unless asked (an appliance sends nothing out by itself).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewConfig {
+    pub enabled: bool,
+    /// Files of hosts or URLs, one a line (`#` comments, hosts-file lines `0.0.0.0 host`).
+    pub blocklists: Vec<PathBuf>,
+    /// Fetch each destination (GET, 5 s, 1 MiB, 5 redirects).
+    pub fetch: bool,
+    /// Let the fetch reach private, loopback and link-local addresses.
+    pub allow_private: bool,
+    /// A Chromium for screenshots; empty: none.
+    pub browser: String,
+    pub scorer: ScorerConfig,
+    pub flag_threshold: f64,
+    pub block_threshold: f64,
+    /// Reviews run at once.
+    pub concurrency: usize,
+}
+
+/// An OpenAI-compatible chat-completions endpoint that scores a page for spam.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScorerConfig {
+    /// `…/v1/chat/completions`; empty: no scorer.
+    pub url: String,
+    pub model: String,
+    pub api_key: String,
 }
 
 /// What links do where they do not say.
@@ -552,6 +583,31 @@ impl Config {
                     return fail(
                         "server.not_found_url",
                         format!("`{not_found}` is not an http(s) URL"),
+                    )
+                }
+            }
+        }
+        let r = &self.review;
+        if !(0.0..=1.0).contains(&r.flag_threshold)
+            || !(0.0..=1.0).contains(&r.block_threshold)
+            || r.flag_threshold > r.block_threshold
+        {
+            return fail(
+                "review.flag_threshold",
+                "the thresholds are between 0 and 1, flag_threshold ≤ block_threshold".into(),
+            );
+        }
+        if r.concurrency == 0 || r.concurrency > 64 {
+            return fail("review.concurrency", "must be between 1 and 64".into());
+        }
+        let scorer = r.scorer.url.trim();
+        if !scorer.is_empty() {
+            match url::Url::parse(scorer) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => {
+                    return fail(
+                        "review.scorer.url",
+                        format!("`{scorer}` is not an http(s) URL"),
                     )
                 }
             }

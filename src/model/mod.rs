@@ -9,6 +9,7 @@ pub mod hll;
 mod link;
 pub mod options;
 mod pool;
+pub mod review;
 pub mod tally;
 pub mod time;
 mod visit;
@@ -21,6 +22,7 @@ pub use link::{
 };
 pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
 pub use pool::PoolCounts;
+pub use review::{CheckRecord, QueuedReview, Review, ReviewMark, Trigger, Verdict};
 pub use time::Millis;
 pub use visit::{
     client_hash_from_id, client_hash_of, DayCount, Dimension, HourCount, NewVisit, SummarySpan,
