@@ -55,6 +55,7 @@ pub mod ops;
 pub mod pools;
 pub mod qr;
 pub mod records;
+pub mod review;
 pub mod shutdown;
 pub mod state;
 pub mod store;
