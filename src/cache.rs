@@ -20,6 +20,8 @@ pub struct CachedTarget {
     pub cached_at: Millis,
     /// A link with options: what decides its redirects (`None` for a plain link).
     pub state: Option<Arc<LinkState>>,
+    /// A review blocked the link.
+    pub blocked: bool,
 }
 
 /// Hit and miss counters, shared with `/metrics`.

@@ -219,6 +219,30 @@ pub async fn build(
         config.server.redirect_status,
     );
     metrics.register_rate_limits(&limits);
+    // The review of destinations: checks only when enabled (an appliance sends nothing out
+    // unless asked); overrides and listings work either way.
+    let checker = if config.review.enabled {
+        Some(
+            review::checks::Checker::new(&config.review, blocked.clone())
+                .map_err(|e| format!("review: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let (reviews, review_triggers) = review::Reviews::new(
+        store.clone(),
+        links.clone(),
+        clock.clone(),
+        &config.review,
+        checker,
+    );
+    if reviews.enabled() {
+        links.on_review(reviews.hook());
+        let told = reviews.clone();
+        recorder.on_written(Arc::new(move |per_link| told.visits_written(per_link)));
+        reviews.start(review_triggers);
+    }
+    metrics.register_reviews(&reviews);
     let metrics = Arc::new(metrics);
     let leads = {
         let (store, clock) = (store.clone(), clock.clone());
@@ -246,6 +270,7 @@ pub async fn build(
         config: config.clone(),
         links,
         leads,
+        reviews,
         pools,
         health,
         stats: Arc::new(Statistics::new(store, clock)),

@@ -31,7 +31,7 @@ use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
-use crate::model::{CapSlot, LinkOptions};
+use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::pools::Pools;
 use crate::store::{
     CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
@@ -272,6 +272,9 @@ pub struct Content {
     pub tags: Vec<String>,
 }
 
+/// Told of a link that wants a review: its id and why.
+pub type ReviewHook = Arc<dyn Fn(u64, Trigger) + Send + Sync>;
+
 /// Where a code leads.
 #[derive(Clone, Debug)]
 pub enum Resolution {
@@ -307,6 +310,8 @@ pub struct Links {
     /// By code length: whether codes of it end with a check character (the redirect path
     /// refuses a failing one before any lookup).
     check_lengths: [bool; MAX_CODE_LEN + 1],
+    /// Told of creates and of changed destinations, for the review queue.
+    review_hook: OnceLock<ReviewHook>,
     /// The `hash` strategy's secret, read from the store once ([`Links::hash_secret`]).
     hash_secret: OnceLock<Vec<u8>>,
     /// The states of links with options, by id: kept across cache refills, so that a
@@ -350,6 +355,7 @@ impl Links {
         }
         Ok(Self {
             check_lengths,
+            review_hook: OnceLock::new(),
             hash_secret: OnceLock::new(),
             states: quick_cache::sync::Cache::new(STATES),
             agents: UaParser::new(AGENTS),
@@ -396,11 +402,24 @@ impl Links {
         self.clock.now()
     }
 
+    /// Tells `hook` of every new link and every change of a link's destinations (once).
+    pub fn on_review(&self, hook: ReviewHook) {
+        let _ = self.review_hook.set(hook);
+    }
+
+    fn tell_review(&self, result: &Result<(Link, bool)>, trigger: Trigger) {
+        if let (Some(hook), Ok((link, true))) = (self.review_hook.get(), result) {
+            hook(link.id, trigger);
+        }
+    }
+
     /// Creates a link, or returns the existing one for a dedup hit (`false`).
     pub fn create(&self, req: CreateLink) -> Result<(Link, bool)> {
         let new = self.validate_create(req, self.clock.now())?;
         let length = new.length();
-        created(self.pools.create(&new), length)
+        let result = created(self.pools.create(&new), length);
+        self.tell_review(&result, Trigger::Created);
+        result
     }
 
     /// [`Links::create`] for async callers: a pooled create is awaited without holding a
@@ -408,7 +427,9 @@ impl Links {
     pub async fn create_async(&self, req: CreateLink) -> Result<(Link, bool)> {
         let new = self.validate_create(req, self.clock.now())?;
         let length = new.length();
-        created(self.pools.create_async(new).await, length)
+        let result = created(self.pools.create_async(new).await, length);
+        self.tell_review(&result, Trigger::Created);
+        result
     }
 
     /// Creates many links at once, answers in request order. Creates run side by side so that
@@ -735,6 +756,9 @@ impl Links {
         }
         let now = self.clock.now();
         if let Some(hit) = self.cache.get(code, now) {
+            if hit.blocked {
+                return Ok(Resolution::Blocked);
+            }
             return Ok(Resolution::Found {
                 id: hit.id,
                 url: hit.url,
@@ -760,6 +784,7 @@ impl Links {
                         expires_at: entry.expires_at,
                         cached_at: now,
                         state: state.clone(),
+                        blocked: entry.blocked,
                     },
                 );
                 // An update or delete may have invalidated between our read and our insert:
@@ -767,6 +792,9 @@ impl Links {
                 // what we inserted may be stale. Drop it; the next resolve reads again.
                 if self.epoch.load(Ordering::Acquire) != epoch {
                     self.cache.invalidate(code);
+                }
+                if entry.blocked {
+                    return Ok(Resolution::Blocked);
                 }
                 Ok(Resolution::Found {
                     id: entry.id,
@@ -817,6 +845,7 @@ impl Links {
                 .map(|t| t.url.clone());
         }
         let patch = LinkPatch {
+            review: None,
             options,
             end: None,
             url: req.url.as_deref().map(|u| self.check_url(u)).transpose()?,
@@ -827,9 +856,18 @@ impl Links {
             title: req.title.map(check_title).transpose()?,
             tags: req.tags.map(|t| check_tags(Some(t))).transpose()?,
         };
+        let destinations_changed = patch.url.is_some()
+            || patch.options.rules.is_some()
+            || patch.options.targets.is_some();
         let result = self.store.update_link(code, &patch, now);
         self.invalidate(code);
-        result.map_err(|e| self.map_write_error(code, e))
+        let link = result.map_err(|e| self.map_write_error(code, e))?;
+        if destinations_changed {
+            if let Some(hook) = self.review_hook.get() {
+                hook(link.id, Trigger::Changed);
+            }
+        }
+        Ok(link)
     }
 
     /// Deletes a link; redirects stop at once, the record stays.

@@ -62,6 +62,7 @@ pub struct Metrics {
     links: Family<StatusLabel, Gauge>,
     queue_depth: Gauge,
     queue_capacity: Gauge,
+    review_queue: Gauge,
     flushes: Gauge,
     flush_seconds: FloatGauge,
     last_flush_seconds: FloatGauge,
@@ -148,6 +149,7 @@ impl Metrics {
             links: Family::default(),
             queue_depth: Gauge::default(),
             queue_capacity: Gauge::default(),
+            review_queue: Gauge::default(),
             flushes: Gauge::default(),
             flush_seconds: FloatGauge::default(),
             last_flush_seconds: FloatGauge::default(),
@@ -198,6 +200,20 @@ impl Metrics {
     }
 
     /// `vsl_rate_limited_total{limit}`: requests answered 429, per `limits.rates` key.
+    /// The review's counters: reviews by verdict, and the queue's depth (read when scraped).
+    pub fn register_reviews(&mut self, reviews: &crate::review::Reviews) {
+        self.registry.register(
+            "reviews",
+            "Reviews of destinations finished, by verdict",
+            reviews.finished.clone(),
+        );
+        self.registry.register(
+            "review_queue_depth",
+            "Links waiting in the review queue",
+            self.review_queue.clone(),
+        );
+    }
+
     pub fn register_rate_limits(&mut self, limits: &crate::limits::RateLimits) {
         self.registry.register(
             "rate_limited",
@@ -241,6 +257,7 @@ impl Metrics {
         }
         set(&self.queue_depth, recorder.depth() as u64);
         set(&self.queue_capacity, recorder.capacity() as u64);
+        set(&self.review_queue, store.review_queue_depth()?);
         let flush = store.commit_stats();
         set(&self.flushes, flush.flushes);
         self.flush_seconds.set(flush.total.as_secs_f64());

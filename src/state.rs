@@ -51,6 +51,8 @@ pub struct Services {
     pub pools: Arc<Pools>,
     /// Leads left through links' forms.
     pub leads: Arc<Leads>,
+    /// The review of destinations: its queue, workers, verdicts.
+    pub reviews: Arc<crate::review::Reviews>,
     /// The maintenance job, also run on demand by the API.
     pub lifecycle: Arc<Lifecycle>,
     /// `/healthz` and `/metrics` (links go through `links`, visits through `stats`; no

@@ -25,7 +25,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::codes::is_code_syntax;
 use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, LinkError, Links, DEFAULT_SPACE};
-use crate::model::{CapSlot, EndedBy, LinkOptions};
+use crate::model::{CapSlot, EndedBy, LinkOptions, ReviewMark};
 use crate::pools::Pools;
 use crate::store::{Imported, Link, LinkQuery, LinkStatus, Millis, NewVisit, Store, Visit};
 use crate::BoxError;
@@ -104,6 +104,9 @@ pub struct LinkRecord {
     /// Redirects counted against the caps so far, by slot (0 the link, n + 1 target n).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counted: Vec<(u32, u64)>,
+    /// The latest review verdict: a blocked link stays blocked where it moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewMark>,
 }
 
 /// Every field of a visit; `link_id` is the id of the link line it belongs to.
@@ -150,6 +153,7 @@ impl LinkRecord {
             options: link.options.as_deref().cloned(),
             ended_by: link.ended_by,
             counted: Vec::new(),
+            review: link.review.clone(),
         }
     }
 
@@ -175,6 +179,7 @@ impl LinkRecord {
             deleted_at: optional("deleted_at", &self.deleted_at)?,
             options: self.options.clone().map(Box::new),
             ended_by: self.ended_by,
+            review: self.review.clone(),
         })
     }
 }
@@ -778,6 +783,7 @@ impl Importer<'_> {
             deleted_at: None,
             options: None,
             ended_by: None,
+            review: None,
         };
         self.checked_link(line, link)
     }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::gates::{InApp, LeadForm};
+use super::review::{ReviewMark, Verdict};
 use super::options::{EndedBy, LinkOptions, Rotation, Rule, Target};
 use super::time::Millis;
 
@@ -96,6 +97,18 @@ pub struct Link {
     /// it ended by its expiry).
     #[serde(default)]
     pub ended_by: Option<EndedBy>,
+    /// The latest verdict of the review of its destinations; `None`: never reviewed.
+    #[serde(default)]
+    pub review: Option<ReviewMark>,
+}
+
+impl Link {
+    /// A review blocked it: it redirects no one.
+    pub fn is_review_blocked(&self) -> bool {
+        self.review
+            .as_ref()
+            .is_some_and(|r| r.verdict == Verdict::Blocked)
+    }
 }
 
 impl Link {
@@ -147,6 +160,8 @@ pub struct LinkPatch {
     /// The link has ended by its cap: it is stamped with why and its expiry set to the
     /// patch's time, so that the expiry machinery (cache, lifecycle, recycling) ends it.
     pub end: Option<EndedBy>,
+    /// A review's verdict (`Some(None)` forgets it).
+    pub review: Option<Option<ReviewMark>>,
 }
 
 /// Changes to a link's options; `None` leaves a field, `Some(None)` (or an empty list)
@@ -253,6 +268,9 @@ impl LinkPatch {
         if let Some(end) = self.end {
             out.ended_by = Some(end);
             out.expires_at = Some(out.expires_at.map_or(now, |at| at.min(now)));
+        }
+        if let Some(review) = &self.review {
+            out.review = review.clone();
         }
         out.updated_at = now;
         out

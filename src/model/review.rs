@@ -42,6 +42,20 @@ impl Verdict {
         Verdict::ALL.into_iter().find(|v| v.as_str() == text)
     }
 
+    /// The number a verdict is stored as (never renumber).
+    pub fn stored(self) -> u8 {
+        match self {
+            Verdict::Ok => 1,
+            Verdict::Flagged => 2,
+            Verdict::Blocked => 3,
+            Verdict::Unscored => 4,
+        }
+    }
+
+    pub fn of_stored(n: u8) -> Option<Verdict> {
+        Verdict::ALL.into_iter().find(|v| v.stored() == n)
+    }
+
     /// The verdict of a spam score between the thresholds (`flag ≤ block`).
     pub fn of_score(score: f64, flag: f64, block: f64) -> Verdict {
         if score >= block {
@@ -162,6 +176,9 @@ pub struct ReviewMark {
     pub reason: Option<String>,
     pub at: Millis,
 }
+
+// Scores are checked to lie in 0..=1 before they are kept: never NaN, so equality is total.
+impl Eq for ReviewMark {}
 
 /// A link waiting in the review queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,390 @@
 //! The review of destinations (design 003's 审核): a persisted queue of links to review, the
 //! workers that drain it, and what a verdict does to a link.
+//!
+//! - **When.** A link is queued when it is created, when its URL or a rule's or target's URL
+//!   changes (both told by the link service through [`Reviews::hook`]), when its visits reach
+//!   a power of two from 16 on (told by the visit writer after each batch, with each link's
+//!   total kept in a bounded cache), and on request. Telling never waits: the queue write
+//!   happens on this service's own task, so redirects and creates pay a channel send.
+//! - **The queue** is a store tree ordered by time (a table drained with `FOR UPDATE SKIP
+//!   LOCKED` on PostgreSQL), one entry per link, leased while reviewed: it survives restarts,
+//!   and a review that dies with its process is taken again when its lease ends.
+//! - **Workers** (`review.concurrency`) take a link, run the [`checks`] and keep the review;
+//!   its verdict becomes the link's (`Link::review`), which the redirect reads with the link:
+//!   a `blocked` link stops at once on every instance (the cache is invalidated here; other
+//!   instances hear of the change as of any other).
+//! - **Overrides** by an admin are reviews too (trigger `override`, the key's name kept).
 
 pub mod checks;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio::sync::{mpsc, Notify};
+
+use self::checks::Checker;
+use crate::clock::Clock;
+use crate::config::ReviewConfig;
+use crate::links::{LinkError, Links};
+use crate::model::review::visits_cross_trigger;
+use crate::model::{Link, LinkPatch, LinkStatus, Millis, Review, ReviewMark, Trigger, Verdict};
+use crate::store::{Store, StoreError};
+
+/// How long a taken review may run before another worker (or instance) may take it again.
+const LEASE_MS: Millis = 5 * 60 * 1000;
+/// A whole review, every check included, at most (the checks have their own, shorter limits).
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(90);
+/// Triggers waiting for the queue writer; past it a trigger is dropped (and logged).
+const TRIGGERS: usize = 4096;
+/// Links whose visit totals are remembered for the power-of-two trigger.
+const TOTALS: usize = 100_000;
+/// Reviews listed for one link at most.
+pub const MAX_LISTED: usize = 100;
+
+/// A label of the reviews counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct VerdictLabel {
+    pub verdict: &'static str,
+}
+
+/// The review service.
+pub struct Reviews {
+    store: Arc<dyn Store>,
+    links: Arc<Links>,
+    clock: Arc<dyn Clock>,
+    config: ReviewConfig,
+    checker: Option<Checker>,
+    triggers: mpsc::Sender<(u64, Trigger)>,
+    wake: Notify,
+    /// Each link's visit total as last seen, for the power-of-two trigger.
+    totals: quick_cache::sync::Cache<u64, u64>,
+    stopping: AtomicBool,
+    /// Reviews finished, by verdict.
+    pub finished: Family<VerdictLabel, Counter>,
+}
+
+impl Reviews {
+    /// The service, and the receiver of its triggers for [`Reviews::start`]. Without
+    /// `review.enabled` it queues and checks nothing (overrides and listings still work).
+    pub fn new(
+        store: Arc<dyn Store>,
+        links: Arc<Links>,
+        clock: Arc<dyn Clock>,
+        config: &ReviewConfig,
+        checker: Option<Checker>,
+    ) -> (Arc<Self>, mpsc::Receiver<(u64, Trigger)>) {
+        let (triggers, received) = mpsc::channel(TRIGGERS);
+        let finished = Family::<VerdictLabel, Counter>::default();
+        for verdict in Verdict::ALL {
+            drop(finished.get_or_create(&VerdictLabel {
+                verdict: verdict.as_str(),
+            }));
+        }
+        let reviews = Arc::new(Self {
+            store,
+            links,
+            clock,
+            config: config.clone(),
+            checker,
+            triggers,
+            wake: Notify::new(),
+            totals: quick_cache::sync::Cache::new(TOTALS),
+            stopping: AtomicBool::new(false),
+            finished,
+        });
+        (reviews, received)
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    /// Tells the service that a link wants a review; never waits (dropped, and logged, when
+    /// the queue writer is this far behind).
+    pub fn tell(&self, link_id: u64, trigger: Trigger) {
+        if !self.enabled() {
+            return;
+        }
+        if self.triggers.try_send((link_id, trigger)).is_err() {
+            tracing::warn!(link_id, trigger = trigger.as_str(), "review trigger dropped: the queue writer is behind");
+        }
+    }
+
+    /// What the link service calls after a create or a change of destinations.
+    pub fn hook(self: &Arc<Self>) -> Arc<dyn Fn(u64, Trigger) + Send + Sync> {
+        let reviews = self.clone();
+        Arc::new(move |id, trigger| reviews.tell(id, trigger))
+    }
+
+    /// What the visit writer calls after each batch: queues the links whose totals passed a
+    /// power of two from 16 on.
+    pub fn visits_written(&self, per_link: &[(u64, u64)]) {
+        if !self.enabled() {
+            return;
+        }
+        for &(link_id, n) in per_link {
+            let before = match self.totals.get(&link_id) {
+                Some(total) => total,
+                // Once per link while it stays in the cache: its total as stored, which
+                // already holds this batch.
+                None => match self.store.visit_totals(link_id) {
+                    Ok(totals) => totals.visits.saturating_sub(n),
+                    Err(_) => continue,
+                },
+            };
+            let after = before.saturating_add(n);
+            self.totals.insert(link_id, after);
+            if visits_cross_trigger(before, after) {
+                self.tell(link_id, Trigger::Visits);
+            }
+        }
+    }
+
+    /// Starts the queue writer and, with `review.enabled`, the workers.
+    pub fn start(self: &Arc<Self>, mut received: mpsc::Receiver<(u64, Trigger)>) {
+        if !self.enabled() {
+            return;
+        }
+        let writer = self.clone();
+        tokio::spawn(async move {
+            while let Some((link_id, trigger)) = received.recv().await {
+                let service = writer.clone();
+                let queued = tokio::task::spawn_blocking(move || {
+                    service.store.queue_review(link_id, trigger, service.clock.now())
+                })
+                .await;
+                match queued {
+                    Ok(Ok(_)) => writer.wake.notify_waiters(),
+                    Ok(Err(e)) => tracing::warn!(link_id, error = %e, "could not queue a review"),
+                    Err(e) => tracing::warn!(error = %e, "the review queue writer failed"),
+                }
+            }
+        });
+        for _ in 0..self.config.concurrency {
+            let worker = self.clone();
+            tokio::spawn(async move { worker.work().await });
+        }
+    }
+
+    /// Asks the workers to stop after their current review.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.wake.notify_waiters();
+    }
+
+    /// One worker: takes the oldest free link, reviews it, again; sleeps when none waits.
+    async fn work(self: Arc<Self>) {
+        while !self.stopping.load(Ordering::Acquire) {
+            let service = self.clone();
+            let taken = tokio::task::spawn_blocking(move || {
+                service.store.take_review(service.clock.now(), LEASE_MS)
+            })
+            .await;
+            match taken {
+                Ok(Ok(Some(queued))) => {
+                    let (link_id, trigger) = (queued.link_id, queued.trigger);
+                    if let Err(e) = self.review(link_id, trigger).await {
+                        tracing::warn!(link_id, error = %e, "review failed");
+                    }
+                }
+                Ok(Ok(None)) => {
+                    // Woken by a new entry, or look again (another instance's entries, ended
+                    // leases) after a while.
+                    let _ = tokio::time::timeout(Duration::from_secs(2), self.wake.notified())
+                        .await;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not take a review");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_secs(5)).await,
+            }
+        }
+    }
+
+    /// Reviews one link now and keeps the outcome; its verdict becomes the link's.
+    pub async fn review(&self, link_id: u64, trigger: Trigger) -> Result<Review, StoreError> {
+        let link = {
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.link_by_id(link_id))
+                .await
+                .map_err(|e| StoreError::Backend(e.to_string()))??
+        };
+        let now = self.clock.now();
+        let mut review = Review {
+            id: 0,
+            link_id,
+            at: now,
+            trigger,
+            checks: Vec::new(),
+            score: None,
+            reason: None,
+            verdict: Verdict::Unscored,
+            final_url: None,
+            title: None,
+            description: None,
+            screenshot: false,
+            by: None,
+        };
+        let mut screenshot = None;
+        match (&link, &self.checker) {
+            (Some(link), Some(checker)) if link.status != LinkStatus::Archived => {
+                let urls = destinations(link);
+                match tokio::time::timeout(REVIEW_TIMEOUT, checker.check(&urls)).await {
+                    Ok(outcome) => {
+                        review.checks = outcome.checks;
+                        review.score = outcome.score;
+                        review.reason = outcome.reason;
+                        review.verdict = outcome.verdict.unwrap_or(Verdict::Unscored);
+                        review.final_url = outcome.final_url;
+                        review.title = outcome.title;
+                        review.description = outcome.description;
+                        screenshot = outcome.screenshot;
+                    }
+                    Err(_) => review.checks.push(crate::model::CheckRecord {
+                        check: "review".into(),
+                        outcome: "failed".into(),
+                        detail: format!("the checks took over {} s", REVIEW_TIMEOUT.as_secs()),
+                    }),
+                }
+            }
+            _ => review.checks.push(crate::model::CheckRecord {
+                check: "review".into(),
+                outcome: "skipped".into(),
+                detail: "the link is gone".into(),
+            }),
+        }
+        self.keep(review, screenshot, link).await
+    }
+
+    /// An admin's verdict, kept as a review with the key's name.
+    pub async fn decide(
+        &self,
+        link: Link,
+        verdict: Verdict,
+        by: &str,
+    ) -> Result<Review, StoreError> {
+        let review = Review {
+            id: 0,
+            link_id: link.id,
+            at: self.clock.now(),
+            trigger: Trigger::Override,
+            checks: Vec::new(),
+            score: None,
+            reason: Some(format!("set by {by}")),
+            verdict,
+            final_url: None,
+            title: None,
+            description: None,
+            screenshot: false,
+            by: Some(by.to_string()),
+        };
+        self.keep(review, None, Some(link)).await
+    }
+
+    /// Queues a link now (`POST …/review` with no body), durably. `false`: it already waits.
+    pub fn request(&self, link_id: u64) -> Result<bool, StoreError> {
+        let queued = self
+            .store
+            .queue_review(link_id, Trigger::Requested, self.clock.now())?;
+        self.wake.notify_waiters();
+        Ok(queued)
+    }
+
+    /// Stores the review, then makes its verdict the link's (an active link only: an ended
+    /// one redirects no one anyway) and forgets the link's cached entry.
+    async fn keep(
+        &self,
+        review: Review,
+        screenshot: Option<Vec<u8>>,
+        link: Option<Link>,
+    ) -> Result<Review, StoreError> {
+        let store = self.store.clone();
+        let links = self.links.clone();
+        let kept = tokio::task::spawn_blocking(move || {
+            let kept = store.add_review(review, screenshot.as_deref())?;
+            if let Some(link) = link.filter(|l| l.status == LinkStatus::Active) {
+                let patch = LinkPatch {
+                    review: Some(Some(ReviewMark {
+                        verdict: kept.verdict,
+                        score: kept.score,
+                        reason: kept.reason.clone(),
+                        at: kept.at,
+                    })),
+                    ..LinkPatch::default()
+                };
+                match store.update_link(&link.code, &patch, kept.at) {
+                    Ok(_) | Err(StoreError::WrongStatus(_)) | Err(StoreError::NotFound) => {}
+                    Err(e) => return Err(e),
+                }
+                links.invalidate(&link.code);
+            }
+            Ok(kept)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(e.to_string()))??;
+        self.finished
+            .get_or_create(&VerdictLabel {
+                verdict: kept.verdict.as_str(),
+            })
+            .inc();
+        Ok(kept)
+    }
+
+    /// A link's reviews, newest first.
+    pub fn list(&self, link_id: u64) -> Result<Vec<Review>, StoreError> {
+        self.store.reviews(link_id, MAX_LISTED)
+    }
+
+    /// Links by their latest verdict, in id order.
+    pub fn by_verdict(
+        &self,
+        verdict: Verdict,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<(Vec<Link>, Option<u64>), LinkError> {
+        let (ids, next) = self.store.links_by_verdict(verdict, after, limit)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(link) = self.store.link_by_id(id)? {
+                out.push(link);
+            }
+        }
+        Ok((out, next))
+    }
+
+    /// The latest reviews of a link with their screenshots' presence, for the review page.
+    pub fn latest(&self, link_id: u64) -> Result<Option<Review>, StoreError> {
+        Ok(self.store.reviews(link_id, 1)?.into_iter().next())
+    }
+
+    pub fn screenshot(&self, review_id: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        self.store.review_screenshot(review_id)
+    }
+
+    /// Links waiting, for `/metrics`.
+    pub fn queue_depth(&self) -> u64 {
+        self.store.review_queue_depth().unwrap_or(0)
+    }
+}
+
+/// A link's destinations: its URL, then its rules' and targets' URLs.
+pub fn destinations(link: &Link) -> Vec<String> {
+    let mut urls = vec![link.url.clone()];
+    if let Some(options) = &link.options {
+        for url in options
+            .rules
+            .iter()
+            .map(|r| &r.url)
+            .chain(options.targets.iter().map(|t| &t.url))
+        {
+            if !urls.contains(url) {
+                urls.push(url.clone());
+            }
+        }
+    }
+    urls
+}

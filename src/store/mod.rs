@@ -27,7 +27,10 @@ pub use crate::model::{
     LinkQuery, LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
     SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
 };
-pub use crate::model::{CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, VisitClaim};
+pub use crate::model::{
+    CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, QueuedReview, Review, Trigger, Verdict,
+    VisitClaim,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +56,9 @@ pub struct ActiveEntry {
     /// decides nothing more.
     #[serde(default)]
     pub options: Option<Box<LinkOptions>>,
+    /// A review blocked the link: it redirects no one.
+    #[serde(default)]
+    pub blocked: bool,
 }
 
 impl ActiveEntry {
@@ -63,6 +69,7 @@ impl ActiveEntry {
             url: link.url.clone(),
             expires_at: link.expires_at,
             options: link.options.clone(),
+            blocked: link.is_review_blocked(),
         }
     }
 }
@@ -134,6 +141,7 @@ impl NewLink {
             deleted_at: None,
             options: self.options.clone(),
             ended_by: None,
+            review: None,
         }
     }
 }
@@ -400,6 +408,41 @@ pub trait Store: Send + Sync + 'static {
     /// above every imported one. Returns how many were written. Not durable until
     /// [`Store::sync`].
     fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64>;
+
+    // ---- reviews ----
+
+    /// Queues a link for review, durably. A link is queued at most once: `false` when it
+    /// already waits. One queued again while its review runs is kept for another review
+    /// once that one finishes.
+    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool>;
+
+    /// Takes the oldest queued link whose lease is free (never taken, or its lease ended before
+    /// `now`) and leases it until `now + lease`: an instance that dies mid-review leaves it to
+    /// be taken again. Instances sharing a store never take the same link at once.
+    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>>;
+
+    /// Links waiting in the queue, leased ones included.
+    fn review_queue_depth(&self) -> StoreResult<u64>;
+
+    /// Keeps a finished review (its id assigned here) and its screenshot, makes its verdict
+    /// the link's latest, and takes the link out of the queue (unless it was queued again
+    /// meanwhile: then it waits, free to be taken). Durable on return.
+    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review>;
+
+    /// A link's reviews, newest first, at most `limit`.
+    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>>;
+
+    /// The screenshot a review kept.
+    fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Ids of the links whose latest verdict is `verdict`, in id order after `after`, at most
+    /// `limit` (the next cursor when there are more).
+    fn links_by_verdict(
+        &self,
+        verdict: Verdict,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<(Vec<u64>, Option<u64>)>;
 
     // ---- pools ----
 

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderValue;
@@ -161,7 +161,12 @@ pub struct Recorder {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The geolocation database, shared with the redirect's `country` rules.
     geo: Option<Arc<GeoDb>>,
+    /// Told each link's visits of every batch once written (the review's visit trigger).
+    written: Arc<OnceLock<WrittenHook>>,
 }
+
+/// Called after each written batch with every link's count of visits in it.
+pub type WrittenHook = Arc<dyn Fn(&[(u64, u64)]) + Send + Sync>;
 
 /// What the writer needs to turn raw visits into records.
 struct Enricher {
@@ -189,6 +194,7 @@ impl Recorder {
                 stop,
                 writer: Mutex::new(None),
                 geo: None,
+                written: Arc::new(OnceLock::new()),
             }));
         }
         let geo = match config.geo_db.trim() {
@@ -201,11 +207,15 @@ impl Recorder {
             ip_mode: config.ip,
         });
         let (sender, receiver) = mpsc::channel(config.queue);
+        let written: Arc<OnceLock<WrittenHook>> = Arc::new(OnceLock::new());
         let writer = tokio::spawn(write_loop(
             receiver,
             enricher,
-            store,
-            metrics.clone(),
+            Writer {
+                store,
+                metrics: metrics.clone(),
+                written: written.clone(),
+            },
             stop.clone(),
         ));
         Ok(Arc::new(Recorder {
@@ -216,7 +226,14 @@ impl Recorder {
             stop,
             writer: Mutex::new(Some(writer)),
             geo,
+            written,
         }))
+    }
+
+    /// Tells `hook` each link's count of visits of every batch written from now on (once;
+    /// a second hook is refused).
+    pub fn on_written(&self, hook: WrittenHook) -> bool {
+        self.written.set(hook).is_ok()
     }
 
     /// The geolocation database, when one is configured and visits are recorded.
@@ -299,8 +316,7 @@ impl Recorder {
 async fn write_loop(
     mut receiver: mpsc::Receiver<RawVisit>,
     enricher: Arc<Enricher>,
-    store: Arc<dyn Store>,
-    metrics: VisitMetrics,
+    writer: Writer,
     stop: Arc<Notify>,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
@@ -351,7 +367,7 @@ async fn write_loop(
             }
             if writing.is_none() {
                 let visits = std::mem::take(&mut pending);
-                writing = Some(tokio::spawn(write(store.clone(), metrics.clone(), visits)));
+                writing = Some(tokio::spawn(writer.clone().write(visits)));
                 next_write = now + INTERVAL;
             } else {
                 // Look again soon rather than spin on a deadline already past.
@@ -365,7 +381,7 @@ async fn write_loop(
                 finish(running).await;
             }
             if !pending.is_empty() {
-                write(store.clone(), metrics.clone(), std::mem::take(&mut pending)).await;
+                writer.clone().write(std::mem::take(&mut pending)).await;
             }
             break;
         }
@@ -389,9 +405,33 @@ async fn finish(running: JoinHandle<()>) {
     }
 }
 
+/// What writes the visits: the store, the metrics, who is told of each batch.
+#[derive(Clone)]
+struct Writer {
+    store: Arc<dyn Store>,
+    metrics: VisitMetrics,
+    written: Arc<OnceLock<WrittenHook>>,
+}
+
+impl Writer {
 /// Writes one interval's visits with their counters (one store call, one flush).
-async fn write(store: Arc<dyn Store>, metrics: VisitMetrics, mut visits: Vec<NewVisit>) {
+async fn write(self, mut visits: Vec<NewVisit>) {
+    let Writer {
+        store,
+        metrics,
+        written: hook,
+    } = self;
     let count = visits.len() as u64;
+    // Each link's visits in this batch, only when someone listens.
+    let per_link: Vec<(u64, u64)> = if hook.get().is_some() {
+        let mut counts: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+        for v in &visits {
+            *counts.entry(v.visit.link_id).or_default() += 1;
+        }
+        counts.into_iter().collect()
+    } else {
+        Vec::new()
+    };
     let started = Instant::now();
     let written = tokio::task::spawn_blocking(move || store.record_visits(&mut visits)).await;
     metrics
@@ -400,6 +440,9 @@ async fn write(store: Arc<dyn Store>, metrics: VisitMetrics, mut visits: Vec<New
     match written {
         Ok(Ok(())) => {
             metrics.written.inc_by(count);
+            if let Some(tell) = hook.get() {
+                tell(&per_link);
+            }
         }
         Ok(Err(e)) => {
             metrics.failed.inc_by(count);
@@ -417,6 +460,7 @@ async fn write(store: Arc<dyn Store>, metrics: VisitMetrics, mut visits: Vec<New
             tracing::error!("the visit writer panicked on {count} visits: {e}");
         }
     }
+}
 }
 
 /// A client: its address and its raw user agent.

@@ -219,7 +219,8 @@ impl Shared {
         let client = self.client().await?;
         let row = client
             .row_opt(
-                "SELECT id, url, expires_at, options FROM links WHERE code = $1 AND status = 0",
+                "SELECT id, url, expires_at, options, review->>'verdict' = 'blocked'
+                 FROM links WHERE code = $1 AND status = 0",
                 &[&code],
             )
             .await
@@ -231,6 +232,7 @@ impl Shared {
             options: row
                 .get::<_, Option<Json<LinkOptions>>>(3)
                 .map(|Json(options)| Box::new(options)),
+            blocked: row.get::<_, Option<bool>>(4).unwrap_or(false),
         }))
     }
 
@@ -268,7 +270,7 @@ impl Shared {
         let tags: &[String] = &link.tags;
         tx.exec(
             "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6,
-                 options = $7, ended_by = $8
+                 options = $7, ended_by = $8, review = $9
              WHERE id = $1",
             &[
                 &sql_ms(link.id),
@@ -279,6 +281,7 @@ impl Shared {
                 &sql_ms(now),
                 &options_json(&link),
                 &ended_by_code(link.ended_by),
+                &link.review.as_ref().map(Json),
             ],
         )
         .await
@@ -608,14 +611,14 @@ impl Shared {
             .exec(
                 "INSERT INTO links
                      (id, code, url, space, custom, created_at, expires_at, status, title, tags,
-                      updated_at, deleted_at, recycle_from, options, ended_by)
+                      updated_at, deleted_at, recycle_from, options, ended_by, review)
                  SELECT id, code, url, space, custom, created_at, expires_at, status, title,
-                        tags, updated_at, deleted_at, recycle_from, options, ended_by
+                        tags, updated_at, deleted_at, recycle_from, options, ended_by, review
                  FROM jsonb_to_recordset($1::jsonb) AS r(
                      id bigint, code text, url text, space text, custom boolean,
                      created_at bigint, expires_at bigint, status smallint, title text,
                      tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint,
-                     options jsonb, ended_by smallint)",
+                     options jsonb, ended_by smallint, review jsonb)",
                 &[&serde_json::Value::Array(rows)],
             )
             .await
@@ -673,6 +676,7 @@ fn import_row(link: &Link) -> serde_json::Value {
         "recycle_from": link.status.recyclable().then(|| link.ended_at()).flatten().map(sql_ms),
         "options": link.options,
         "ended_by": ended_by_code(link.ended_by),
+        "review": link.review,
     })
 }
 

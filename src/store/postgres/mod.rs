@@ -25,6 +25,7 @@ mod claims;
 mod leads;
 mod links;
 mod pools;
+mod reviews;
 mod visits;
 mod watch;
 
@@ -41,10 +42,10 @@ use tokio_postgres::{NoTls, Row};
 
 use tokio_postgres::types::Json;
 
-use crate::model::{EndedBy, LinkOptions};
+use crate::model::{EndedBy, LinkOptions, ReviewMark};
 use crate::store::{
     ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Lead,
-    LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
+    LeadPage, Link, QueuedReview, Review, Trigger, Verdict, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
     NewVisit, PoolAdded, PoolBatch, PoolCounts, SharedRecords, Store, StoreError, StoreResult,
     VisitClaim, VisitPage, VisitSummary, VisitTotals,
 };
@@ -55,6 +56,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("migrations/0002_shared_records.sql")),
     (3, include_str!("migrations/0003_link_options.sql")),
     (4, include_str!("migrations/0004_leads.sql")),
+    (5, include_str!("migrations/0005_reviews.sql")),
 ];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";
@@ -157,7 +159,7 @@ fn status_of(code: i16) -> StoreResult<LinkStatus> {
 /// The columns every link query selects, in [`link_of`]'s order.
 const LINK_COLUMNS: &str =
     "id, code, url, space, custom, created_at, expires_at, status, title, tags, \
-     updated_at, deleted_at, options, ended_by";
+     updated_at, deleted_at, options, ended_by, review";
 
 fn link_of(row: &Row) -> StoreResult<Link> {
     Ok(Link {
@@ -177,6 +179,9 @@ fn link_of(row: &Row) -> StoreResult<Link> {
             .get::<_, Option<Json<LinkOptions>>>(12)
             .map(|Json(options)| Box::new(options)),
         ended_by: ended_by_of(row.get(13)),
+        review: row
+            .get::<_, Option<Json<ReviewMark>>>(14)
+            .map(|Json(review)| review),
     })
 }
 
@@ -570,6 +575,39 @@ impl Store for PgStore {
 
     fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
         self.block(self.shared.import_leads(leads))
+    }
+
+    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool> {
+        self.block(self.shared.queue_review(link_id, trigger, at))
+    }
+
+    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
+        self.block(self.shared.take_review(now, lease))
+    }
+
+    fn review_queue_depth(&self) -> StoreResult<u64> {
+        self.block(self.shared.review_queue_depth())
+    }
+
+    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
+        self.block(self.shared.add_review(review, screenshot))
+    }
+
+    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
+        self.block(self.shared.reviews(link_id, limit))
+    }
+
+    fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+        self.block(self.shared.review_screenshot(review_id))
+    }
+
+    fn links_by_verdict(
+        &self,
+        verdict: Verdict,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<(Vec<u64>, Option<u64>)> {
+        self.block(self.shared.links_by_verdict(verdict, after, limit))
     }
 
     fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {

@@ -11,6 +11,7 @@
 //! | `visits.rs` | visit blocks and their counters, listings, pruning |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
 //! | `leads.rs` | leads left through links' forms, by link |
+//! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
@@ -43,6 +44,7 @@ mod leads;
 mod links;
 mod open;
 mod pools;
+mod reviews;
 mod space;
 mod visit_counts;
 mod visit_index;
@@ -65,7 +67,7 @@ use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::store::{
     ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, Created, DayCount, Durability,
-    Imported, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink,
+    Imported, Lead, LeadPage, Link, LinkCounts, QueuedReview, Review, Trigger, Verdict, LinkPage, LinkPatch, LinkQuery, Millis, NewLink,
     NewVisit, PoolAdded, PoolBatch, PoolCounts, StorageFault, Store, StoreResult, VisitClaim,
     VisitPage, VisitSummary, VisitTotals,
 };
@@ -154,6 +156,14 @@ pub struct SledStore {
     /// Leads by link then id ([`leads`]), and each link's count of them.
     leads: sled::Tree,
     lead_counts: sled::Tree,
+    /// The review queue and reviews ([`reviews`]).
+    review_queue: sled::Tree,
+    review_pending: sled::Tree,
+    review_leases: Mutex<reviews::Leases>,
+    reviews: sled::Tree,
+    review_shots: sled::Tree,
+    review_verdicts: sled::Tree,
+    review_latest: sled::Tree,
     /// Whether `visit_totals` (totals of the layout before running totals) holds anything:
     /// a store that never had it skips the read for every link counted the first time.
     legacy_totals: bool,
@@ -314,6 +324,41 @@ impl Store for SledStore {
     fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
         self.space.admit(0)?;
         self.import_leads_impl(leads)
+    }
+
+    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool> {
+        self.space.admit(0)?;
+        self.queue_review_impl(link_id, trigger, at)
+    }
+
+    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
+        self.take_review_impl(now, lease)
+    }
+
+    fn review_queue_depth(&self) -> StoreResult<u64> {
+        self.review_queue_depth_impl()
+    }
+
+    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
+        self.space.admit(screenshot.map_or(0, |s| s.len() as u64))?;
+        self.add_review_impl(review, screenshot)
+    }
+
+    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
+        self.reviews_impl(link_id, limit)
+    }
+
+    fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+        self.review_screenshot_impl(review_id)
+    }
+
+    fn links_by_verdict(
+        &self,
+        verdict: Verdict,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<(Vec<u64>, Option<u64>)> {
+        self.links_by_verdict_impl(verdict, after, limit)
     }
 
     fn link_counts(&self) -> StoreResult<LinkCounts> {
