@@ -81,6 +81,8 @@ pub struct LinkView {
     pub og_title: Option<String>,
     pub og_description: Option<String>,
     pub og_image: Option<String>,
+    /// The latest verdict of the review of its destinations; `null`: never reviewed.
+    pub review: Option<super::reviews::ReviewMarkView>,
     /// What the link has beyond its URL: `password`, `max_visits`, `valid_from`,
     /// `fallback_url`, `rules`, `targets`, `in_app`, `form`, `preview`.
     pub features: Vec<&'static str>,
@@ -124,6 +126,7 @@ impl LinkView {
             og_title: preview.and_then(|p| p.title.clone()),
             og_description: preview.and_then(|p| p.description.clone()),
             og_image: preview.and_then(|p| p.image.clone()),
+            review: link.review.as_ref().map(Into::into),
             features: options.map(|o| o.markers()).unwrap_or_default(),
         }
     }

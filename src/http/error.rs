@@ -132,6 +132,8 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "invalid_form" => "Invalid form",
         "invalid_preview" => "Invalid preview",
         "form_required" => "Form required",
+        "invalid_verdict" => "Invalid verdict",
+        "review_disabled" => "Reviews are off",
         "password_required" => "Password required",
         "wrong_password" => "Wrong password",
         "invalid_field" => "Invalid field",

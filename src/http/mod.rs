@@ -22,6 +22,7 @@ pub mod error;
 pub mod front;
 pub mod gates;
 pub mod leads;
+pub mod reviews;
 pub mod observe;
 pub mod openapi;
 pub mod qr;
@@ -63,6 +64,9 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .route("/links/{code}/stats", get(stats::link_stats))
         .route("/links/{code}/visits", get(stats::link_visits))
         .route("/links/{code}/leads", get(leads::link_leads))
+        .route("/links/{code}/reviews", get(reviews::link_reviews))
+        .route("/links/{code}/review", post(reviews::review_link))
+        .route("/reviews", get(reviews::by_verdict))
         .route("/links/{code}/qr", get(qr::link_qr))
         .route("/stats", get(stats::system_stats))
         .route("/pools", get(api::list_pools))

@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, leads, qr, redirect, stats, yourls};
+use super::{api, leads, qr, redirect, reviews, stats, yourls};
 use crate::links::{CreateLink, UpdateLink};
 
 /// The document.
@@ -32,6 +32,9 @@ use crate::links::{CreateLink, UpdateLink};
         stats::link_stats,
         stats::link_visits,
         leads::link_leads,
+        reviews::link_reviews,
+        reviews::review_link,
+        reviews::by_verdict,
         stats::system_stats,
         stats::metrics,
         qr::link_qr,
@@ -41,7 +44,7 @@ use crate::links::{CreateLink, UpdateLink};
         yourls::api,
         spec,
     ),
-    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView)),
+    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;
