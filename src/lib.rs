@@ -236,6 +236,29 @@ pub async fn build(
         &config.review,
         checker,
     );
+    let r = &config.review;
+    if r.enabled {
+        let or_none = |s: &str| {
+            if s.trim().is_empty() {
+                "none".to_string()
+            } else {
+                s.trim().to_string()
+            }
+        };
+        tracing::info!(
+            blocklists = r.blocklists.len(),
+            fetch = r.fetch,
+            allow_private = r.allow_private,
+            browser = %or_none(&r.browser),
+            scorer = %or_none(&r.scorer.url),
+            workers = r.concurrency,
+            "review of destinations: on (destinations are fetched and scored as listed here)"
+        );
+    } else {
+        tracing::info!(
+            "review of destinations: off (nothing is fetched; set review.enabled to review links)"
+        );
+    }
     if reviews.enabled() {
         links.on_review(reviews.hook());
         let told = reviews.clone();
