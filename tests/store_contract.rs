@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use vshortlink::model::gates::{FieldKind, FormField};
 use vshortlink::model::options::{Conditions, Os, Rotation, Rule, Target};
-use vshortlink::model::{EndedBy, InApp, Lead, LeadForm, OptionsPatch, SocialPreview};
+use vshortlink::model::{
+    CheckRecord, EndedBy, InApp, Lead, LeadForm, OptionsPatch, Review, SocialPreview, Trigger,
+    Verdict,
+};
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{
@@ -432,6 +435,7 @@ fn import_keeps_records_and_is_idempotent(make: Make) {
         deleted_at: None,
         options: None,
         ended_by: None,
+        review: None,
     };
     let batch = [
         record(40, "imp001", "https://x.example/1", LinkStatus::Active),
@@ -782,6 +786,125 @@ fn gates_travel_with_the_link(make: Make) {
     );
 }
 
+fn review(link_id: u64, at: u64, verdict: Verdict) -> Review {
+    Review {
+        id: 0,
+        link_id,
+        at,
+        trigger: Trigger::Created,
+        checks: vec![CheckRecord {
+            check: "fetch".into(),
+            outcome: "ok".into(),
+            detail: "200 text/html".into(),
+        }],
+        score: Some(0.25),
+        reason: Some("fine".into()),
+        verdict,
+        final_url: Some("https://example.com/".into()),
+        title: Some("Example".into()),
+        description: None,
+        screenshot: false,
+        by: None,
+    }
+}
+
+fn the_review_queue_takes_each_link_once(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    assert!(store.queue_review(7, Trigger::Created, T0).unwrap());
+    assert!(
+        !store.queue_review(7, Trigger::Visits, T0 + 1).unwrap(),
+        "at most once"
+    );
+    assert!(store.queue_review(3, Trigger::Requested, T0 + 5).unwrap());
+    assert_eq!(store.review_queue_depth().unwrap(), 2);
+    // Oldest first; a leased entry is not taken again until its lease ends.
+    let first = store.take_review(T0 + 10, 100_000).unwrap().unwrap();
+    assert_eq!((first.link_id, first.trigger), (7, Trigger::Created));
+    let second = store.take_review(T0 + 10, 1000).unwrap().unwrap();
+    assert_eq!(second.link_id, 3);
+    assert_eq!(store.take_review(T0 + 10, 1000).unwrap(), None);
+    // Link 3's worker died: after the lease it is taken again.
+    assert_eq!(
+        store
+            .take_review(T0 + 2000, 1000)
+            .unwrap()
+            .map(|q| q.link_id),
+        Some(3)
+    );
+    // Finishing takes the link out of the queue and files its verdict.
+    let kept = store
+        .add_review(review(7, T0 + 20, Verdict::Flagged), Some(b"\x89PNG"))
+        .unwrap();
+    assert!(kept.id > 0 && kept.screenshot);
+    assert_eq!(store.review_queue_depth().unwrap(), 1);
+    assert_eq!(
+        store.review_screenshot(kept.id).unwrap().as_deref(),
+        Some(&b"\x89PNG"[..])
+    );
+    assert_eq!(store.reviews(7, 10).unwrap(), vec![kept.clone()]);
+    assert_eq!(
+        store.links_by_verdict(Verdict::Flagged, None, 10).unwrap(),
+        (vec![7], None)
+    );
+    // A newer verdict moves the link; the listing is newest first.
+    let again = store
+        .add_review(review(7, T0 + 30, Verdict::Blocked), None)
+        .unwrap();
+    assert!(again.id > kept.id);
+    assert_eq!(store.reviews(7, 10).unwrap(), vec![again.clone(), kept]);
+    assert_eq!(
+        store
+            .links_by_verdict(Verdict::Flagged, None, 10)
+            .unwrap()
+            .0,
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        store
+            .links_by_verdict(Verdict::Blocked, None, 10)
+            .unwrap()
+            .0,
+        vec![7]
+    );
+    // Queued again while its review runs: reviewed once more afterwards.
+    assert!(store.queue_review(9, Trigger::Created, T0 + 40).unwrap());
+    let taken = store.take_review(T0 + 3000, 100_000).unwrap().unwrap();
+    let taken = if taken.link_id == 9 {
+        taken
+    } else {
+        store
+            .add_review(review(taken.link_id, T0 + 41, Verdict::Ok), None)
+            .unwrap();
+        store.take_review(T0 + 3000, 100_000).unwrap().unwrap()
+    };
+    assert_eq!(taken.link_id, 9);
+    assert!(
+        store.queue_review(9, Trigger::Changed, T0 + 50).unwrap(),
+        "kept for later"
+    );
+    store
+        .add_review(review(9, T0 + 60, Verdict::Ok), None)
+        .unwrap();
+    assert_eq!(
+        store
+            .take_review(T0 + 3001, 1000)
+            .unwrap()
+            .map(|q| q.link_id),
+        Some(9),
+        "reviewed again"
+    );
+    store
+        .add_review(review(9, T0 + 70, Verdict::Ok), None)
+        .unwrap();
+    assert_eq!(store.review_queue_depth().unwrap(), 0);
+    let mut ok = store.links_by_verdict(Verdict::Ok, None, 1).unwrap();
+    assert_eq!(ok.0.len(), 1);
+    assert!(ok.1.is_some(), "a cursor when there are more");
+    ok = store.links_by_verdict(Verdict::Ok, ok.1, 10).unwrap();
+    assert_eq!(ok.1, None);
+}
+
 macro_rules! backend {
     ($backend:ident; $($case:ident),+ $(,)?) => {
         mod $backend {
@@ -816,6 +939,7 @@ backend!(
     claims_never_pass_a_cap,
     leads_are_kept_by_link,
     gates_travel_with_the_link,
+    the_review_queue_takes_each_link_once,
 );
 
 backend!(
@@ -836,4 +960,5 @@ backend!(
     claims_never_pass_a_cap,
     leads_are_kept_by_link,
     gates_travel_with_the_link,
+    the_review_queue_takes_each_link_once,
 );
