@@ -856,9 +856,8 @@ impl Links {
             title: req.title.map(check_title).transpose()?,
             tags: req.tags.map(|t| check_tags(Some(t))).transpose()?,
         };
-        let destinations_changed = patch.url.is_some()
-            || patch.options.rules.is_some()
-            || patch.options.targets.is_some();
+        let destinations_changed =
+            patch.url.is_some() || patch.options.rules.is_some() || patch.options.targets.is_some();
         let result = self.store.update_link(code, &patch, now);
         self.invalidate(code);
         let link = result.map_err(|e| self.map_write_error(code, e))?;

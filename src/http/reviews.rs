@@ -148,9 +148,8 @@ pub async fn review_link(
     }
     let principal = caller.require(Role::Admin)?.clone();
     let link = authorized_link(&state, &caller, &code, Role::Admin)?;
-    let decision: Decision = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request("invalid_json", "verdict", format!("the body: {e}"))
-    })?;
+    let decision: Decision = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("invalid_json", "verdict", format!("the body: {e}")))?;
     let verdict = match Verdict::parse(&decision.verdict) {
         Some(v @ (Verdict::Ok | Verdict::Blocked)) => v,
         _ => {

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::gates::{InApp, LeadForm};
-use super::review::{ReviewMark, Verdict};
 use super::options::{EndedBy, LinkOptions, Rotation, Rule, Target};
+use super::review::{ReviewMark, Verdict};
 use super::time::Millis;
 
 /// Where a link is in its life.

@@ -109,7 +109,11 @@ impl Reviews {
             return;
         }
         if self.triggers.try_send((link_id, trigger)).is_err() {
-            tracing::warn!(link_id, trigger = trigger.as_str(), "review trigger dropped: the queue writer is behind");
+            tracing::warn!(
+                link_id,
+                trigger = trigger.as_str(),
+                "review trigger dropped: the queue writer is behind"
+            );
         }
     }
 
@@ -153,7 +157,9 @@ impl Reviews {
             while let Some((link_id, trigger)) = received.recv().await {
                 let service = writer.clone();
                 let queued = tokio::task::spawn_blocking(move || {
-                    service.store.queue_review(link_id, trigger, service.clock.now())
+                    service
+                        .store
+                        .queue_review(link_id, trigger, service.clock.now())
                 })
                 .await;
                 match queued {
@@ -193,8 +199,8 @@ impl Reviews {
                 Ok(Ok(None)) => {
                     // Woken by a new entry, or look again (another instance's entries, ended
                     // leases) after a while.
-                    let _ = tokio::time::timeout(Duration::from_secs(2), self.wake.notified())
-                        .await;
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(2), self.wake.notified()).await;
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "could not take a review");

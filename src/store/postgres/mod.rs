@@ -45,9 +45,9 @@ use tokio_postgres::types::Json;
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
 use crate::store::{
     ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Lead,
-    LeadPage, Link, QueuedReview, Review, Trigger, Verdict, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
-    NewVisit, PoolAdded, PoolBatch, PoolCounts, SharedRecords, Store, StoreError, StoreResult,
-    VisitClaim, VisitPage, VisitSummary, VisitTotals,
+    LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
+    NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, SharedRecords, Store,
+    StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// The schema, one file per version, applied in order at start-up.

@@ -137,10 +137,7 @@ impl Shared {
         let rows = client
             .rows(
                 "SELECT record FROM reviews WHERE link_id = $1 ORDER BY id DESC LIMIT $2",
-                &[
-                    &sql_ms(link_id),
-                    &i64::try_from(limit).unwrap_or(i64::MAX),
-                ],
+                &[&sql_ms(link_id), &i64::try_from(limit).unwrap_or(i64::MAX)],
             )
             .await
             .map_err(db_error)?;
@@ -174,11 +171,7 @@ impl Shared {
             .rows(
                 "SELECT link_id FROM review_verdicts WHERE verdict = $1 AND link_id > $2
                  ORDER BY link_id LIMIT $3",
-                &[
-                    &small(verdict.stored()),
-                    &after.map_or(-1, sql_ms),
-                    &take,
-                ],
+                &[&small(verdict.stored()), &after.map_or(-1, sql_ms), &take],
             )
             .await
             .map_err(db_error)?;

@@ -67,9 +67,9 @@ use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::store::{
     ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, Created, DayCount, Durability,
-    Imported, Lead, LeadPage, Link, LinkCounts, QueuedReview, Review, Trigger, Verdict, LinkPage, LinkPatch, LinkQuery, Millis, NewLink,
-    NewVisit, PoolAdded, PoolBatch, PoolCounts, StorageFault, Store, StoreResult, VisitClaim,
-    VisitPage, VisitSummary, VisitTotals,
+    Imported, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink,
+    NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, StorageFault, Store,
+    StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).

@@ -95,7 +95,11 @@ impl SledStore {
             else {
                 return Err(corrupt("review_queue", "malformed key"));
             };
-            if leases.0.get(&link_id).is_some_and(|(until, _)| *until > now) {
+            if leases
+                .0
+                .get(&link_id)
+                .is_some_and(|(until, _)| *until > now)
+            {
                 continue;
             }
             let trigger = value
