@@ -103,6 +103,7 @@ mod tests {
             expires_at,
             cached_at,
             state: None,
+            blocked: false,
         }
     }
 
