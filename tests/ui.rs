@@ -1289,3 +1289,239 @@ fn the_visitor_form_in_app_page_and_preview_are_edited_without_script() {
             && html.contains("分享预览")
     );
 }
+
+/// A chat-completions scorer on a plain `TcpListener` thread: every request, whatever its
+/// path, is answered with a spam score of 0.6 ("looks odd"), which flags a link.
+fn flagging_scorer() -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the scorer");
+    let addr = listener.local_addr().expect("scorer address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&stream);
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        if name.eq_ignore_ascii_case("content-length") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                let answer = json!({ "choices": [{ "message": {
+                    "content": "{\"spam\":0.6,\"reason\":\"looks odd\"}"
+                } }] })
+                .to_string();
+                let mut stream = &stream;
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+/// A stand-in browser: writes a small PNG where `--screenshot=` says.
+fn fake_browser(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("browser.sh");
+    let script = "#!/bin/sh\n\
+        for a in \"$@\"; do case \"$a\" in --screenshot=*) out=\"${a#--screenshot=}\";; esac; done\n\
+        printf '\\211PNG\\r\\n\\032\\nfake' > \"$out\"\n";
+    std::fs::write(&path, script).expect("write the browser");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// The link's reviews as the API lists them, once there are `n` (or after 20 s, whatever).
+fn reviews_of(app: &TestApp, code: &str, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = app.api_get(&format!("/api/v1/links/{code}/reviews"), ADMIN);
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        if items.len() >= n || Instant::now() > deadline {
+            return items;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn admins_review_flagged_links_and_block_or_approve_them() {
+    let scorer = flagging_scorer();
+    let tools = tempfile::tempdir().expect("temp dir");
+    let browser = fake_browser(tools.path());
+    let app = TestApp::start_with(
+        &format!(
+            "[review]\nenabled = true\nfetch = false\nallow_private = true\nbrowser = \"{}\"\n\n\
+             [review.scorer]\nurl = \"http://{scorer}/v1/chat/completions\"\n",
+            browser.display()
+        ),
+        &[],
+    );
+    let created = app.create(json!({ "url": format!("http://{scorer}/odd-page") }));
+    let code = created["code"].as_str().expect("code").to_string();
+    let reviews = reviews_of(&app, &code, 1);
+    assert_eq!(reviews.len(), 1, "the create queued a review");
+    assert_eq!(reviews[0]["verdict"], "flagged", "{:?}", reviews[0]);
+    assert_eq!(reviews[0]["screenshot"], true, "{:?}", reviews[0]);
+    let review_id = reviews[0]["id"].as_u64().expect("id");
+
+    // The list: flagged by default, with the review's facts, checks and screenshot.
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/reviews", 200);
+    assert!(
+        html.contains("href=\"/ui/reviews\" aria-current=\"page\""),
+        "the nav item"
+    );
+    assert!(html.contains(&format!("id=\"r-{code}\"")), "{html}");
+    assert!(
+        html.contains("looks odd") && html.contains("0.60"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Scorer") && html.contains("Screenshot"),
+        "each check"
+    );
+    let shot = format!("/ui/reviews/{review_id}/screenshot.png");
+    assert!(html.contains(&format!("src=\"{shot}\"")), "{html}");
+    assert!(html.contains(">Approve<") && html.contains(">Block<"));
+    assert!(!html.contains("Reviews are off"));
+    let png = admin.get(&shot);
+    assert_eq!(png.status(), 200);
+    assert_eq!(png.headers()["content-type"], "image/png");
+    assert_eq!(png.headers()["cache-control"], "private, max-age=3600");
+    assert!(png.bytes().expect("body").starts_with(b"\x89PNG\r\n\x1a\n"));
+    for missing in [
+        "/ui/reviews/999999/screenshot.png",
+        "/ui/reviews/x/screenshot.png",
+    ] {
+        assert_eq!(admin.get(missing).status(), 404, "{missing}");
+    }
+    // Its page shows the verdict, with the buttons for admins.
+    let page_html = admin.html(&format!("/ui/links/{code}"), 200);
+    assert!(page_html.contains("badge v-flagged") && page_html.contains("looks odd"));
+    assert!(page_html.contains(">Block<"));
+
+    // Block: back to the list with a notice; the link stops redirecting at once.
+    let blocked = admin.post_form(
+        &format!("/ui/reviews/{code}"),
+        &[
+            ("verdict", "blocked"),
+            ("back", "/ui/reviews?verdict=flagged"),
+        ],
+    );
+    assert_eq!(blocked.status(), 303);
+    let to = location(&blocked);
+    assert!(
+        to.starts_with("/ui/reviews?verdict=flagged&notice=blocked"),
+        "{to}"
+    );
+    let html = admin.html(&to, 200);
+    assert!(html.contains("Blocked: the link no longer redirects."));
+    assert!(
+        !html.contains(&format!("id=\"r-{code}\"")),
+        "no longer flagged"
+    );
+    assert_eq!(app.get(&format!("/{code}")).status(), 403);
+    let html = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(html.contains(&format!("id=\"r-{code}\"")) && html.contains("verdict · admin"));
+    assert!(admin
+        .html("/ui/links", 200)
+        .contains("<span class=\"marker blocked\">blocked</span>"));
+    assert!(admin
+        .html(&format!("/ui/links/{code}"), 200)
+        .contains("badge v-blocked"));
+
+    // Approve from the link's page: back there, and it redirects again.
+    let approved = admin.post_form(
+        &format!("/ui/reviews/{code}"),
+        &[
+            ("verdict", "ok"),
+            ("back", &format!("/ui/links/{code}#review")),
+        ],
+    );
+    assert_eq!(approved.status(), 303);
+    let to = location(&approved);
+    assert!(
+        to.starts_with(&format!("/ui/links/{code}?notice=approved")) && to.ends_with("#review"),
+        "{to}"
+    );
+    let latest = &reviews_of(&app, &code, 3)[0];
+    assert_eq!(latest["verdict"], "ok");
+    assert_eq!(latest["trigger"], "override");
+    assert_eq!(latest["by"], "admin");
+    assert!(app.get(&format!("/{code}")).status().is_redirection());
+    assert!(admin
+        .html("/ui/reviews?verdict=ok", 200)
+        .contains(&format!("id=\"r-{code}\"")));
+    // Only ok and blocked are an admin's verdicts.
+    let wrong = admin.post_form(&format!("/ui/reviews/{code}"), &[("verdict", "flagged")]);
+    assert_eq!(wrong.status(), 400);
+
+    // Editors and viewers: no nav item, a 403 page, refused posts and screenshots.
+    for key in [EDITOR, VIEWER] {
+        let other = PageClient::signed_in(&app, key);
+        let html = other.html("/ui/links", 200);
+        assert!(!html.contains("href=\"/ui/reviews\""), "{key}");
+        assert!(other.html("/ui/reviews", 403).contains("Not allowed"));
+        assert_eq!(other.get(&shot).status(), 403, "{key}");
+        let post = other.post_form(&format!("/ui/reviews/{code}"), &[("verdict", "blocked")]);
+        assert_eq!(post.status(), 403, "{key}");
+        assert!(!other
+            .html(&format!("/ui/links/{code}"), 200)
+            .contains(">Block<"));
+    }
+    assert!(
+        app.get(&format!("/{code}")).status().is_redirection(),
+        "nothing changed"
+    );
+    // No session: the sign-in page.
+    let anonymous = PageClient::new(&app);
+    for path in ["/ui/reviews", shot.as_str()] {
+        let response = anonymous.get(path);
+        assert_eq!(response.status(), 303, "{path}");
+        assert!(location(&response).starts_with("/ui/login?next="));
+    }
+}
+
+#[test]
+fn the_reviews_page_says_when_reviews_are_off_and_overrides_still_work() {
+    let app = TestApp::start();
+    let created = app.create(json!({ "url": "https://example.com/spammy" }));
+    let code = created["code"].as_str().expect("code").to_string();
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/reviews", 200);
+    assert!(html.contains("Reviews are off") && html.contains("No flagged links"));
+    let response = app.post_json(
+        &format!("/api/v1/links/{code}/review"),
+        ADMIN,
+        &json!({ "verdict": "blocked" }),
+    );
+    assert_eq!(response.status(), 200);
+    let html = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(html.contains(&format!("id=\"r-{code}\"")) && html.contains("No screenshot"));
+    assert!(
+        html.contains("admin&#x27;s verdict"),
+        "the trigger in words"
+    );
+    admin.get("/ui/lang?set=zh-CN&back=%2F");
+    let html = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(html.contains("目标网址审核") && html.contains("拦截") && html.contains("没有截图"));
+    // An unknown verdict shows the flagged tab; a bad cursor the first page.
+    let html = admin.html("/ui/reviews?verdict=nonsense&after=x", 200);
+    assert!(html.contains("没有待复核的链接"));
+}

@@ -1,7 +1,8 @@
 //! `/ui/links` (search, filter, page, copy, QR, delete; markers of what each link has beyond
-//! its URL) and `/ui/links/{code}` (the link, its visits over time and by destination, top
-//! lists, latest visits, QR, CSV, edit, its options with rules, targets, the form before the
-//! visit, the in-app page and the social preview, the leads its form collected, delete).
+//! its URL, and of a review that blocked it) and `/ui/links/{code}` (the link, its visits over
+//! time and by destination, top lists, latest visits, QR, CSV, edit, its options with rules,
+//! targets, the form before the visit, the in-app page and the social preview, the leads its
+//! form collected, its latest review verdict with an admin's Approve and Block, delete).
 //! Viewers read, but never leads (personal data); editors also change and delete and read
 //! leads, and the server checks the role on every post and download, whatever the page showed.
 
@@ -39,7 +40,7 @@ const VISITS_PAGE: usize = 20;
 /// Leads shown on a link's page (the CSV has them all).
 const LEADS_PAGE: usize = 50;
 /// Notices a redirect may ask a page to show (`?notice=`), by catalogue key.
-const NOTICES: &[&str] = &["saved", "deleted", "refilled"];
+const NOTICES: &[&str] = &["saved", "deleted", "refilled", "approved", "blocked"];
 
 fn notice(query: &HashMap<String, String>) -> Option<String> {
     query
@@ -74,8 +75,27 @@ fn link_view(state: &AppState, link: &Link, visits: Option<u64>) -> Value {
         expires_at => link.expires_at.map(display_time),
         expires_date => link.expires_at.map(|ms| crate::links::rfc3339(ms).chars().take(10).collect::<String>()),
         visits => visits,
-        markers => link.options.as_deref().map(|o| o.markers()).unwrap_or_default(),
+        markers => markers(link),
+        review => link.review.as_ref().map(super::reviews::mark_view),
     }
+}
+
+/// What a link has beyond its URL, for the list's and the page's markers: its options, and
+/// `blocked` when its latest review blocked it.
+fn markers(link: &Link) -> Vec<&'static str> {
+    let mut out = link
+        .options
+        .as_deref()
+        .map(|o| o.markers())
+        .unwrap_or_default();
+    if link
+        .review
+        .as_ref()
+        .is_some_and(|r| r.verdict == crate::model::Verdict::Blocked)
+    {
+        out.insert(0, "blocked");
+    }
+    out
 }
 
 /// What the link's page says of its options: protection (never the hash), the visit cap and

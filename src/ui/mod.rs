@@ -1,6 +1,7 @@
 //! The web pages (see docs/web-interface.md): shorten at `/`, sign in and out, the links, one
-//! link's statistics, the dashboard, and the 404/410 pages — server-rendered from templates
-//! compiled into the binary, in English and Simplified Chinese, working without JavaScript.
+//! link's statistics, the dashboard, the review of destinations (admins), and the 404/410
+//! pages — server-rendered from templates compiled into the binary, in English and Simplified
+//! Chinese, working without JavaScript.
 //!
 //! - `render` — the template environment, the [`Visitor`] extractor (language, session, form
 //!   token), security headers
@@ -8,8 +9,8 @@
 //! - `session` — sessions, cookies, form tokens
 //! - `assets` — embedded stylesheet, script and icon
 //! - `chart` — SVG bar charts
-//! - `home`, `login`, `links`, `dashboard` — the pages' handlers: thin, they call the same
-//!   domain services as the API, never the store
+//! - `home`, `login`, `links`, `dashboard`, `reviews` — the pages' handlers: thin, they call
+//!   the same domain services as the API, never the store
 //! - `errors` — the 404/410 pages the redirect path serves
 
 pub mod assets;
@@ -24,6 +25,7 @@ pub mod i18n;
 pub mod links;
 pub mod login;
 pub mod render;
+pub mod reviews;
 pub mod session;
 
 use std::sync::Arc;
@@ -101,6 +103,12 @@ pub fn router() -> Router<AppState> {
         .route("/ui/links/{code}/leads.csv", get(links::leads_csv))
         .route("/ui/dashboard", get(dashboard::show))
         .route("/ui/pools/{length}/refill", post(dashboard::refill))
+        .route("/ui/reviews", get(reviews::list))
+        .route("/ui/reviews/{code}", post(reviews::decide))
+        .route(
+            "/ui/reviews/{review_id}/screenshot.png",
+            get(reviews::screenshot),
+        )
         .route("/static/{name}", get(assets::serve))
         .layer(axum::middleware::from_fn(render::security_headers))
         // Pages and assets are text: gzip makes a first visit about a third of the bytes.

@@ -50,6 +50,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../assets/templates/dashboard.html"),
     ),
     (
+        "reviews.html",
+        include_str!("../../assets/templates/reviews.html"),
+    ),
+    (
         "message.html",
         include_str!("../../assets/templates/message.html"),
     ),
