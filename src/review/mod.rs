@@ -33,8 +33,10 @@ use crate::model::review::visits_cross_trigger;
 use crate::model::{Link, LinkPatch, LinkStatus, Millis, Review, ReviewMark, Trigger, Verdict};
 use crate::store::{Store, StoreError};
 
-/// How long a taken review may run before another worker (or instance) may take it again.
-const LEASE_MS: Millis = 5 * 60 * 1000;
+/// A taken review's lease: renewed every [`RENEW_EVERY`] while it runs, so that the link is
+/// free again this soon after its worker (or its whole instance) dies.
+const LEASE_MS: Millis = 15_000;
+const RENEW_EVERY: Duration = Duration::from_secs(5);
 /// A whole review, every check included, at most (the checks have their own, shorter limits).
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(90);
 /// Triggers waiting for the queue writer; past it a trigger is dropped (and logged).
@@ -192,7 +194,24 @@ impl Reviews {
             match taken {
                 Ok(Ok(Some(queued))) => {
                     let (link_id, trigger) = (queued.link_id, queued.trigger);
-                    if let Err(e) = self.review(link_id, trigger).await {
+                    let review = self.review(link_id, trigger);
+                    tokio::pin!(review);
+                    let mut renew = tokio::time::interval(RENEW_EVERY);
+                    renew.tick().await;
+                    let done = loop {
+                        tokio::select! {
+                            done = &mut review => break done,
+                            _ = renew.tick() => {
+                                let service = self.clone();
+                                let _ = tokio::task::spawn_blocking(move || {
+                                    let until = service.clock.now().saturating_add(LEASE_MS);
+                                    service.store.renew_review(link_id, until)
+                                })
+                                .await;
+                            }
+                        }
+                    };
+                    if let Err(e) = done {
                         tracing::warn!(link_id, error = %e, "review failed");
                     }
                 }
@@ -280,7 +299,8 @@ impl Reviews {
             trigger: Trigger::Override,
             checks: Vec::new(),
             score: None,
-            reason: Some(format!("set by {by}")),
+            // Who decided is `by`; the pages and the API say it in the reader's words.
+            reason: None,
             verdict,
             final_url: None,
             title: None,

@@ -421,6 +421,10 @@ pub trait Store: Send + Sync + 'static {
     /// be taken again. Instances sharing a store never take the same link at once.
     fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>>;
 
+    /// Extends the lease of a link under review to `until` (a worker renews it while its
+    /// review runs, so that a short lease frees the link soon after its worker dies).
+    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()>;
+
     /// Links waiting in the queue, leased ones included.
     fn review_queue_depth(&self) -> StoreResult<u64>;
 

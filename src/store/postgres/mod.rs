@@ -585,6 +585,10 @@ impl Store for PgStore {
         self.block(self.shared.take_review(now, lease))
     }
 
+    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
+        self.block(self.shared.renew_review(link_id, until))
+    }
+
     fn review_queue_depth(&self) -> StoreResult<u64> {
         self.block(self.shared.review_queue_depth())
     }

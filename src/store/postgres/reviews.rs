@@ -73,6 +73,19 @@ impl Shared {
         .transpose()
     }
 
+    pub(super) async fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
+        let client = self.client().await?;
+        client
+            .exec(
+                "UPDATE review_queue SET leased_until = greatest(leased_until, $2)
+                 WHERE link_id = $1 AND leased_until > 0",
+                &[&sql_ms(link_id), &sql_ms(until)],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
     pub(super) async fn review_queue_depth(&self) -> StoreResult<u64> {
         let client = self.client().await?;
         let row = client

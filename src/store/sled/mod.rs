@@ -335,6 +335,11 @@ impl Store for SledStore {
         self.take_review_impl(now, lease)
     }
 
+    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
+        self.renew_review_impl(link_id, until);
+        Ok(())
+    }
+
     fn review_queue_depth(&self) -> StoreResult<u64> {
         self.review_queue_depth_impl()
     }

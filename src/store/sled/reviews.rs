@@ -116,6 +116,12 @@ impl SledStore {
         Ok(None)
     }
 
+    pub(super) fn renew_review_impl(&self, link_id: u64, until: Millis) {
+        if let Some(lease) = self.review_leases.lock().0.get_mut(&link_id) {
+            lease.0 = lease.0.max(until);
+        }
+    }
+
     pub(super) fn review_queue_depth_impl(&self) -> StoreResult<u64> {
         Ok(self.review_pending.len() as u64)
     }
