@@ -414,53 +414,54 @@ struct Writer {
 }
 
 impl Writer {
-/// Writes one interval's visits with their counters (one store call, one flush).
-async fn write(self, mut visits: Vec<NewVisit>) {
-    let Writer {
-        store,
-        metrics,
-        written: hook,
-    } = self;
-    let count = visits.len() as u64;
-    // Each link's visits in this batch, only when someone listens.
-    let per_link: Vec<(u64, u64)> = if hook.get().is_some() {
-        let mut counts: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
-        for v in &visits {
-            *counts.entry(v.visit.link_id).or_default() += 1;
-        }
-        counts.into_iter().collect()
-    } else {
-        Vec::new()
-    };
-    let started = Instant::now();
-    let written = tokio::task::spawn_blocking(move || store.record_visits(&mut visits)).await;
-    metrics
-        .batch_seconds
-        .observe(started.elapsed().as_secs_f64());
-    match written {
-        Ok(Ok(())) => {
-            metrics.written.inc_by(count);
-            if let Some(tell) = hook.get() {
-                tell(&per_link);
+    /// Writes one interval's visits with their counters (one store call, one flush).
+    async fn write(self, mut visits: Vec<NewVisit>) {
+        let Writer {
+            store,
+            metrics,
+            written: hook,
+        } = self;
+        let count = visits.len() as u64;
+        // Each link's visits in this batch, only when someone listens.
+        let per_link: Vec<(u64, u64)> = if hook.get().is_some() {
+            let mut counts: std::collections::BTreeMap<u64, u64> =
+                std::collections::BTreeMap::new();
+            for v in &visits {
+                *counts.entry(v.visit.link_id).or_default() += 1;
             }
-        }
-        Ok(Err(e)) => {
-            metrics.failed.inc_by(count);
-            if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
-                // A storage fault: the store logged it once for the episode; every write
-                // fails until the store is reopened, and `vsl_visits_failed_total` counts
-                // them.
-                tracing::debug!("{count} visits could not be written: {e}");
-            } else {
-                tracing::error!("{count} visits could not be written: {e}");
+            counts.into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        let started = Instant::now();
+        let written = tokio::task::spawn_blocking(move || store.record_visits(&mut visits)).await;
+        metrics
+            .batch_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match written {
+            Ok(Ok(())) => {
+                metrics.written.inc_by(count);
+                if let Some(tell) = hook.get() {
+                    tell(&per_link);
+                }
             }
-        }
-        Err(e) => {
-            metrics.failed.inc_by(count);
-            tracing::error!("the visit writer panicked on {count} visits: {e}");
+            Ok(Err(e)) => {
+                metrics.failed.inc_by(count);
+                if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
+                    // A storage fault: the store logged it once for the episode; every write
+                    // fails until the store is reopened, and `vsl_visits_failed_total` counts
+                    // them.
+                    tracing::debug!("{count} visits could not be written: {e}");
+                } else {
+                    tracing::error!("{count} visits could not be written: {e}");
+                }
+            }
+            Err(e) => {
+                metrics.failed.inc_by(count);
+                tracing::error!("the visit writer panicked on {count} visits: {e}");
+            }
         }
     }
-}
 }
 
 /// A client: its address and its raw user agent.
