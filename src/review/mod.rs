@@ -156,17 +156,19 @@ impl Reviews {
         }
         let writer = self.clone();
         tokio::spawn(async move {
-            while let Some((link_id, trigger)) = received.recv().await {
+            // Everything told while the last write ran goes in the next one: one transaction
+            // and one flush for a whole storm of creates, not one flush each.
+            let mut batch = Vec::with_capacity(TRIGGERS);
+            while received.recv_many(&mut batch, TRIGGERS).await > 0 {
                 let service = writer.clone();
+                let items = std::mem::take(&mut batch);
                 let queued = tokio::task::spawn_blocking(move || {
-                    service
-                        .store
-                        .queue_review(link_id, trigger, service.clock.now())
+                    service.store.queue_reviews(&items, service.clock.now())
                 })
                 .await;
                 match queued {
                     Ok(Ok(_)) => writer.wake.notify_waiters(),
-                    Ok(Err(e)) => tracing::warn!(link_id, error = %e, "could not queue a review"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "could not queue reviews"),
                     Err(e) => tracing::warn!(error = %e, "the review queue writer failed"),
                 }
             }

@@ -414,7 +414,13 @@ pub trait Store: Send + Sync + 'static {
     /// Queues a link for review, durably. A link is queued at most once: `false` when it
     /// already waits. One queued again while its review runs is kept for another review
     /// once that one finishes.
-    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool>;
+    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool> {
+        Ok(self.queue_reviews(&[(link_id, trigger)], at)? == 1)
+    }
+
+    /// [`Store::queue_review`] for many links in one durable write (the review's queue writer
+    /// gathers what creates and visits told it); returns how many were queued.
+    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64>;
 
     /// Takes the oldest queued link whose lease is free (never taken, or its lease ended before
     /// `now`) and leases it until `now + lease`: an instance that dies mid-review leaves it to

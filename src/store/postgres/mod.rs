@@ -577,8 +577,8 @@ impl Store for PgStore {
         self.block(self.shared.import_leads(leads))
     }
 
-    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool> {
-        self.block(self.shared.queue_review(link_id, trigger, at))
+    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
+        self.block(self.shared.queue_reviews(items, at))
     }
 
     fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {

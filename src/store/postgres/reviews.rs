@@ -14,29 +14,29 @@ fn small(n: u8) -> i16 {
 }
 
 impl Shared {
-    pub(super) async fn queue_review(
+    pub(super) async fn queue_reviews(
         &self,
-        link_id: u64,
-        trigger: Trigger,
+        items: &[(u64, Trigger)],
         at: Millis,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<u64> {
+        let mut seen = std::collections::HashSet::new();
+        let (ids, triggers): (Vec<i64>, Vec<i16>) = items
+            .iter()
+            .filter(|(id, _)| seen.insert(*id))
+            .map(|&(id, trigger)| (sql_ms(id), small(trigger.stored())))
+            .unzip();
         let client = self.client().await?;
-        // A new row, or a leased one marked to be reviewed again; a free waiting one stays.
-        let changed = client
+        // New rows, or leased ones marked to be reviewed again; free waiting ones stay.
+        client
             .exec(
-                "INSERT INTO review_queue (link_id, trigger, at) VALUES ($1, $2, $3)
+                "INSERT INTO review_queue (link_id, trigger, at)
+                 SELECT id, trigger, $3 FROM unnest($1::bigint[], $2::smallint[]) AS t(id, trigger)
                  ON CONFLICT (link_id) DO UPDATE SET requeue = true
-                 WHERE review_queue.leased_until > $4",
-                &[
-                    &sql_ms(link_id),
-                    &small(trigger.stored()),
-                    &sql_ms(at),
-                    &sql_ms(at),
-                ],
+                 WHERE review_queue.leased_until > $3",
+                &[&ids, &triggers, &sql_ms(at)],
             )
             .await
-            .map_err(db_error)?;
-        Ok(changed > 0)
+            .map_err(db_error)
     }
 
     pub(super) async fn take_review(

@@ -326,9 +326,9 @@ impl Store for SledStore {
         self.import_leads_impl(leads)
     }
 
-    fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool> {
+    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
         self.space.admit(0)?;
-        self.queue_review_impl(link_id, trigger, at)
+        self.queue_reviews_impl(items, at)
     }
 
     fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {

@@ -55,30 +55,43 @@ fn decode_review(value: &[u8]) -> StoreResult<Review> {
 }
 
 impl SledStore {
-    pub(super) fn queue_review_impl(
+    pub(super) fn queue_reviews_impl(
         &self,
-        link_id: u64,
-        trigger: Trigger,
+        items: &[(u64, Trigger)],
         at: Millis,
-    ) -> StoreResult<bool> {
-        let id = u64_key(link_id);
-        let queued = (&self.review_queue, &self.review_pending)
+    ) -> StoreResult<u64> {
+        let fresh: Vec<(u64, Trigger)> = (&self.review_queue, &self.review_pending)
             .transaction(|(queue, pending)| {
-                if pending.get(id)?.is_some() {
-                    return TxResult::Ok(false);
+                let mut fresh = Vec::new();
+                for &(link_id, trigger) in items {
+                    let id = u64_key(link_id);
+                    if pending.get(id)?.is_some() || fresh.iter().any(|(l, _)| *l == link_id) {
+                        continue;
+                    }
+                    let key = pair(at, link_id);
+                    queue.insert(&key[..], &[trigger.stored()][..])?;
+                    pending.insert(&id[..], &key[..])?;
+                    fresh.push((link_id, trigger));
                 }
-                let key = pair(at, link_id);
-                queue.insert(&key[..], &[trigger.stored()][..])?;
-                pending.insert(&id[..], &key[..])?;
-                Ok(true)
+                TxResult::Ok(fresh)
             })
             .map_err(|e| tx_error(e, ""))?;
-        if queued {
+        if !fresh.is_empty() {
             self.flusher.wait_durable()?;
-        } else if let Some(lease) = self.review_leases.lock().0.get_mut(&link_id) {
-            // Under review now: it will be reviewed again once this one finishes.
-            lease.1 = true;
-            return Ok(true);
+        }
+        // Those already waiting: under review now, they are reviewed again once it finishes.
+        let mut queued = fresh.len() as u64;
+        let mut leases = self.review_leases.lock();
+        for &(link_id, _) in items {
+            if fresh.iter().any(|(l, _)| *l == link_id) {
+                continue;
+            }
+            if let Some(lease) = leases.0.get_mut(&link_id) {
+                if !lease.1 {
+                    lease.1 = true;
+                    queued += 1;
+                }
+            }
         }
         Ok(queued)
     }
