@@ -6,11 +6,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
-use super::redirect::{rate_limited, wants_json, Visit};
+use super::redirect::{rate_limited, record_visit, wants_json, Visit};
 use crate::leads::{LeadError, Leads};
 use crate::limits::Limit;
 use crate::links::LinkState;
@@ -174,7 +174,15 @@ pub fn in_app_page(
     headers: &HeaderMap,
     visit: Visit,
 ) -> Response {
-    record(state, peer, link_id, code, headers, visit, Route::InAppPage);
+    record_visit(
+        state,
+        peer,
+        link_id,
+        code,
+        headers,
+        visit,
+        Some(Route::InAppPage),
+    );
     let host = url::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
@@ -195,14 +203,14 @@ pub fn crawler_page(
     let Some(preview) = &link.options.preview else {
         return ApiError::internal("a crawler preview without a preview").into_response();
     };
-    record(
+    record_visit(
         state,
         peer,
         link.id,
         &link.code,
         headers,
         visit,
-        Route::CrawlerPreview,
+        Some(Route::CrawlerPreview),
     );
     state.ui.crawler_preview(
         &state.links.short_url(&link.code),
@@ -210,26 +218,4 @@ pub fn crawler_page(
         preview,
         headers,
     )
-}
-
-/// Hands a visit that stopped at a page to the visit queue.
-fn record(
-    state: &AppState,
-    peer: SocketAddr,
-    link_id: u64,
-    code: &str,
-    headers: &HeaderMap,
-    visit: Visit,
-    route: Route,
-) {
-    if visit.counts() && state.recorder.enabled() {
-        state.recorder.record(
-            link_id,
-            code,
-            state.client_ip(peer.ip(), headers),
-            headers.get(header::USER_AGENT),
-            headers.get(header::REFERER),
-            Some(route),
-        );
-    }
 }

@@ -301,9 +301,24 @@ fn found(
     let h = response.headers_mut();
     h.insert(header::LOCATION, location);
     h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    record_visit(state, peer, id, code, headers, visit, route);
+    response
+}
+
+/// Hands the visit of a `GET` (or a post that went through) to the visit queue, with the route
+/// that served it: a destination, or a page that stopped the visitor there.
+pub(super) fn record_visit(
+    state: &AppState,
+    peer: SocketAddr,
+    link_id: u64,
+    code: &str,
+    headers: &HeaderMap,
+    visit: Visit,
+    route: Option<Route>,
+) {
     if visit.counts() && state.recorder.enabled() {
         state.recorder.record(
-            id,
+            link_id,
             code,
             state.client_ip(peer.ip(), headers),
             headers.get(header::USER_AGENT),
@@ -311,7 +326,6 @@ fn found(
             route,
         );
     }
-    response
 }
 
 /// A link whose time has passed: to its `fallback_url` if it has one (no visit), else 410.

@@ -50,7 +50,7 @@ fn notice(query: &HashMap<String, String>) -> Option<String> {
 }
 
 /// The page for a failed check: 403 for role and space, 404 for unknown codes.
-fn refused(state: &AppState, visitor: &Visitor, e: &ApiError) -> Response {
+pub(super) fn refused(state: &AppState, visitor: &Visitor, e: &ApiError) -> Response {
     let key = match e.status {
         StatusCode::NOT_FOUND => "msg.no_such_link",
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "msg.forbidden",

@@ -4,6 +4,7 @@
 //! screenshots' route; and the verdict post that the link's page shares. The rules (who may,
 //! what a verdict does) are the review service's; this file checks the admin and shapes views.
 
+use super::links::refused;
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
@@ -30,16 +31,6 @@ const TABS: [Verdict; 4] = [
     Verdict::Ok,
     Verdict::Unscored,
 ];
-
-/// The page for a failed check: 403 for role and space, 404 for unknown codes.
-fn refused(state: &AppState, visitor: &Visitor, e: &ApiError) -> Response {
-    let key = match e.status {
-        StatusCode::NOT_FOUND => "msg.no_such_link",
-        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "msg.forbidden",
-        _ => "msg.failed",
-    };
-    message(state, visitor, e.status, key)
-}
 
 /// Signed in as an admin, or the response that says why not (sign-in redirect, 403 page).
 fn require_admin(state: &AppState, visitor: &Visitor) -> Result<(), Box<Response>> {
