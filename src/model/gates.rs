@@ -233,10 +233,14 @@ const PREVIEW_CRAWLERS: [&str; 8] = [
     "skypeuripreview",
 ];
 
-/// Whether a user agent is a link-preview crawler (case-insensitive).
+/// Whether a user agent is a link-preview crawler (case-insensitive, without copying it: it
+/// is asked on the redirect of every link with a preview).
 pub fn is_preview_crawler(user_agent: &str) -> bool {
-    let ua = user_agent.to_ascii_lowercase();
-    PREVIEW_CRAWLERS.iter().any(|token| ua.contains(token))
+    let ua = user_agent.as_bytes();
+    PREVIEW_CRAWLERS.iter().any(|token| {
+        ua.windows(token.len())
+            .any(|w| w.eq_ignore_ascii_case(token.as_bytes()))
+    })
 }
 
 /// What stands between a visitor and the destination, first to last.
