@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use vshortlink::clock::{Clock, SystemClock};
 use vshortlink::config::Config;
 use vshortlink::pools::Pools;
+use vshortlink::store::prelude::*;
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{CodeChoice, Durability, NewLink, Store};
 

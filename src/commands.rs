@@ -21,6 +21,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, Links};
 use crate::pools::Pools;
+use crate::store::prelude::*;
 use crate::store::sled::{CheckReport, SledStore};
 use crate::store::{Link, LinkQuery, LinkStatus, Store, StoreError};
 use crate::BoxError;

@@ -206,8 +206,10 @@ pub async fn build(
     }
     {
         // Instances sharing one database evict what the others changed.
-        let links = links.clone();
-        store.watch(Box::new(move |change| links.forget(&change)));
+        if let Some(cluster) = store.cluster() {
+            let links = links.clone();
+            cluster.watch(Box::new(move |change| links.forget(&change)));
+        }
     }
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;

@@ -47,8 +47,6 @@ const MAX_TAGS: usize = 32;
 const MAX_TAG_LEN: usize = 64;
 /// The furthest expiry accepted: 100 years (timestamps stay formattable and meaningful).
 const MAX_VALIDITY_MS: u64 = 100 * 366 * 86_400_000;
-/// Creates of one batch run at once: enough to share flushes, few enough to leave threads.
-pub const CREATE_PARALLELISM: usize = 32;
 /// The space of links created without one.
 pub const DEFAULT_SPACE: &str = "default";
 
@@ -433,25 +431,14 @@ impl Links {
     }
 
     /// Creates many links at once, answers in request order. Creates run side by side so that
-    /// they share transactions and flushes: all at once where the store queues them (they
-    /// hold no thread while queued), else up to [`CREATE_PARALLELISM`], leaving threads for
-    /// others.
+    /// they share transactions and flushes: a pooled create holds no thread while the store
+    /// commits it, and the pools bound the others ([`Pools::create_async`]).
     pub async fn create_many(self: &Arc<Self>, reqs: Vec<CreateLink>) -> Vec<Result<(Link, bool)>> {
-        let parallel = if self.pools.queues_creates() {
-            reqs.len().max(1)
-        } else {
-            CREATE_PARALLELISM
-        };
-        let permits = Arc::new(tokio::sync::Semaphore::new(parallel));
         let mut tasks = tokio::task::JoinSet::new();
         let count = reqs.len();
         for (index, req) in reqs.into_iter().enumerate() {
             let links = self.clone();
-            let permits = permits.clone();
-            tasks.spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                (index, links.create_async(req).await)
-            });
+            tasks.spawn(async move { (index, links.create_async(req).await) });
         }
         let mut results: Vec<Option<Result<(Link, bool)>>> = (0..count).map(|_| None).collect();
         while let Some(joined) = tasks.join_next().await {

@@ -120,7 +120,13 @@ pub struct Pools {
     rules: CodeRules,
     signal: Mutex<Option<mpsc::Sender<u8>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Creates that need a thread of their own (custom codes, a synchronous refill) run at
+    /// most this many at once, leaving the blocking threads to others.
+    blocking_creates: tokio::sync::Semaphore,
 }
+
+/// How many creates may hold a blocking thread at once.
+const BLOCKING_CREATES: usize = 32;
 
 impl Pools {
     /// Sets up the pools of every configured generated length (permute keys are generated on
@@ -178,6 +184,7 @@ impl Pools {
             rules: CodeRules::new(&config.codes.blocked_words),
             signal: Mutex::new(None),
             worker: Mutex::new(None),
+            blocking_creates: tokio::sync::Semaphore::new(BLOCKING_CREATES),
         })
     }
 
@@ -269,18 +276,13 @@ impl Pools {
         Err(StoreError::PoolEmpty(length))
     }
 
-    /// Whether pooled creates are queued to the store's committer (see [`Pools::create_async`]).
-    pub fn queues_creates(&self) -> bool {
-        self.store.queues_creates()
-    }
-
-    /// Creates a link without blocking the caller's thread where the store allows: a pooled
-    /// create is queued to a store that commits creates itself ([`Store::queues_creates`]) and
-    /// awaited; everything else (custom codes, other stores, an empty pool that needs a
-    /// synchronous refill) runs [`Pools::create`] on a blocking thread.
+    /// Creates a link without holding a thread: a pooled create is handed to the store, which
+    /// returns at once ([`LinkStore::submit_create`]), and awaited; everything else (custom
+    /// codes, an empty pool that needs a synchronous refill) runs [`Pools::create`] on a
+    /// blocking thread.
     pub async fn create_async(self: &Arc<Self>, new: NewLink) -> StoreResult<Created> {
         if let CodeChoice::Pool(length) = new.code {
-            if self.tiers.contains_key(&length) && self.store.queues_creates() {
+            if self.tiers.contains_key(&length) {
                 let (answer, answered) = tokio::sync::oneshot::channel();
                 self.store.submit_create(
                     new.clone(),
@@ -291,8 +293,8 @@ impl Pools {
                 match answered.await {
                     Ok(Err(StoreError::PoolEmpty(_))) => {}
                     Ok(outcome) => {
-                        // Reads counters in memory for such a store: cheap enough for the
-                        // runtime's threads.
+                        // A blocking call, like every store call from the runtime (see
+                        // `store`): counters in memory on sled, one indexed count on PostgreSQL.
                         self.check_low_water(length, new.now);
                         return outcome;
                     }
@@ -302,6 +304,8 @@ impl Pools {
                 }
             }
         }
+        // Never closed, so a permit always comes.
+        let _permit = self.blocking_creates.acquire().await;
         let pools = self.clone();
         tokio::task::spawn_blocking(move || pools.create(&new))
             .await
@@ -365,29 +369,31 @@ impl Pools {
         let want = usize::try_from(count).unwrap_or(usize::MAX);
         let mut rng = rand::rng();
         let mut picked = HashSet::with_capacity(want);
-        let mut codes = Vec::with_capacity(want);
         let mut attempts = 0usize;
-        let filtered = self.store.filters_codes();
+        let mut added = 0u64;
         let budget = want.saturating_mul(RANDOM_ATTEMPTS_PER_CODE);
-        while codes.len() < want && attempts < budget {
-            let chunk = (want - codes.len()).min(4096);
-            attempts += chunk;
-            for n in random::candidates(tier.space, chunk, &mut rng) {
-                let code = tier.code(n);
-                // A filter hit may be a false positive: that only wastes the candidate.
-                if self.rules.allows_generated(&code)
-                    && !(filtered && self.store.may_exist(&code))
-                    && picked.insert(n)
-                {
-                    codes.push(code);
+        // Rounds of candidates until enough are in: the store skips the taken ones (its own
+        // check, which a code filter makes cheap), and a crowded space takes more rounds.
+        while added < count && attempts < budget {
+            let missing = usize::try_from(count - added).unwrap_or(usize::MAX);
+            let mut codes = Vec::with_capacity(missing.min(4096));
+            while codes.len() < missing && attempts < budget {
+                let chunk = (missing - codes.len()).min(4096);
+                attempts += chunk;
+                for n in random::candidates(tier.space, chunk, &mut rng) {
+                    let code = tier.code(n);
+                    if self.rules.allows_generated(&code) && picked.insert(n) {
+                        codes.push(code);
+                    }
                 }
             }
+            if !codes.is_empty() {
+                added += self.add(tier, codes, None)?;
+            }
         }
-        if codes.is_empty() {
+        if added == 0 {
             tier.random_exhausted.store(true, Ordering::Release);
-            return Ok(0);
         }
-        let added = self.add(tier, codes, None)?;
         Ok(added)
     }
 
@@ -397,7 +403,7 @@ impl Pools {
         while added < count && !state.exhausted {
             let (values, next) = step::next_batch(tier.space, tier.batch, &state);
             let codes = self.allowed(tier, values);
-            let encoded = rmp_serde::to_vec(&next).unwrap_or_default();
+            let encoded = encode_state(tier.length, &next)?;
             added += self.add(tier, codes, Some(encoded))?;
             state = next;
         }
@@ -413,7 +419,7 @@ impl Pools {
         while added < count && !state.exhausted {
             let (values, next) = permute::next_batch(permuter, count - added, &state);
             let codes = self.allowed(tier, values);
-            let encoded = rmp_serde::to_vec(&next).unwrap_or_default();
+            let encoded = encode_state(tier.length, &next)?;
             added += self.add(tier, codes, Some(encoded))?;
             state = next;
         }
@@ -517,6 +523,16 @@ impl Pools {
     pub fn allows_generated(&self, code: &str) -> bool {
         self.rules.allows_generated(code)
     }
+}
+
+/// A strategy's state as the store keeps it. A state that does not encode fails the refill:
+/// writing an empty one would restart the strategy and offer its codes again.
+fn encode_state<T: serde::Serialize>(length: u8, state: &T) -> StoreResult<Vec<u8>> {
+    rmp_serde::to_vec(state).map_err(|e| {
+        StoreError::Backend(format!(
+            "strategy state of length {length} does not encode: {e}"
+        ))
+    })
 }
 
 impl Drop for Pools {

@@ -37,7 +37,7 @@ pub struct RecordCache {
 impl RecordCache {
     /// In the store when it shares records between instances, else in memory.
     pub fn for_store(store: Arc<dyn Store>) -> Self {
-        if store.shared_records().is_some() {
+        if store.cluster().is_some() {
             Self {
                 backend: Backend::Shared(store),
             }
@@ -69,7 +69,7 @@ impl RecordCache {
     ) -> StoreResult<()> {
         let map = match &self.backend {
             Backend::Shared(store) => {
-                return match store.shared_records() {
+                return match store.cluster().map(|c| c.records()) {
                     Some(shared) => shared.put(kind.name, id, value, now, ttl),
                     None => Ok(()),
                 }
@@ -105,7 +105,7 @@ impl RecordCache {
     ) -> StoreResult<Option<Vec<u8>>> {
         let map = match &self.backend {
             Backend::Shared(store) => {
-                return match store.shared_records() {
+                return match store.cluster().map(|c| c.records()) {
                     Some(shared) => shared.get(kind.name, id, now, ttl, touch),
                     None => Ok(None),
                 }
@@ -131,7 +131,7 @@ impl RecordCache {
 
     pub fn delete(&self, kind: RecordKind, id: &[u8]) -> StoreResult<()> {
         match &self.backend {
-            Backend::Shared(store) => match store.shared_records() {
+            Backend::Shared(store) => match store.cluster().map(|c| c.records()) {
                 Some(shared) => shared.delete(kind.name, id),
                 None => Ok(()),
             },

@@ -13,6 +13,7 @@ use vshortlink::clock::{Clock, ManualClock, SystemClock};
 use vshortlink::codes::{decode, Space};
 use vshortlink::config::Config;
 use vshortlink::pools::{Pools, StrategyState};
+use vshortlink::store::prelude::*;
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{CodeChoice, Created, LinkPatch, LinkStatus, NewLink, Store, StoreError};
 

@@ -425,8 +425,8 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
 
 #[test]
 fn an_imported_code_leaves_its_pool() {
+    use vshortlink::store::prelude::*;
     use vshortlink::store::sled::{SledStore, StoreOptions};
-    use vshortlink::store::Store;
     let mut app = TestApp::start_sled("", &[]);
     // Serving (and so handling SIGTERM) before it is stopped.
     assert_eq!(app.get("/healthz").status().as_u16(), 200);

@@ -100,7 +100,10 @@ impl Lifecycle {
         let _one_at_a_time = self.running.lock();
         // And one instance at a time, when several share the store: the second waits, then
         // finds little left to do.
-        let _one_instance = self.store.job_lock("lifecycle")?;
+        let _one_instance = match self.store.cluster() {
+            Some(cluster) => Some(cluster.job_lock("lifecycle")?),
+            None => None,
+        };
         let started = Instant::now();
         let now = self.clock.now();
         let mut report = MaintenanceReport::default();

@@ -146,7 +146,7 @@ impl NewLink {
     }
 }
 
-/// The outcome of [`Store::create_link`].
+/// The outcome of [`LinkStore::submit_create`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Created {
     /// A new link was written.
@@ -164,7 +164,7 @@ impl Created {
     }
 }
 
-/// What [`Store::import_link`] did with a record.
+/// What [`LinkStore::import_links`] did with a record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Imported {
     /// Written; the link as stored (its id may differ from the record's when that was taken).
@@ -193,7 +193,7 @@ pub struct PoolBatch {
     pub shuffle: bool,
 }
 
-/// What [`Store::pool_add`] did.
+/// What [`PoolStore::pool_add`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolAdded {
     /// Codes now in the pool.
@@ -223,7 +223,7 @@ pub enum StoreChange {
     All,
 }
 
-/// Called with every [`StoreChange`]; see [`Store::watch`].
+/// Called with every [`StoreChange`]; see [`Cluster::watch`].
 pub type ChangeHandler = Box<dyn Fn(StoreChange) + Send + Sync>;
 
 /// Held while a job that must run on one instance at a time runs; dropping it lets the next
@@ -231,11 +231,6 @@ pub type ChangeHandler = Box<dyn Fn(StoreChange) + Send + Sync>;
 pub struct JobLock(#[allow(dead_code)] Option<Box<dyn Send>>);
 
 impl JobLock {
-    /// A lock that holds nothing: a store used by one process serialises its jobs in memory.
-    pub fn local() -> Self {
-        JobLock(None)
-    }
-
     /// A lock that is released when `held` is dropped.
     pub fn holding(held: Box<dyn Send>) -> Self {
         JobLock(Some(held))
@@ -262,49 +257,80 @@ pub trait SharedRecords: Send + Sync {
     fn delete(&self, kind: &str, id: &[u8]) -> StoreResult<()>;
 }
 
-/// Called with the outcome of a create queued by [`Store::submit_create`], once it is durable.
+/// Called with the outcome of a create handed to [`LinkStore::submit_create`], once it is
+/// durable.
 pub type CreateDone = Box<dyn FnOnce(StoreResult<Created>) + Send>;
 
-/// Called with the outcome of [`Store::claim_visit`]: granted only once the count is durable.
+/// Called with the outcome of [`CapStore::claim_visit`]: granted only once the count is durable.
 pub type ClaimDone = Box<dyn FnOnce(StoreResult<ClaimOutcome>) + Send>;
 
-/// Storage for links, code pools and their metadata.
+/// Every capability a backend provides, together: what the services hold. A backend
+/// implements the capability traits below and gets this one for free; the traits come into
+/// scope with `use crate::store::prelude::*`.
 ///
 /// Implementations must make every write atomic across the records it touches and durable
-/// before returning, and must never hand one pooled code to two callers.
-pub trait Store: Send + Sync + 'static {
-    // ---- links ----
+/// before returning (the lifecycle writes and imports say where they differ), and must never
+/// hand one pooled code to two callers.
+pub trait Store:
+    LinkStore + CapStore + PoolStore + VisitStore + LeadStore + ReviewStore + MetaStore + StoreOps
+{
+}
 
+impl<T> Store for T where
+    T: LinkStore
+        + CapStore
+        + PoolStore
+        + VisitStore
+        + LeadStore
+        + ReviewStore
+        + MetaStore
+        + StoreOps
+        + ?Sized
+{
+}
+
+/// The capability traits, for `use crate::store::prelude::*` wherever a [`Store`] is called.
+pub mod prelude {
+    pub use super::{
+        CapStore, Cluster, LeadStore, LinkStore, MetaStore, PoolStore, ReviewStore, SharedRecords,
+        StoreOps, VisitStore,
+    };
+}
+
+/// Links: their records, the code index, the active mapping the redirect path reads, the
+/// dedup index and the lifecycle indexes (expiry, ended).
+pub trait LinkStore: Send + Sync + 'static {
     /// Creates a link: takes its code (from a pool or as a custom code), writes the record,
-    /// the code index, the active mapping and the dedup entry, in one transaction.
-    fn create_link(&self, new: &NewLink) -> StoreResult<Created>;
+    /// the code index, the active mapping and the dedup entry, in one transaction, and hands
+    /// the outcome to `done` once durable. The only way to create.
+    ///
+    /// A pooled create returns at once (it is queued to the store's committer, or to its
+    /// driver), so an async caller may call it on the runtime and await `done`. Any other
+    /// create may run on the caller's thread.
+    fn submit_create(&self, new: NewLink, done: CreateDone);
 
-    /// Whether [`Store::submit_create`] queues a pooled create on the store's own committer
-    /// and returns at once (so an async caller may call it on the runtime), rather than
-    /// running [`Store::create_link`] on the caller's thread.
-    fn queues_creates(&self) -> bool {
-        false
-    }
-
-    /// Creates a link like [`Store::create_link`] and hands the outcome to `done`. The
-    /// default runs `create_link` on the caller's thread; see [`Store::queues_creates`].
-    fn submit_create(&self, new: NewLink, done: CreateDone) {
-        done(self.create_link(&new));
+    /// [`LinkStore::submit_create`], waiting on this thread for the outcome (for callers off
+    /// the async runtime: the CLI, imports, a refill's retry).
+    fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.submit_create(
+            new.clone(),
+            Box::new(move |outcome| {
+                let _ = answer.send(outcome);
+            }),
+        );
+        answered
+            .recv()
+            .unwrap_or_else(|_| Err(StoreError::Backend("the create was dropped".into())))
     }
 
     /// The active mapping's entry for a code: the only read of the redirect path.
     fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>>;
 
-    /// False only when the code has definitely never existed (a Bloom filter answer): the
-    /// redirect path then answers 404 without reading any tree.
+    /// Maybe (`true`) or no (`false`): `false` only when the code has definitely never
+    /// existed, and the redirect path then answers 404 without reading anything. A store that
+    /// cannot tell (several writers) always answers maybe.
     fn may_exist(&self, code: &str) -> bool;
-
-    /// Whether [`Store::may_exist`] ever rules a code out. A refill skips the candidates it
-    /// rules out; with a store that cannot, every candidate is offered and `pool_add` skips
-    /// the taken ones.
-    fn filters_codes(&self) -> bool {
-        true
-    }
 
     /// The link that currently owns a code, whatever its status (archived links own no code).
     fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>>;
@@ -318,20 +344,15 @@ pub trait Store: Send + Sync + 'static {
     /// Marks a link deleted: out of the active mapping and the dedup index; the record stays.
     fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link>;
 
-    /// Marks an active link expired (the lifecycle job). Returns `None` if it was not active
-    /// or not yet due. Like the other lifecycle writes below, it is atomic but not durable on
-    /// return: the job makes a whole chunk durable with one [`Store::sync`].
-    fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>>;
+    /// Marks active links expired (the lifecycle job, an ended cap): the ones it expired, in
+    /// the order given; a link not active or not yet due is left alone. Atomic, in as few
+    /// transactions as the store can, but not durable on return, like the other lifecycle
+    /// writes: the job makes a whole chunk durable with one [`StoreOps::sync`].
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>>;
 
-    /// [`Store::expire_link`] for several links: the ones it expired, in the order given. A
-    /// store that can apply them in one transaction does (sled takes its global write lock,
-    /// which every read waits behind, once for the group instead of once per link).
-    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
-        let mut expired = Vec::with_capacity(ids.len());
-        for &id in ids {
-            expired.extend(self.expire_link(id, now)?);
-        }
-        Ok(expired)
+    /// [`LinkStore::expire_links`] for one link.
+    fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
+        Ok(self.expire_links(&[id], now)?.pop())
     }
 
     /// Archives an expired or deleted link and returns its code to its pool with `score`
@@ -352,14 +373,13 @@ pub trait Store: Send + Sync + 'static {
     /// the recycling queue and keeps its code. Returns false if it was not queued.
     fn retire_link(&self, id: u64) -> StoreResult<bool>;
 
-    /// Writes whole link records as they are (import), in one transaction: each keeps its
-    /// code, dates, status and expiry, and its id when free; its code leaves any pool and enters
-    /// the code filter; every index its status needs is written. Idempotent: a code already
-    /// leading to the same URL is `Unchanged`, one leading elsewhere a `Conflict`, and nothing
-    /// is written for either. One result per record, in order. Every non-archived record of a
-    /// call has a code of the same length; an archived record comes alone. Atomic but not
-    /// durable on return, like the lifecycle writes: the caller ends a run with
-    /// [`Store::sync`].
+    /// Writes whole link records as they are (import): each keeps its code, dates, status and
+    /// expiry, and its id when free; its code leaves any pool and enters the code filter;
+    /// every index its status needs is written. Idempotent: a code already leading to the same
+    /// URL is `Unchanged`, one leading elsewhere a `Conflict`, and nothing is written for
+    /// either. One result per record, in order; records of any length and status may come
+    /// together. Each record is written whole or not at all, but not durably on return, like
+    /// the lifecycle writes: the caller ends a run with [`StoreOps::sync`].
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>>;
 
     /// The active generated link the dedup index holds for this space, length and URL.
@@ -367,9 +387,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;
+}
 
-    // ---- visit caps ----
-
+/// Visit caps: redirects counted durably against a link's and its targets' caps.
+pub trait CapStore: Send + Sync {
     /// Counts one redirect of a capped link: every slot of the claim goes up by one together,
     /// or none does when any is at its cap ([`ClaimOutcome::Full`] names it). Returns at once;
     /// `done` is called once the count is durable (group-committed with concurrent claims),
@@ -383,11 +404,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Sets a link's counts (an import carrying them): each slot at least as high as given.
     fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()>;
+}
 
-    // ---- leads ----
-
-    /// Writes a lead left through a link's form (its id assigned here, `lead.id` ignored)
-    /// and returns it once durable.
+/// Leads left through links' forms.
+pub trait LeadStore: Send + Sync {
+    /// Writes a lead (its id assigned here, `lead.id` ignored) and returns it once durable.
     fn add_lead(&self, lead: Lead) -> StoreResult<Lead>;
 
     /// A link's leads newest first, those with an id below `before`, at most `limit`.
@@ -400,27 +421,28 @@ pub trait Store: Send + Sync + 'static {
     fn lead_links(&self) -> StoreResult<Vec<u64>>;
 
     /// Deletes a link's leads recorded before `before`, or all of them with `None`; returns
-    /// how many. Not durable until [`Store::sync`], like the lifecycle writes.
+    /// how many. Not durable until [`StoreOps::sync`], like the lifecycle writes.
     fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64>;
 
     /// Writes leads as they are (an import), keeping their ids; a lead already there (same
     /// link, same id) is skipped, so an import runs twice harmlessly. Later leads get ids
     /// above every imported one. Returns how many were written. Not durable until
-    /// [`Store::sync`].
+    /// [`StoreOps::sync`].
     fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64>;
+}
 
-    // ---- reviews ----
+/// The review of destinations: the queue with its leases, finished reviews, verdicts.
+pub trait ReviewStore: Send + Sync {
+    /// Queues links for review in one durable write (the review's queue writer gathers what
+    /// creates and visits told it); returns how many were queued. A link is queued at most
+    /// once; one queued again while its review runs is kept for another review once that one
+    /// finishes.
+    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64>;
 
-    /// Queues a link for review, durably. A link is queued at most once: `false` when it
-    /// already waits. One queued again while its review runs is kept for another review
-    /// once that one finishes.
+    /// [`ReviewStore::queue_reviews`] for one link: `false` when it already waits.
     fn queue_review(&self, link_id: u64, trigger: Trigger, at: Millis) -> StoreResult<bool> {
         Ok(self.queue_reviews(&[(link_id, trigger)], at)? == 1)
     }
-
-    /// [`Store::queue_review`] for many links in one durable write (the review's queue writer
-    /// gathers what creates and visits told it); returns how many were queued.
-    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64>;
 
     /// Takes the oldest queued link whose lease is free (never taken, or its lease ended before
     /// `now`) and leases it until `now + lease`: an instance that dies mid-review leaves it to
@@ -453,21 +475,20 @@ pub trait Store: Send + Sync + 'static {
         after: Option<u64>,
         limit: usize,
     ) -> StoreResult<(Vec<u64>, Option<u64>)>;
+}
 
-    // ---- pools ----
-
+/// The code pools: one per length, a ZSet of (score, code), and each strategy's state.
+pub trait PoolStore: Send + Sync {
     /// Adds generated codes to a pool together with the new strategy state, skipping any code
-    /// that exists anywhere already.
+    /// that exists anywhere already (the store's own check: callers offer every candidate).
     fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded>;
 
     /// A pool's levels at `now`.
     fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts>;
 
-    /// Whether fewer than `level` codes of a pool are available at `now` (the low-water check
-    /// after every create: a store whose exact counts cost a scan answers this one cheaply).
-    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
-        Ok(self.pool_counts(length, now)?.available < level)
-    }
+    /// Whether fewer than `level` codes of a pool are available at `now`: the low-water check
+    /// after every create, answered as cheaply as the store can.
+    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool>;
 
     /// Is this code sitting in a pool (available or cooling)?
     fn in_pool(&self, code: &str) -> StoreResult<bool>;
@@ -477,23 +498,24 @@ pub trait Store: Send + Sync + 'static {
 
     /// The persisted state of a length's strategy, as last written by `pool_add`.
     fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>>;
+}
 
-    // ---- visits ----
-
+/// Visits and their counters.
+pub trait VisitStore: Send + Sync {
     /// Writes a batch of visits and their counters (per link per hour, per link per day by
     /// dimension, distinct visitors, per link totals, system per day) in one transaction,
     /// assigning each visit its id, and returns when it is durable.
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
 
     /// Writes imported visits keeping their ids, like `record_visits` otherwise. Only for a
-    /// store that has no visit yet (see [`Store::last_visit_id`]): the ids come from one other
-    /// store, so they are unique, and each link's visits must come in increasing id order.
+    /// store that has no visit yet (see [`VisitStore::last_visit_id`]): the ids come from one
+    /// other store, so they are unique, and each link's visits must come in increasing id
+    /// order.
     fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
 
     /// The highest visit id ever given (0: the store never had a visit).
     fn last_visit_id(&self) -> StoreResult<u64>;
 
-    /// A link's visits with id greater than `after`, oldest first, at most `limit`.
     /// A link's visits newest first, those with an id below `before`.
     fn recent_visits(
         &self,
@@ -502,6 +524,7 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<VisitPage>;
 
+    /// A link's visits with id greater than `after`, oldest first, at most `limit`.
     fn visits_page(&self, link_id: u64, after: Option<u64>, limit: usize)
         -> StoreResult<VisitPage>;
 
@@ -513,30 +536,26 @@ pub trait Store: Send + Sync + 'static {
     fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary>;
 
     /// Removes up to `limit` visits recorded before `before`, oldest first; counters stay.
-    /// Returns how many were removed. Not durable until [`Store::sync`], like the lifecycle
-    /// writes.
+    /// Returns how many were removed. Not durable until [`StoreOps::sync`], like the
+    /// lifecycle writes.
     fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64>;
 
     /// System-wide creates and visits for each UTC day in `from_day..=to_day`.
     fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>>;
+}
 
-    /// How the store's own group commit has gone, for metrics. A backend whose server groups
-    /// commits itself (PostgreSQL) has none to report.
-    fn commit_stats(&self) -> CommitStats {
-        CommitStats::default()
-    }
-
-    // ---- metadata ----
-
+/// Small values by key: generated secrets, keys and the like.
+pub trait MetaStore: Send + Sync {
     /// A value from the metadata tree (generated keys and the like).
     fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
 
     /// Writes a metadata value durably, unless one is there already; returns the value that is
     /// stored afterwards (so two first starts agree on one generated key).
     fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
+}
 
-    // ---- maintenance ----
-
+/// Running the store: durability, health, shutdown, and the handle of a shared store.
+pub trait StoreOps: Send + Sync {
     /// Persists state that is kept in memory between flushes (the code filter). Called
     /// periodically and at shutdown; a crash before it only costs a rebuild at next start.
     fn checkpoint(&self) -> StoreResult<()>;
@@ -547,29 +566,33 @@ pub trait Store: Send + Sync + 'static {
     /// A cheap read that proves the store answers (for `/healthz`).
     fn ping(&self) -> StoreResult<()>;
 
-    /// The storage fault that stops writes, if any (sled keeps its first I/O error and fails
-    /// every later write with it, so a fault lasts until the store is reopened).
-    fn write_fault(&self) -> Option<StorageFault> {
-        None
-    }
+    /// The storage fault that stops this store's writes, if any (sled keeps its first I/O
+    /// error and fails every later write with it, so a fault lasts until the store is
+    /// reopened; a database server recovers by itself and reports none).
+    fn write_fault(&self) -> Option<StorageFault>;
 
-    /// Waits until no other process sharing this store runs the job `name`, and holds it off
-    /// until the returned lock is dropped (the lifecycle job runs on one instance at a time).
-    fn job_lock(&self, _name: &str) -> StoreResult<JobLock> {
-        Ok(JobLock::local())
-    }
+    /// How the store's own group commit has gone, for metrics (zeros for a store whose
+    /// server groups commits itself).
+    fn commit_stats(&self) -> CommitStats;
 
-    /// Where short-lived records shared by every instance live, for a store that several
-    /// instances share; `None` for one that only this process uses, which then keeps them in
-    /// its own memory.
-    fn shared_records(&self) -> Option<&dyn SharedRecords> {
-        None
-    }
-
-    /// Subscribes the caches of this process to changes made by other processes sharing the
-    /// store. A store that only this process writes has none to report.
-    fn watch(&self, _on_change: ChangeHandler) {}
+    /// What several instances sharing this store coordinate through; `None` for a store only
+    /// this process uses (its jobs then serialise in memory and its short-lived records stay
+    /// in its own memory).
+    fn cluster(&self) -> Option<&dyn Cluster>;
 
     /// Checkpoints, flushes and stops accepting writes (shutdown).
     fn close(&self) -> StoreResult<()>;
+}
+
+/// The coordination of instances sharing one store.
+pub trait Cluster: Send + Sync {
+    /// Waits until no other instance runs the job `name`, and holds it off until the returned
+    /// lock is dropped (the lifecycle job runs on one instance at a time).
+    fn job_lock(&self, name: &str) -> StoreResult<JobLock>;
+
+    /// Short-lived records every instance must see (page sessions, batch results).
+    fn records(&self) -> &dyn SharedRecords;
+
+    /// Subscribes the caches of this process to changes other instances make.
+    fn watch(&self, on_change: ChangeHandler);
 }

@@ -43,11 +43,13 @@ use tokio_postgres::{NoTls, Row};
 use tokio_postgres::types::Json;
 
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
+use crate::store::prelude::*;
 use crate::store::{
-    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, Created, DayCount, Imported, JobLock, Lead,
-    LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
-    NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, SharedRecords, Store,
-    StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, CommitStats, CreateDone, DayCount, Imported,
+    JobLock, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis,
+    NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, SharedRecords,
+    StorageFault, StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary,
+    VisitTotals,
 };
 
 /// The schema, one file per version, applied in order at start-up.
@@ -511,9 +513,15 @@ impl Drop for HeldLock {
     }
 }
 
-impl Store for PgStore {
-    fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
-        self.block(self.shared.create_link(new))
+impl LinkStore for PgStore {
+    /// Runs on the driver's runtime; the caller's thread goes on at once.
+    fn submit_create(&self, new: NewLink, done: CreateDone) {
+        let Some(runtime) = &self.runtime else {
+            done(Err(StoreError::Unavailable("the store is closing".into())));
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move { done(shared.create_link(&new).await) });
     }
 
     fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
@@ -527,14 +535,68 @@ impl Store for PgStore {
         true
     }
 
-    fn filters_codes(&self) -> bool {
-        false
-    }
-
     fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
         self.block(self.shared.link_by_code(code))
     }
 
+    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
+        self.block(self.shared.link_by_id(id))
+    }
+
+    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
+        self.block(self.shared.update_link(code, patch, now))
+    }
+
+    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        self.block(self.shared.delete_link(code, now))
+    }
+
+    /// One transaction per link: each is an indexed update that takes no lock the redirects
+    /// wait behind.
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        self.block(async {
+            let mut expired = Vec::with_capacity(ids.len());
+            for &id in ids {
+                expired.extend(self.shared.expire_link(id, now).await?);
+            }
+            Ok(expired)
+        })
+    }
+
+    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        self.block(self.shared.recycle_link(id, score))
+    }
+
+    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        self.block(self.shared.list_links(query))
+    }
+
+    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(self.shared.due_for_expiry(now, limit))
+    }
+
+    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(self.shared.due_for_recycling(ended_before, limit))
+    }
+
+    fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        self.block(self.shared.retire_link(id))
+    }
+
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.block(self.shared.import_links(links))
+    }
+
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        self.block(self.shared.dedup_target(space, length, url))
+    }
+
+    fn link_counts(&self) -> StoreResult<LinkCounts> {
+        self.block(self.shared.link_counts())
+    }
+}
+
+impl CapStore for PgStore {
     /// Runs on the driver's runtime; the caller's thread goes on at once.
     fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
         let Some(runtime) = &self.runtime else {
@@ -552,7 +614,9 @@ impl Store for PgStore {
     fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
         self.block(self.shared.import_counted(link_id, counts))
     }
+}
 
+impl LeadStore for PgStore {
     fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
         self.block(self.shared.add_lead(lead))
     }
@@ -576,7 +640,9 @@ impl Store for PgStore {
     fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
         self.block(self.shared.import_leads(leads))
     }
+}
 
+impl ReviewStore for PgStore {
     fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
         self.block(self.shared.queue_reviews(items, at))
     }
@@ -613,55 +679,9 @@ impl Store for PgStore {
     ) -> StoreResult<(Vec<u64>, Option<u64>)> {
         self.block(self.shared.links_by_verdict(verdict, after, limit))
     }
+}
 
-    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
-        self.block(self.shared.link_by_id(id))
-    }
-
-    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
-        self.block(self.shared.update_link(code, patch, now))
-    }
-
-    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
-        self.block(self.shared.delete_link(code, now))
-    }
-
-    fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
-        self.block(self.shared.expire_link(id, now))
-    }
-
-    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
-        self.block(self.shared.recycle_link(id, score))
-    }
-
-    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
-        self.block(self.shared.list_links(query))
-    }
-
-    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.block(self.shared.due_for_expiry(now, limit))
-    }
-
-    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.block(self.shared.due_for_recycling(ended_before, limit))
-    }
-
-    fn retire_link(&self, id: u64) -> StoreResult<bool> {
-        self.block(self.shared.retire_link(id))
-    }
-
-    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
-        self.block(self.shared.import_links(links))
-    }
-
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
-        self.block(self.shared.dedup_target(space, length, url))
-    }
-
-    fn link_counts(&self) -> StoreResult<LinkCounts> {
-        self.block(self.shared.link_counts())
-    }
-
+impl PoolStore for PgStore {
     fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
         self.block(self.shared.pool_add(batch))
     }
@@ -685,7 +705,9 @@ impl Store for PgStore {
     fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
         self.meta_get(&pools::strategy_key(length))
     }
+}
 
+impl VisitStore for PgStore {
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
         self.block(self.shared.record_visits(visits, false))
     }
@@ -731,7 +753,9 @@ impl Store for PgStore {
     fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
         self.block(self.shared.day_counts(from_day, to_day))
     }
+}
 
+impl MetaStore for PgStore {
     fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         self.block(async {
             let client = self.shared.client().await?;
@@ -760,29 +784,9 @@ impl Store for PgStore {
             Ok(row.get(0))
         })
     }
+}
 
-    fn job_lock(&self, name: &str) -> StoreResult<JobLock> {
-        let name = format!("vshortlink:job:{name}");
-        self.block(async {
-            let client = self.shared.client().await?;
-            client
-                .exec("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name])
-                .await
-                .map_err(db_error)?;
-            Ok(JobLock::holding(Box::new(HeldLock(Some(client)))))
-        })
-    }
-
-    fn shared_records(&self) -> Option<&dyn SharedRecords> {
-        Some(self)
-    }
-
-    fn watch(&self, on_change: ChangeHandler) {
-        if let Some(runtime) = &self.runtime {
-            runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
-        }
-    }
-
+impl StoreOps for PgStore {
     /// Nothing is kept in memory between writes.
     fn checkpoint(&self) -> StoreResult<()> {
         Ok(())
@@ -801,9 +805,47 @@ impl Store for PgStore {
         })
     }
 
+    /// The server recovers from a full disk by itself; a refused write fails alone.
+    fn write_fault(&self) -> Option<StorageFault> {
+        None
+    }
+
+    /// The server groups commits itself; there is nothing of ours to report.
+    fn commit_stats(&self) -> CommitStats {
+        CommitStats::default()
+    }
+
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        Some(self)
+    }
+
     fn close(&self) -> StoreResult<()> {
         self.shared.pool.close();
         Ok(())
+    }
+}
+
+impl Cluster for PgStore {
+    fn job_lock(&self, name: &str) -> StoreResult<JobLock> {
+        let name = format!("vshortlink:job:{name}");
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .exec("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name])
+                .await
+                .map_err(db_error)?;
+            Ok(JobLock::holding(Box::new(HeldLock(Some(client)))))
+        })
+    }
+
+    fn records(&self) -> &dyn SharedRecords {
+        self
+    }
+
+    fn watch(&self, on_change: ChangeHandler) {
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use std::path::Path;
 use crate::model::{CapSlot, ClaimOutcome, VisitClaim};
 use crate::store::{ClaimDone, Durability, StoreError, StoreResult};
 
-use super::errors::backend;
+use super::errors::{backend, failed};
 use super::SledStore;
 
 /// The journal's file name, in the data directory.
@@ -137,7 +137,7 @@ impl SledStore {
         }
         book.journal
             .write_all(&record)
-            .map_err(|e| backend(format!("cannot write the claims journal: {e}")))?;
+            .map_err(|e| failed("cannot write the claims journal", e))?;
         for &(slot, _) in &claim.slots {
             let key = (claim.link_id, slot.stored());
             *book.counts.entry(key).or_insert(0) += 1;
@@ -175,7 +175,7 @@ impl SledStore {
             }
             book.journal
                 .write_all(&record)
-                .map_err(|e| backend(format!("cannot write the claims journal: {e}")))?;
+                .map_err(|e| failed("cannot write the claims journal", e))?;
         }
         self.flusher.wait_durable()
     }
@@ -197,6 +197,6 @@ impl SledStore {
         self.flusher.wait_durable()?;
         book.journal
             .set_len(0)
-            .map_err(|e| backend(format!("cannot empty the claims journal: {e}")))
+            .map_err(|e| failed("cannot empty the claims journal", e))
     }
 }

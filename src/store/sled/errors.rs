@@ -1,6 +1,8 @@
 //! How sled's failures become [`StoreError`]s: transaction aborts, and storage faults (a full
 //! disk, an I/O error), which are recorded once per process and reported by `/healthz`.
 
+use std::io;
+
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use crate::store::{LinkStatus, StorageFault, StoreError};
@@ -20,50 +22,80 @@ pub(super) enum Abort {
 
 pub(super) type TxResult<T> = Result<T, ConflictableTransactionError<Abort>>;
 
-pub(super) fn backend(e: impl std::fmt::Display) -> StoreError {
-    classify(e.to_string())
-}
-
-/// The storage fault of this process, set by the first I/O error (see [`classify`]). One store
-/// per process in the server; a static because every sled call site reports through
-/// [`backend`], which has no store at hand.
-pub(super) static FAULT: parking_lot::Mutex<Option<StorageFault>> = parking_lot::Mutex::new(None);
-
-/// Sorts a sled or file-system failure: out of space → [`StoreError::Full`], another I/O
-/// error → [`StoreError::Unavailable`] (both recorded as the process's storage fault, logged
-/// once per episode), anything else → [`StoreError::Backend`].
-pub(crate) fn classify(detail: String) -> StoreError {
-    let full = detail.contains("os error 28")
-        || detail.contains("No space left")
-        || detail.contains("os error 122");
-    let io = full || detail.contains("IO error") || detail.contains("os error");
-    if !io {
-        return StoreError::Backend(detail);
-    }
-    let reason = if full {
-        "storage_full"
-    } else {
-        "storage_unavailable"
-    };
-    let mut fault = FAULT.lock();
-    if fault.is_none() {
-        tracing::error!(reason, error = %detail, "storage fault: writes fail until the store is reopened");
-        *fault = Some(StorageFault {
-            reason,
-            detail: detail.clone(),
-            reopen: true,
-        });
-    }
-    if full {
-        StoreError::Full(detail)
-    } else {
-        StoreError::Unavailable(detail)
+/// A failure as the store reports it: its text, and its I/O error kind when it is one.
+pub(super) trait Failure: std::fmt::Display {
+    fn io_kind(&self) -> Option<io::ErrorKind> {
+        None
     }
 }
 
-/// The process's storage fault, if one happened.
-pub fn storage_fault() -> Option<StorageFault> {
-    FAULT.lock().clone()
+impl Failure for sled::Error {
+    fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            sled::Error::Io(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+}
+
+impl Failure for io::Error {
+    fn io_kind(&self) -> Option<io::ErrorKind> {
+        Some(self.kind())
+    }
+}
+
+impl Failure for String {}
+impl Failure for &str {}
+
+/// A failure as a [`StoreError`], sorted by [`classify`].
+pub(super) fn backend(e: impl Failure) -> StoreError {
+    classify(e.io_kind(), e.to_string())
+}
+
+/// [`backend`] with what was being done.
+pub(super) fn failed(doing: &str, e: impl Failure) -> StoreError {
+    classify(e.io_kind(), format!("{doing}: {e}"))
+}
+
+/// Sorts a failure by its I/O error kind: out of space or over quota → [`StoreError::Full`],
+/// another I/O error → [`StoreError::Unavailable`], anything else → [`StoreError::Backend`].
+pub(super) fn classify(kind: Option<io::ErrorKind>, detail: String) -> StoreError {
+    match kind {
+        Some(io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded) => StoreError::Full(detail),
+        Some(_) => StoreError::Unavailable(detail),
+        None => StoreError::Backend(detail),
+    }
+}
+
+/// The storage fault of one store: the first failed flush, kept until the store is reopened
+/// (sled keeps its first I/O error and fails every later write with it). Held by the store's
+/// flusher, which every acknowledged write waits on.
+#[derive(Default)]
+pub(super) struct FaultCell(parking_lot::Mutex<Option<StorageFault>>);
+
+impl FaultCell {
+    /// Keeps `error` as the store's fault if it is a storage one and none is kept yet (logged
+    /// once per episode).
+    pub(super) fn note(&self, error: &StoreError) {
+        let (reason, detail) = match error {
+            StoreError::Full(detail) => ("storage_full", detail),
+            StoreError::Unavailable(detail) => ("storage_unavailable", detail),
+            _ => return,
+        };
+        let mut fault = self.0.lock();
+        if fault.is_none() {
+            tracing::error!(reason, error = %detail, "storage fault: writes fail until the store is reopened");
+            *fault = Some(StorageFault {
+                reason,
+                detail: detail.clone(),
+                reopen: true,
+            });
+        }
+    }
+
+    pub(super) fn get(&self) -> Option<StorageFault> {
+        self.0.lock().clone()
+    }
 }
 
 pub(super) fn tx_error(e: TransactionError<Abort>, code: &str) -> StoreError {

@@ -40,6 +40,8 @@ struct Shared {
     work: Condvar,
     /// Wakes writers when `durable` advances.
     done: Condvar,
+    /// The store's storage fault: the first failed flush.
+    fault: super::errors::FaultCell,
 }
 
 #[derive(Default)]
@@ -50,7 +52,7 @@ struct State {
     durable: u64,
     /// Tickets up to this one were covered by a flush that failed.
     failed_upto: u64,
-    last_error: Option<String>,
+    last_error: Option<StoreError>,
     /// Callbacks waiting for their ticket to be covered, in ticket order.
     callbacks: Vec<(u64, Durable)>,
     shutdown: bool,
@@ -84,6 +86,7 @@ impl Flusher {
             committing: AtomicUsize::new(0),
             work: Condvar::new(),
             done: Condvar::new(),
+            fault: super::errors::FaultCell::default(),
         });
         let syncer = match durability {
             Durability::Process => None,
@@ -137,6 +140,12 @@ impl Flusher {
         self.shared.work.notify_one();
     }
 
+    /// The storage fault that failed a flush, if one did: every later write fails with it
+    /// until the store is reopened.
+    pub fn fault(&self) -> Option<crate::store::StorageFault> {
+        self.shared.fault.get()
+    }
+
     /// Flush statistics so far.
     pub fn stats(&self) -> CommitStats {
         let state = self.shared.state.lock();
@@ -164,8 +173,10 @@ impl State {
     /// What a writer holding `ticket` learns once `durable` covers it.
     fn outcome(&self, ticket: u64) -> StoreResult<()> {
         if ticket <= self.failed_upto {
-            let detail = self.last_error.clone().unwrap_or_default();
-            return Err(super::classify(format!("flush failed: {detail}")));
+            return Err(self
+                .last_error
+                .clone()
+                .unwrap_or_else(|| StoreError::Backend("flush failed".into())));
         }
         Ok(())
     }
@@ -230,9 +241,11 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
         let result = db
             .flush()
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| super::errors::failed("flush failed", e))
             .and_then(|()| match syncer.as_mut() {
-                Some(s) => s.sync().map_err(|e| e.to_string()),
+                Some(s) => s
+                    .sync()
+                    .map_err(|e| super::errors::failed("fsync failed", e)),
                 None => Ok(()),
             });
         let took = started.elapsed();
@@ -242,9 +255,9 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
         state.flush_nanos_total += took.as_nanos();
         state.last_flush = took;
         if let Err(e) = result {
-            // Logged once per storage fault (by `classify`, when a writer sees it), not once
-            // per failed flush.
+            // Logged once per storage fault (by the fault cell), not once per failed flush.
             tracing::debug!(error = %e, "flush failed; waiting writers get an error");
+            shared.fault.note(&e);
             state.failed_upto = target;
             state.last_error = Some(e);
         }

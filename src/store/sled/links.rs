@@ -16,7 +16,7 @@ use super::pools::{length_of, take_out_of_pool};
 use super::{SledStore, DAY_MS, LIST_SCAN_BUDGET};
 use crate::store::{
     ActiveEntry, CodeChoice, CreateDone, Created, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
-    LinkStatus, Millis, NewLink, Store, StoreError, StoreResult,
+    LinkStatus, Millis, NewLink, StoreError, StoreResult,
 };
 
 /// Writes a new active link with every index it belongs to (record, code with its redirect
@@ -90,7 +90,7 @@ impl SledStore {
         let Some(id) = self.dedup.get(key).map_err(backend)? else {
             return Ok(None);
         };
-        let link = self.link_by_id(stored_id("dedup", &id)?)?;
+        let link = self.link_by_id_impl(stored_id("dedup", &id)?)?;
         Ok(link.filter(|l| l.is_dedup_target(new.now)))
     }
 
@@ -269,7 +269,7 @@ impl SledStore {
             let Some((_, id)) = keys::split_time_id(&key) else {
                 continue;
             };
-            if let Some(link) = self.link_by_id(id)? {
+            if let Some(link) = self.link_by_id_impl(id)? {
                 out.push(link);
             }
         }
@@ -317,7 +317,12 @@ impl SledStore {
             CodeChoice::Pool(length) if self.pool(length).is_some() => {
                 self.committer.submit(new, length, done)
             }
-            _ => done(self.create_link_impl(&new)),
+            // Custom and computed codes, and lengths without a pool, on the caller's thread.
+            _ => done(
+                self.space
+                    .admit(0)
+                    .and_then(|()| self.create_link_impl(&new)),
+            ),
         }
     }
 
@@ -340,7 +345,7 @@ impl SledStore {
         let Some(value) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
-        self.link_by_id(code_owner(&value).map_err(|e| match e {
+        self.link_by_id_impl(code_owner(&value).map_err(|e| match e {
             StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
                 tree,
                 detail: format!("{detail} (code `{code}`)"),
@@ -496,7 +501,7 @@ impl SledStore {
     }
 
     pub(super) fn recycle_link_impl(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
-        let Some(current) = self.link_by_id(id)? else {
+        let Some(current) = self.link_by_id_impl(id)? else {
             return Ok(None);
         };
         let Some(length) = length_of(&current.code) else {
@@ -566,7 +571,7 @@ impl SledStore {
         else {
             return Ok(None);
         };
-        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        let link = self.link_by_id_impl(read_u64(&id).unwrap_or(0))?;
         Ok(link.filter(|l| l.status == LinkStatus::Active))
     }
 
@@ -603,7 +608,7 @@ impl SledStore {
     }
 
     pub(super) fn retire_link_impl(&self, id: u64) -> StoreResult<bool> {
-        let Some(link) = self.link_by_id(id)? else {
+        let Some(link) = self.link_by_id_impl(id)? else {
             return Ok(false);
         };
         let Some(at) = link.ended_at() else {

@@ -59,17 +59,16 @@ pub use self::check::CheckReport;
 pub use self::codec::check_record;
 // Siblings reach these through `super::`, as before the split.
 use self::codec::{bump, encode, tx_decode_link};
-pub(crate) use self::errors::classify;
-pub use self::errors::storage_fault;
 use self::errors::{backend, Abort};
 use self::flusher::Flusher;
 use self::keys::counter;
 use crate::codes::filter::CodeFilter;
+use crate::store::prelude::*;
 use crate::store::{
-    ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, Created, DayCount, Durability,
-    Imported, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, Millis, NewLink,
-    NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, StorageFault, Store,
-    StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, DayCount, Durability, Imported, Lead,
+    LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
+    NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, StorageFault, StoreResult,
+    Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
 };
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
@@ -207,16 +206,7 @@ fn visit_bytes(visits: usize) -> u64 {
         .saturating_mul(space::BYTES_PER_VISIT)
 }
 
-impl Store for SledStore {
-    fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
-        self.space.admit(0)?;
-        self.create_link_impl(new)
-    }
-
-    fn queues_creates(&self) -> bool {
-        true
-    }
-
+impl LinkStore for SledStore {
     fn submit_create(&self, new: NewLink, done: CreateDone) {
         self.submit_create_impl(new, done)
     }
@@ -247,11 +237,6 @@ impl Store for SledStore {
         self.delete_link_impl(code, now)
     }
 
-    fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
-        self.space.admit(0)?;
-        Ok(self.expire_links_impl(&[id], now)?.pop())
-    }
-
     fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
         self.space.admit(0)?;
         self.expire_links_impl(ids, now)
@@ -260,15 +245,6 @@ impl Store for SledStore {
     fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
         self.space.admit(0)?;
         self.recycle_link_impl(id, score)
-    }
-
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
-        self.dedup_target_impl(space, length, url)
-    }
-
-    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
-        self.space.admit(0)?;
-        self.import_links_impl(links)
     }
 
     fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
@@ -288,6 +264,42 @@ impl Store for SledStore {
         self.retire_link_impl(id)
     }
 
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.space.admit(0)?;
+        // One transaction per code length, under that length's pool lock; an archived record
+        // owns no code and goes alone.
+        let mut groups: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+        let mut alone = Vec::new();
+        for (at, link) in links.iter().enumerate() {
+            if link.status == LinkStatus::Archived {
+                alone.push(vec![at]);
+            } else {
+                groups.entry(Some(link.code.len())).or_default().push(at);
+            }
+        }
+        let mut results: Vec<Option<Imported>> = vec![None; links.len()];
+        for group in groups.into_values().chain(alone) {
+            let batch: Vec<Link> = group.iter().map(|&at| links[at].clone()).collect();
+            for (at, imported) in group.into_iter().zip(self.import_links_impl(&batch)?) {
+                results[at] = Some(imported);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.ok_or_else(|| backend("an imported record got no result")))
+            .collect()
+    }
+
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        self.dedup_target_impl(space, length, url)
+    }
+
+    fn link_counts(&self) -> StoreResult<LinkCounts> {
+        self.link_counts_impl()
+    }
+}
+
+impl CapStore for SledStore {
     fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
         self.claim_visit_impl(claim, done)
     }
@@ -299,7 +311,9 @@ impl Store for SledStore {
     fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
         self.import_counted_impl(link_id, counts)
     }
+}
 
+impl LeadStore for SledStore {
     fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
         self.space.admit(0)?;
         self.add_lead_impl(lead)
@@ -325,7 +339,9 @@ impl Store for SledStore {
         self.space.admit(0)?;
         self.import_leads_impl(leads)
     }
+}
 
+impl ReviewStore for SledStore {
     fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
         self.space.admit(0)?;
         self.queue_reviews_impl(items, at)
@@ -365,11 +381,9 @@ impl Store for SledStore {
     ) -> StoreResult<(Vec<u64>, Option<u64>)> {
         self.links_by_verdict_impl(verdict, after, limit)
     }
+}
 
-    fn link_counts(&self) -> StoreResult<LinkCounts> {
-        self.link_counts_impl()
-    }
-
+impl PoolStore for SledStore {
     fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
         self.space.admit(0)?;
         self.pool_add_impl(batch)
@@ -377,6 +391,11 @@ impl Store for SledStore {
 
     fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
         self.pool_counts_impl(length, now)
+    }
+
+    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
+        // The counts are counters in memory: as cheap as any shortcut.
+        Ok(self.pool_counts_impl(length, now)?.available < level)
     }
 
     fn in_pool(&self, code: &str) -> StoreResult<bool> {
@@ -390,16 +409,9 @@ impl Store for SledStore {
     fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
         self.meta_get(&keys::strategy_state_key(length))
     }
+}
 
-    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.meta_get_impl(key)
-    }
-
-    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
-        self.space.admit(0)?;
-        self.meta_init_impl(key, value)
-    }
-
+impl VisitStore for SledStore {
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
         self.space.admit(visit_bytes(visits.len()))?;
         self.record_visits_impl(visits)
@@ -448,17 +460,22 @@ impl Store for SledStore {
     fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
         self.day_counts_impl(from_day, to_day)
     }
+}
 
-    fn commit_stats(&self) -> CommitStats {
-        self.flusher.stats()
+impl MetaStore for SledStore {
+    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.meta_get_impl(key)
     }
 
+    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        self.space.admit(0)?;
+        self.meta_init_impl(key, value)
+    }
+}
+
+impl StoreOps for SledStore {
     fn checkpoint(&self) -> StoreResult<()> {
         self.checkpoint_impl()
-    }
-
-    fn close(&self) -> StoreResult<()> {
-        self.close_impl()
     }
 
     fn sync(&self) -> StoreResult<()> {
@@ -473,6 +490,19 @@ impl Store for SledStore {
     }
 
     fn write_fault(&self) -> Option<StorageFault> {
-        storage_fault().or_else(|| self.space.fault())
+        self.flusher.fault().or_else(|| self.space.fault())
+    }
+
+    fn commit_stats(&self) -> CommitStats {
+        self.flusher.stats()
+    }
+
+    /// Only this process writes the directory (sled holds its lock).
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        None
+    }
+
+    fn close(&self) -> StoreResult<()> {
+        self.close_impl()
     }
 }

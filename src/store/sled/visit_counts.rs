@@ -361,7 +361,8 @@ fn recounted(visit: Visit) -> NewVisit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Dimension, Store};
+    use crate::store::prelude::*;
+    use crate::store::Dimension;
 
     const DAY: u64 = super::super::DAY_MS;
     const HOUR: u64 = 3_600_000;

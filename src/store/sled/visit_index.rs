@@ -312,7 +312,8 @@ mod tests {
     /// fold at close; pruning then takes entries of every form.
     #[test]
     fn unfolded_entries_are_listed_once_through_crashes_and_folds() {
-        use crate::store::{NewVisit, Store, Visit};
+        use crate::store::prelude::*;
+        use crate::store::{NewVisit, Visit};
         let dir = tempfile::tempdir().expect("temp dir");
         let options = super::super::StoreOptions::new(dir.path());
         let new = |link_id: u64, at: u64| NewVisit {

@@ -1089,7 +1089,7 @@ mod tests {
     /// (imports come in any order), and the listing still runs in id order.
     #[test]
     fn totals_survive_days_written_out_of_order() {
-        use crate::store::Store;
+        use crate::store::prelude::*;
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SledStore::open(&super::super::StoreOptions::new(dir.path())).expect("open");
         let at = |day: u64| day * DAY_MS + 1_000;
@@ -1124,7 +1124,7 @@ mod tests {
     /// is moved into blocks when it opens, and lists the same visits.
     #[test]
     fn visit_records_of_the_older_layout_move_into_blocks() {
-        use crate::store::Store;
+        use crate::store::prelude::*;
         let dir = tempfile::tempdir().expect("temp dir");
         let options = super::super::StoreOptions::new(dir.path());
         {
