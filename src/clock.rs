@@ -1,5 +1,6 @@
-//! The one source of time for lifecycle logic: [`SystemClock`] in production, [`ManualClock`]
-//! in tests that move time forward instead of sleeping. Times are [`Millis`] since the epoch.
+//! The one source of time for lifecycle logic: [`SystemClock`] in production; [`ManualClock`]
+//! (standing still) and [`ShiftedClock`] (flowing, moved forward by hand) in tests that move
+//! time instead of sleeping. Times are [`Millis`] since the epoch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -50,5 +51,27 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Millis {
         self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The wall clock, moved forward by hand: time flows as usual, and a test jumps over a wait
+/// (an expiry, a cooldown, a retention) with [`ShiftedClock::advance`] instead of sleeping.
+#[derive(Debug, Default)]
+pub struct ShiftedClock(AtomicU64);
+
+impl ShiftedClock {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `ms`, for good.
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> Millis {
+        system_now().saturating_add(self.0.load(Ordering::SeqCst))
     }
 }

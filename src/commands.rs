@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, Links};
 use crate::pools::Pools;
 use crate::store::prelude::*;
-use crate::store::sled::{CheckReport, SledStore};
+use crate::store::sled::CheckReport;
 use crate::store::{Link, LinkQuery, LinkStatus, Store, StoreError};
 use crate::BoxError;
 
@@ -34,7 +34,7 @@ pub fn check(config: &Config, out: &mut dyn Write) -> Result<bool, BoxError> {
                     itself (unique codes, foreign rows in one transaction)"
             .into());
     }
-    let store = match SledStore::open(&crate::store_options(config)) {
+    let store = match crate::store::open_embedded(config) {
         Ok(store) => store,
         Err(StoreError::Locked(path)) => {
             return Err(format!(

@@ -490,18 +490,42 @@ fn tiers_by_length<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u8, TierC
 impl Config {
     /// Defaults < `file` < `VSL_*` environment, validated.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
-        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
-        if let Some(path) = file {
-            if !path.is_file() {
-                return Err(ConfigError(format!(
-                    "--config {}: no such file",
-                    path.display()
-                )));
-            }
-            figment = figment.merge(Toml::file(path));
-        }
         check_environment()?;
-        Self::from_figment(figment.merge(Env::prefixed("VSL_").split("__")))
+        Self::from_figment(Self::with_file(file)?.merge(Env::prefixed("VSL_").split("__")))
+    }
+
+    /// Defaults < `file` < the `VSL_*` variables given, read as [`Config::load`] reads the
+    /// environment but without reading this process's (an embedding program, in-process
+    /// tests running several servers at once).
+    pub fn load_with_env(file: Option<&Path>, vars: &[(&str, &str)]) -> Result<Self, ConfigError> {
+        let mut figment = Self::with_file(file)?;
+        for (key, value) in vars {
+            check_env_value(key, value)?;
+            let path = key
+                .strip_prefix("VSL_")
+                .ok_or_else(|| ConfigError(format!("`{key}`: not a VSL_ variable")))?
+                .to_ascii_lowercase()
+                .replace("__", ".");
+            let value: figment::value::Value = match value.parse() {
+                Ok(value) => value,
+                Err(never) => match never {},
+            };
+            figment = figment.merge(figment::providers::Serialized::default(&path, value));
+        }
+        Self::from_figment(figment)
+    }
+
+    /// The defaults overlaid with a configuration file.
+    fn with_file(file: Option<&Path>) -> Result<Figment, ConfigError> {
+        let figment = Figment::from(Toml::string(DEFAULT_TOML));
+        match file {
+            None => Ok(figment),
+            Some(path) if path.is_file() => Ok(figment.merge(Toml::file(path))),
+            Some(path) => Err(ConfigError(format!(
+                "--config {}: no such file",
+                path.display()
+            ))),
+        }
     }
 
     /// The defaults overlaid with a TOML string (tests and tools).

@@ -68,7 +68,6 @@ use std::time::Duration;
 
 use crate::blocklist::BlockedHosts;
 use crate::clock::{Clock, SystemClock};
-use crate::config::Backend;
 use crate::config::Config;
 use crate::jobs::lifecycle::Lifecycle;
 use crate::jobs::Jobs;
@@ -78,8 +77,6 @@ use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
 use crate::state::{AppState, Services};
-use crate::store::postgres::{PgOptions, PgStore};
-use crate::store::sled::{SledStore, StoreOptions};
 use crate::store::{Store, StoreError};
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
@@ -87,81 +84,91 @@ use crate::visits::{Recorder, Statistics};
 /// Any failure that stops the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The store options a configuration asks for.
-pub fn store_options(config: &Config) -> StoreOptions {
-    StoreOptions {
-        path: config.storage.path.clone(),
-        durability: config.storage.durability,
-        cache_capacity_bytes: config.storage.cache_capacity_mb.saturating_mul(1024 * 1024),
-        filter_capacity: config.codes.filter_capacity,
-        filter_fp_rate: config.codes.filter_fp_rate,
-        // A second process on the same directory fails at once with a clear message.
-        lock_wait: Duration::ZERO,
-        min_free_bytes: config.storage.min_free_mb.saturating_mul(1024 * 1024),
-    }
-}
-
-/// How to reach the PostgreSQL store of a configuration.
-pub fn pg_options(config: &Config) -> PgOptions {
-    PgOptions {
-        url: config.storage.postgres.url.clone(),
-        pool_size: config.storage.postgres.pool_size,
-    }
-}
-
-/// Opens the configured store (blocking: call it off the async threads). For sled, what the
-/// open found (a replayed log, a rebuilt filter, corrected counters) is logged; a directory
-/// another process holds is said plainly.
+/// Opens the configured store (see [`store::open`]), saying plainly when another process
+/// holds a data directory.
 pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, BoxError> {
-    match config.storage.backend {
-        Backend::Sled => {
-            let sled = match SledStore::open(&store_options(config)) {
-                Ok(sled) => sled,
-                Err(StoreError::Locked(path)) => {
-                    return Err(format!(
-                        "the data directory {path} is in use by a running vshortlink server; \
-                         stop it first (export, import and check work on a stopped store)"
-                    )
-                    .into())
-                }
-                Err(e) => return Err(e.into()),
-            };
-            log_open_report(sled.open_report());
-            Ok(sled)
-        }
-        Backend::Postgres => {
-            let pg = PgStore::open(&pg_options(config))?;
-            tracing::info!(database = %pg.describe(), "using the PostgreSQL store");
-            Ok(Arc::new(pg))
-        }
+    match store::open(config) {
+        Err(StoreError::Locked(path)) => Err(format!(
+            "the data directory {path} is in use by a running vshortlink server; stop it first \
+             (export, import and check work on a stopped store)"
+        )
+        .into()),
+        other => Ok(other?),
     }
 }
 
-fn log_open_report(report: &store::sled::OpenReport) {
-    if report.recovered {
-        tracing::info!("the store was not closed cleanly; sled recovered its log");
-    }
-    if let Some(reason) = &report.filter_rebuilt {
-        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
-    }
-    for correction in &report.counters_corrected {
-        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
-    }
-    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
-        tracing::info!("recovery check: the code filter and pool counters match the trees");
-    }
-}
-
-/// The application, built once from a configuration, a store and a clock: the server's
-/// [`run`] and in-process tests alike use it (axum's `app()` pattern), so nothing is wired twice.
+/// The whole application, built once from a configuration, a store and a clock: the routes
+/// with the redirect fast path in front, the services, and the background work (pool
+/// refills, the visit writer, the review workers, the scheduled jobs, the storage watchdog).
+/// The server's [`run`] and in-process tests alike build it and end it with
+/// [`App::shutdown`] (axum's `app()` pattern), so nothing is wired twice.
 pub struct App {
-    /// Every route, with its state.
+    /// Every route, with its state (tests may call it directly).
     pub router: axum::Router,
-    /// What handlers reach; also the parts background work runs on (pools, the lifecycle
-    /// job, the visit writer that shutdown drains).
+    /// What the server serves: the redirect fast path in front of the router.
+    pub front: http::front::Front,
+    /// What handlers reach; also the parts background work runs on.
     pub state: AppState,
-    /// The blocked hosts, re-read in the background until stopped.
-    pub blocked: Arc<BlockedHosts>,
+    store: Arc<dyn Store>,
+    blocked: Arc<BlockedHosts>,
+    jobs: Jobs,
+    watchdog: tokio::task::JoinHandle<()>,
+    recovered: Arc<tokio::sync::Notify>,
+}
+
+/// How [`App::shutdown`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Everything written and the store closed.
+    Cleanly,
+    /// The store had a storage fault and the disk has room again: the store must be reopened
+    /// (the server exits non-zero so that its supervisor starts it afresh).
+    ToReopen,
+}
+
+impl App {
+    /// Resolves once a storage fault has cleared (the disk has room again) and the store must
+    /// be reopened; never for a store without faults.
+    pub fn recovered(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let recovered = self.recovered.clone();
+        async move { recovered.notified().await }
+    }
+
+    /// Ends the background work in order once no request is in flight any more: every queued
+    /// visit written, the jobs and refills stopped, the store closed.
+    pub async fn shutdown(self) -> Result<Stopped, BoxError> {
+        let App {
+            state,
+            store,
+            blocked,
+            jobs,
+            watchdog,
+            ..
+        } = self;
+        let to_reopen = watchdog.is_finished();
+        watchdog.abort();
+        state.recorder.shutdown().await;
+        blocked.stop();
+        jobs.stop().await;
+        let pools = state.pools.clone();
+        drop(state);
+        let closed = tokio::task::spawn_blocking(move || {
+            pools.stop_background();
+            store.close()
+        })
+        .await?;
+        match closed {
+            Ok(()) if to_reopen => Ok(Stopped::ToReopen),
+            Ok(()) => Ok(Stopped::Cleanly),
+            Err(e) if to_reopen => {
+                // The store's last flush fails with its old error; what was acknowledged was
+                // flushed before it was acknowledged.
+                tracing::warn!(error = %e, "closing the faulted store failed, as expected");
+                Ok(Stopped::ToReopen)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// Builds the services over `store` (primes and starts the pools' background refills, loads
@@ -298,140 +305,158 @@ pub async fn build(
         reviews,
         pools,
         health,
-        stats: Arc::new(Statistics::new(store, clock)),
+        stats: Arc::new(Statistics::new(store.clone(), clock)),
         keys: Arc::new(keys),
         ui: Arc::new(ui),
         recorder,
         metrics,
         limits,
     });
-    Ok(App {
-        router: http::router(state.clone(), ui::router()),
-        state,
-        blocked,
-    })
-}
-
-/// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
-pub async fn run(mut config: Config) -> Result<(), BoxError> {
-    // Before anything else: a SIGTERM during start-up is a graceful stop too.
-    let signals = shutdown::Signals::install()
-        .map_err(|e| format!("cannot listen for SIGTERM and SIGINT: {e}"))?;
-    // Bound first: a base_url derived from `listen` needs the real port when it is 0.
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
-    let addr = listener.local_addr()?;
-    config.derive_base_url(addr);
-    // The bound port (when `listen` asked for port 0): loop detection compares against it.
-    config.server.listen = addr;
-    if config.server.base_url_derived && addr.ip().is_unspecified() {
-        tracing::warn!(
-            base_url = %config.server.base_url,
-            "listening on every interface with no server.base_url: short URLs name the \
-             loopback address; set server.base_url to the public address"
-        );
-    }
-    let config = Arc::new(config);
-    let store = {
-        let config = config.clone();
-        tokio::task::spawn_blocking(move || open_store(&config)).await??
-    };
-    let App {
-        router,
-        state,
-        blocked,
-    } = build(config.clone(), store.clone(), Arc::new(SystemClock)).await?;
-    let pools = state.pools.clone();
-    let recorder = state.recorder.clone();
-    let lifecycle = state.lifecycle.clone();
-
-    let counts = store.link_counts()?;
-    let levels: Vec<String> = pools
-        .statuses()?
-        .iter()
-        .map(|p| format!("{}:{}", p.length, p.counts.available))
-        .collect();
-    tracing::info!(
-        listen = %addr,
-        base_url = %config.server.base_url,
-        base_url_from = if config.server.base_url_derived { "listen" } else { "config" },
-        data = %config.storage.path.display(),
-        links = counts.active,
-        pools = %levels.join(","),
-        durability = ?config.storage.durability,
-        "vshortlink listening"
-    );
-
-    let jobs = Jobs::start(&config.lifecycle.schedule, lifecycle, store.clone()).await?;
-
-    let options = http::server::ServeOptions {
-        header_timeout: config
-            .server
-            .header_timeout
-            .0
-            .unwrap_or(Duration::from_secs(10)),
-        max_header_bytes: config.server.max_header_bytes,
-        max_connections: config.server.max_connections,
-        drain_timeout: http::REQUEST_TIMEOUT + Duration::from_secs(5),
-    };
+    let jobs = Jobs::start(
+        &config.lifecycle.schedule,
+        state.lifecycle.clone(),
+        store.clone(),
+    )
+    .await?;
     // sled keeps its first I/O error and fails every later write with it: once the disk has
-    // room again, the only way back is to reopen the store. The server drains and exits
-    // non-zero so that its supervisor (Docker's restart policy) starts it afresh.
+    // room again, the only way back is to reopen the store (see `App::recovered`).
     let recovered = Arc::new(tokio::sync::Notify::new());
     let watchdog = tokio::spawn(storage_watchdog(
         store.clone(),
         config.storage.path.clone(),
         recovered.clone(),
     ));
-    let restart = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stopping = {
-        let recorder = recorder.clone();
-        let restart = restart.clone();
-        async move {
-            tokio::select! {
-                () = signals.recv() => {}
-                () = recovered.notified() => {
-                    restart.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-            }
-            tracing::info!(
-                queued_visits = recorder.depth(),
-                unwritten_visits = recorder.unwritten(),
-                "stopping: no new connections; draining requests, then the visit queue"
+    let router = http::router(state.clone(), ui::router());
+    Ok(App {
+        front: http::front::Front::new(router.clone(), state.clone()),
+        router,
+        state,
+        store,
+        blocked,
+        jobs,
+        watchdog,
+        recovered,
+    })
+}
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.
+pub async fn run(config: Config) -> Result<(), BoxError> {
+    // Before anything else: a SIGTERM during start-up is a graceful stop too.
+    let signals = shutdown::Signals::install()
+        .map_err(|e| format!("cannot listen for SIGTERM and SIGINT: {e}"))?;
+    let server = Server::bind(config, Arc::new(SystemClock)).await?;
+    match server.serve(async move { signals.recv().await }).await? {
+        Stopped::ToReopen => Err(
+            "stopped to reopen the store after a storage fault; a supervisor restarts it".into(),
+        ),
+        Stopped::Cleanly => {
+            tracing::info!("stopped cleanly");
+            Ok(())
+        }
+    }
+}
+
+/// The application on its bound socket: what [`run`] serves, and what in-process tests start
+/// (with their own clock and stop signal).
+pub struct Server {
+    /// The bound address (the real port when `listen` asked for port 0).
+    pub addr: std::net::SocketAddr,
+    pub app: App,
+    listener: tokio::net::TcpListener,
+    options: http::server::ServeOptions,
+}
+
+impl Server {
+    /// Binds `server.listen`, opens the configured store and builds the application on it.
+    pub async fn bind(mut config: Config, clock: Arc<dyn Clock>) -> Result<Server, BoxError> {
+        // Bound first: a base_url derived from `listen` needs the real port when it is 0.
+        let listener = tokio::net::TcpListener::bind(config.server.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
+        let addr = listener.local_addr()?;
+        config.derive_base_url(addr);
+        // The bound port (when `listen` asked for port 0): loop detection compares against it.
+        config.server.listen = addr;
+        if config.server.base_url_derived && addr.ip().is_unspecified() {
+            tracing::warn!(
+                base_url = %config.server.base_url,
+                "listening on every interface with no server.base_url: short URLs name the \
+                 loopback address; set server.base_url to the public address"
             );
         }
-    };
-    let front = http::front::Front::new(router, state.clone());
-    http::server::serve(listener, front, options, stopping).await?;
-
-    watchdog.abort();
-    // No request is in flight any more: write every queued visit before the store closes.
-    recorder.shutdown().await;
-    blocked.stop();
-    jobs.stop().await;
-    tokio::task::spawn_blocking(move || {
-        pools.stop_background();
-        store.close()
-    })
-    .await?
-    .or_else(|e| {
-        if restart.load(std::sync::atomic::Ordering::SeqCst) {
-            // The store's last flush fails with its old error; what was acknowledged was
-            // flushed before it was acknowledged.
-            tracing::warn!(error = %e, "closing the faulted store failed, as expected");
-            Ok(())
-        } else {
-            Err(e)
-        }
-    })?;
-    if restart.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(
-            "stopped to reopen the store after a storage fault; a supervisor restarts it".into(),
+        let config = Arc::new(config);
+        let store = {
+            let config = config.clone();
+            tokio::task::spawn_blocking(move || open_store(&config)).await??
+        };
+        let app = build(config.clone(), store.clone(), clock).await?;
+        let counts = store.link_counts()?;
+        let levels: Vec<String> = app
+            .state
+            .pools
+            .statuses()?
+            .iter()
+            .map(|p| format!("{}:{}", p.length, p.counts.available))
+            .collect();
+        tracing::info!(
+            listen = %addr,
+            base_url = %config.server.base_url,
+            base_url_from = if config.server.base_url_derived { "listen" } else { "config" },
+            data = %config.storage.path.display(),
+            links = counts.active,
+            pools = %levels.join(","),
+            durability = ?config.storage.durability,
+            "vshortlink listening"
         );
+        let options = http::server::ServeOptions {
+            header_timeout: config
+                .server
+                .header_timeout
+                .0
+                .unwrap_or(Duration::from_secs(10)),
+            max_header_bytes: config.server.max_header_bytes,
+            max_connections: config.server.max_connections,
+            drain_timeout: http::REQUEST_TIMEOUT + Duration::from_secs(5),
+        };
+        Ok(Server {
+            addr,
+            app,
+            listener,
+            options,
+        })
     }
-    tracing::info!("stopped cleanly");
-    Ok(())
+
+    /// Serves until `stop` resolves (or a storage fault clears and the store must be
+    /// reopened), drains the requests in flight, then shuts the application down.
+    pub async fn serve(
+        self,
+        stop: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<Stopped, BoxError> {
+        let Server {
+            app,
+            listener,
+            options,
+            ..
+        } = self;
+        let stopping = {
+            let recorder = app.state.recorder.clone();
+            let recovered = app.recovered();
+            async move {
+                tokio::select! {
+                    () = stop => {}
+                    () = recovered => {}
+                }
+                tracing::info!(
+                    queued_visits = recorder.depth(),
+                    unwritten_visits = recorder.unwritten(),
+                    "stopping: no new connections; draining requests, then the visit queue"
+                );
+            }
+        };
+        http::server::serve(listener, app.front.clone(), options, stopping).await?;
+        // No request is in flight any more: write every queued visit before the store closes.
+        app.shutdown().await
+    }
 }
 
 /// How often a faulted store's disk is probed for free space.

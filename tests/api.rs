@@ -676,13 +676,13 @@ fn a_short_ttl_stops_the_redirect_at_expiry() {
     let link = app.create(json!({"url": "https://example.com/brief", "ttl": 1}));
     let code = link["code"].as_str().unwrap();
     assert_eq!(app.get(&format!("/{code}")).status(), 302, "cached now");
-    std::thread::sleep(Duration::from_millis(1100));
+    app.advance(Duration::from_millis(1100));
     assert_eq!(app.get(&format!("/{code}")).status(), 410);
 }
 
 #[test]
 fn sixty_four_concurrent_creates_get_distinct_codes_and_survive_restart() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let codes: Vec<(String, String)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..64)
             .map(|i| {
@@ -713,7 +713,7 @@ fn sixty_four_concurrent_creates_get_distinct_codes_and_survive_restart() {
 
 #[test]
 fn sigterm_exits_zero() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     app.create(json!({"url": "https://example.com/bye"}));
     let status = app.terminate();
     assert!(status.success(), "{status:?}");
@@ -850,7 +850,7 @@ fn maintenance_endpoint_expires_recycles_and_is_idempotent() {
     let a = app.create(json!({"url": "https://example.com/m1", "ttl": 1, "length": 5}));
     app.create(json!({"url": "https://example.com/m2", "ttl": 1}));
     app.create(json!({"url": "https://example.com/m3"}));
-    std::thread::sleep(Duration::from_millis(1100));
+    app.advance(Duration::from_millis(1100));
     let run = |app: &TestApp| -> Value {
         let r = app
             .req(Method::POST, "/api/v1/maintenance/run", Some(ADMIN))
@@ -867,7 +867,7 @@ fn maintenance_endpoint_expires_recycles_and_is_idempotent() {
         (second["expired"].as_u64(), second["recycled"].as_u64()),
         (Some(0), Some(0))
     );
-    std::thread::sleep(Duration::from_millis(1100));
+    app.advance(Duration::from_millis(1100));
     let third = run(&app);
     assert_eq!(third["recycled"], 1, "length 5 recycles: {third}");
     assert_eq!(third["retired"], 1, "length 6 does not: {third}");

@@ -98,7 +98,7 @@ fn check(app: &TestApp, expected: &HashMap<String, Expect>) {
 
 #[test]
 fn sigkill_under_concurrent_writes_loses_nothing_acknowledged() {
-    let mut app = TestApp::start_with("[tiers.5]\nbatch = 200\nlow_water = 50\n", &[]);
+    let mut app = TestApp::binary_with("[tiers.5]\nbatch = 200\nlow_water = 50\n", &[]);
     let expected: Arc<Mutex<HashMap<String, Expect>>> = Arc::default();
     // benches/crash.sh raises this for a long run.
     let rounds: u64 = std::env::var("CRASH_ROUNDS")
@@ -204,7 +204,7 @@ fn sigkill_under_concurrent_writes_loses_nothing_acknowledged() {
 
 #[test]
 fn a_stale_code_filter_is_rebuilt_at_start_and_the_log_says_so() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let link = app.create(json!({"url": "https://example.com/before-crash", "code": "precrash"}));
     assert_eq!(link["code"], "precrash");
     // Killed before the periodic checkpoint (every minute) saved the filter.

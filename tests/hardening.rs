@@ -44,7 +44,7 @@ fn random_codes_do_not_come_out_sorted() {
 /// No `base_url`: short URLs and the loop check use the bound address.
 #[test]
 fn base_url_is_derived_from_the_bound_address() {
-    let app = TestApp::start_with("", &[("VSL_SERVER__BASE_URL", "")]);
+    let app = TestApp::binary_with("", &[("VSL_SERVER__BASE_URL", "")]);
     let base = format!("http://{}", app.addr);
     assert!(
         app.logged(&format!("base_url={base}")),

@@ -140,7 +140,7 @@ fn every_one_character_typo_of_a_real_code_is_a_404_without_any_lookup() {
 
 #[test]
 fn custom_codes_of_a_check_length_are_refused_on_every_path() {
-    let app = TestApp::start();
+    let app = TestApp::binary();
     let p = problem(
         app.post_json(
             "/api/v1/links",

@@ -815,7 +815,7 @@ fn form_submissions_past_form_per_ip_are_refused_and_store_nothing() {
 
 #[test]
 fn an_acknowledged_lead_survives_a_kill_9() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let destination = "https://example.com/durable-lead";
     let code = code_of(&app.create(json!({"url": destination, "form": lead_form()})));
     let accepted = post_form(
@@ -1385,7 +1385,7 @@ fn bad_gate_values_are_problems_naming_the_field_and_write_nothing() {
 
 #[test]
 fn export_and_import_keep_the_gates_and_with_leads_the_leads() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let gated = code_of(&app.create(json!({
         "url": "https://example.com/moved-gates",
         "in_app": "interstitial",
@@ -1461,7 +1461,7 @@ fn export_and_import_keep_the_gates_and_with_leads_the_leads() {
         .collect();
     std::fs::write(&file, links_only).unwrap();
 
-    let mut fresh = TestApp::start();
+    let mut fresh = TestApp::binary();
     assert!(fresh.terminate().success());
     let out = vsl(&fresh.config_path(), &["import", file.to_str().unwrap()]);
     let report = format!("{}{}", text(&out.stdout), text(&out.stderr));

@@ -1083,7 +1083,7 @@ fn hammer(
 
 #[test]
 fn a_kill_9_under_load_never_lets_a_capped_link_exceed_its_cap() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let cap = 1000u64;
     let destination = "https://example.com/crash-capped";
     let code = code_of(&app.create(json!({"url": destination, "max_visits": cap})));
@@ -1504,7 +1504,7 @@ fn bad_option_values_are_problems_naming_the_field_and_write_nothing() {
 
 #[test]
 fn export_and_import_keep_every_option() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let password = "travelling secret";
     let guarded = code_of(&app.create(json!({
         "url": "https://example.com/moved-guarded",
@@ -1568,7 +1568,7 @@ fn export_and_import_keep_every_option() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&file, links_only).unwrap();
-    let mut fresh = TestApp::start();
+    let mut fresh = TestApp::binary();
     assert!(fresh.terminate().success());
     let out = vsl(&fresh.config_path(), &["import", file.to_str().unwrap()]);
     let report = format!("{}{}", text(&out.stdout), text(&out.stderr));

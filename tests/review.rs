@@ -392,7 +392,7 @@ fn off_by_default_nothing_is_fetched_a_request_is_refused_and_overrides_still_wo
     let site = site();
     let scorer = scorer();
     // The scorer is configured but the review is not enabled: the default.
-    let app = TestApp::start_with(
+    let app = TestApp::binary_with(
         &format!(
             "[review.scorer]\nurl = \"{}\"\nmodel = \"m\"\n",
             scorer.url("/v1/chat/completions")
@@ -452,7 +452,7 @@ fn off_by_default_nothing_is_fetched_a_request_is_refused_and_overrides_still_wo
 fn created_links_are_reviewed_and_each_verdict_does_what_it_says() {
     let site = site();
     let scorer = scorer();
-    let app = start(&scorer, &[]);
+    let app = TestApp::binary_with(&review_config(&scorer, &[]), &[]);
     assert!(app.logged("review of destinations: on"));
     let scam = create(&app, &site.url("/scam/prize"));
     let clean = create(&app, &site.url("/clean/home"));
@@ -742,7 +742,7 @@ fn an_admins_verdict_applies_at_once_and_only_admins_give_one() {
 fn the_queue_survives_kill_9() {
     let site = site();
     let scorer = scorer();
-    let mut app = start(&scorer, &[("concurrency", "1")]);
+    let mut app = TestApp::binary_with(&review_config(&scorer, &[("concurrency", "1")]), &[]);
     let codes: Vec<String> = (1..=3)
         .map(|i| create(&app, &site.url(&format!("/slow/{i}"))))
         .collect();

@@ -74,7 +74,7 @@ fn on_a_full_disk_every_stored_link_keeps_redirecting() {
     };
     let data = mnt.join("data");
     let data_env = data.display().to_string();
-    let mut app = TestApp::start_with(
+    let mut app = TestApp::binary_with(
         "[cache]\ncapacity = 10\n",
         &[("VSL_STORAGE__PATH", data_env.as_str())],
     );
@@ -216,7 +216,7 @@ fn when_sled_itself_fails_a_write_the_server_restarts_once_space_is_back() {
     let data_env = data.display().to_string();
     // No reserve: sled itself meets the full disk (the guard's fallback, and the path of a
     // disk filled between the guard's check and the write).
-    let mut app = TestApp::start_with(
+    let mut app = TestApp::binary_with(
         "",
         &[
             ("VSL_STORAGE__PATH", data_env.as_str()),

@@ -391,7 +391,7 @@ fn a_full_queue_drops_and_counts_visits_and_never_fails_a_redirect() {
 
 #[test]
 fn sigterm_drains_the_visit_queue_before_exit() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let code = new_code(&app, "https://example.com/drain");
     // Clients keep redirecting while SIGTERM arrives, so that visits are still unwritten when
     // it does (the log line at the signal says how many); every visit answered 302 must be
@@ -567,7 +567,7 @@ fn proxy_headers_give_the_client_address_only_when_trusted() {
 /// twice.
 #[test]
 fn written_visits_survive_kill_9_and_at_most_the_unwritten_ones_are_lost() {
-    let mut app = TestApp::start();
+    let mut app = TestApp::binary();
     let code = new_code(&app, "https://example.com/crash-visits");
     for _ in 0..20 {
         visit(&app, &code, DESKTOP, None);

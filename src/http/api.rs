@@ -572,7 +572,7 @@ pub async fn run_maintenance(
     // On timeout the handle is dropped, which detaches the job: it runs to its end.
     match tokio::time::timeout(MAINTENANCE_WAIT, &mut job).await {
         Ok(done) => {
-            let report = done.map_err(ApiError::internal)?.map_err(ApiError::from)?;
+            let report = done??;
             Ok(Json(report).into_response())
         }
         Err(_) => Ok((

@@ -202,6 +202,20 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::qr::QrError> for ApiError {
+    /// A short URL too long for a QR code, or an encoder failure: ours, not the caller's.
+    fn from(e: crate::qr::QrError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    /// Work handed to a blocking thread panicked or was cancelled.
+    fn from(e: tokio::task::JoinError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
 impl From<RateLimited> for ApiError {
     fn from(e: RateLimited) -> Self {
         let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string());

@@ -59,14 +59,8 @@ impl QrParams {
 /// The image of `short_url`. A short URL never changes for a code, so browsers may keep it.
 pub fn qr_response(short_url: &str, params: QrParams) -> Result<Response, ApiError> {
     let (content_type, body) = match params {
-        QrParams::Svg => (
-            "image/svg+xml",
-            qr::svg(short_url).map_err(ApiError::internal)?.into_bytes(),
-        ),
-        QrParams::Png(size) => (
-            "image/png",
-            qr::png(short_url, size).map_err(ApiError::internal)?,
-        ),
+        QrParams::Svg => ("image/svg+xml", qr::svg(short_url)?.into_bytes()),
+        QrParams::Png(size) => ("image/png", qr::png(short_url, size)?),
     };
     let mut response = body.into_response();
     let h = response.headers_mut();

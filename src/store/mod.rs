@@ -17,8 +17,11 @@
 //! [`Durability`] mode (concurrent writers share one flush), on PostgreSQL once committed.
 //! The lifecycle writes, imports and visit batches say where they differ.
 
+mod open;
 pub mod postgres;
 pub mod sled;
+
+pub use self::open::{open, open_embedded, sled_options};
 
 // The records and errors live in the model; the store persists them (re-exported so that the
 // backends name them as before).

@@ -1,5 +1,8 @@
-//! `TestApp`: the real `vshortlink` binary on port 0 with a temp data dir and generated config,
-//! and a blocking HTTP client that does not follow redirects.
+//! `TestApp`: the application on port 0 with a temp data dir and generated config, and a
+//! blocking HTTP client that does not follow redirects. It runs in this process by default
+//! (`vshortlink::Server`, built as the binary builds it, with a clock the test can move
+//! forward); tests of what only a process shows (SIGKILL, SIGTERM, its log, its exit) start the
+//! real binary with `TestApp::binary*`.
 
 #![allow(dead_code)]
 
@@ -15,8 +18,12 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::Value;
+use vshortlink::clock::{Clock, ShiftedClock};
+use vshortlink::config::Config;
 
 pub const ADMIN: &str = "test-admin-key-0001";
 pub const EDITOR: &str = "test-editor-key-0001";
@@ -29,6 +36,11 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
     pub addr: SocketAddr,
     child: Option<Child>,
+    /// The in-process server, when the app runs in this process.
+    served: Option<Served>,
+    in_process: bool,
+    /// The in-process app's clock: the wall clock plus whatever the test advanced it by.
+    pub clock: Arc<ShiftedClock>,
     extra: String,
     env: Vec<(String, String)>,
     /// The PostgreSQL database this app stores in; `None`: sled in `data_path()`.
@@ -39,39 +51,55 @@ pub struct TestApp {
 }
 
 impl TestApp {
-    /// Starts the server with the default test config.
+    /// Starts the app in this process with the default test config.
     pub fn start() -> Self {
         Self::start_with("", &[])
     }
 
-    /// Starts the server with extra TOML (sections other than `server`, `storage` and `auth`)
-    /// and extra `VSL_*` environment variables. With `TEST_STORE=postgres` in the test's
-    /// environment, the server stores in a fresh database of the test PostgreSQL server
-    /// instead of sled (CI runs the integration tests both ways).
+    /// Starts the app in this process with extra TOML (sections other than `server`,
+    /// `storage` and `auth`) and extra `VSL_*` variables. With `TEST_STORE=postgres` in the
+    /// test's environment, it stores in a fresh database of the test PostgreSQL server instead
+    /// of sled (CI runs the integration tests both ways).
     pub fn start_with(extra: &str, env: &[(&str, &str)]) -> Self {
-        let database = (std::env::var("TEST_STORE").as_deref() == Ok("postgres")).then(|| {
-            postgres::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL installed")
-        });
-        Self::start_stored(database, extra, env)
+        Self::start_stored(test_database(), extra, env, true)
     }
 
-    /// Starts a server on sled whatever `TEST_STORE` says (tests of the embedded store's own
-    /// files).
+    /// Starts the real binary with the default test config.
+    pub fn binary() -> Self {
+        Self::binary_with("", &[])
+    }
+
+    /// Starts the real binary, like [`TestApp::start_with`] otherwise.
+    pub fn binary_with(extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_stored(test_database(), extra, env, false)
+    }
+
+    /// Starts the real binary on sled whatever `TEST_STORE` says (tests of the embedded
+    /// store's own files).
     pub fn start_sled(extra: &str, env: &[(&str, &str)]) -> Self {
-        Self::start_stored(None, extra, env)
+        Self::start_stored(None, extra, env, false)
     }
 
-    /// Starts a server on a PostgreSQL database (several apps may share one: instances).
+    /// Starts the real binary on a PostgreSQL database (several apps may share one:
+    /// instances).
     pub fn start_on(database: &str, extra: &str, env: &[(&str, &str)]) -> Self {
-        Self::start_stored(Some(database.to_string()), extra, env)
+        Self::start_stored(Some(database.to_string()), extra, env, false)
     }
 
-    fn start_stored(database: Option<String>, extra: &str, env: &[(&str, &str)]) -> Self {
+    fn start_stored(
+        database: Option<String>,
+        extra: &str,
+        env: &[(&str, &str)],
+        in_process: bool,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut app = TestApp {
             dir,
             addr: "127.0.0.1:0".parse().expect("addr"),
             child: None,
+            served: None,
+            in_process,
+            clock: Arc::new(ShiftedClock::new()),
             extra: extra.to_string(),
             env: env
                 .iter()
@@ -130,6 +158,10 @@ keys = [
 
     fn spawn(&mut self) {
         self.write_config();
+        if self.in_process {
+            self.serve_in_process();
+            return;
+        }
         let mut command = Command::new(env!("CARGO_BIN_EXE_vshortlink"));
         // Only the variables this app was given: VSL_* in the test's own environment would
         // reconfigure (or, unknown, stop) the server.
@@ -182,10 +214,71 @@ keys = [
         self.child = Some(child);
     }
 
+    /// Builds the app as the binary does and serves it on a runtime of its own.
+    fn serve_in_process(&mut self) {
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let config =
+            Config::load_with_env(Some(&self.config_path()), &env).expect("test configuration");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let clock: Arc<dyn Clock> = self.clock.clone();
+        let server = runtime
+            .block_on(vshortlink::Server::bind(config, clock))
+            .expect("the app starts");
+        self.addr = server.addr;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = runtime.spawn(server.serve(async move {
+            let _ = stopped.await;
+        }));
+        self.served = Some(Served {
+            runtime,
+            stop,
+            serving,
+        });
+    }
+
+    /// Moves the in-process app's clock forward (expiries, cooldowns, retention), instead of
+    /// sleeping.
+    pub fn advance(&self, by: Duration) {
+        assert!(self.in_process, "the binary keeps its own time");
+        self.clock
+            .advance(u64::try_from(by.as_millis()).expect("a shorter advance"));
+    }
+
+    /// Stops the in-process app as SIGTERM stops the binary: drains, shuts down, closes.
+    fn stop_in_process(&mut self) -> Option<ExitStatus> {
+        let served = self.served.take()?;
+        let _ = served.stop.send(());
+        let outcome = served.runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), served.serving).await
+        });
+        served.runtime.shutdown_timeout(Duration::from_secs(5));
+        let code = match outcome {
+            Ok(Ok(Ok(vshortlink::Stopped::Cleanly))) => 0,
+            _ => 1,
+        };
+        Some(std::os::unix::process::ExitStatusExt::from_raw(code << 8))
+    }
+
+    fn needs_binary(&self, what: &str) {
+        assert!(
+            !self.in_process,
+            "{what} needs the real binary: start this app with TestApp::binary_with"
+        );
+    }
+
     /// True when some log line of the current process contains `text`, waiting up to 5 s for
     /// it: a thread copies the server's output into `log`, so a line the server wrote just
     /// before answering may not be there yet when the answer arrives.
     pub fn logged(&self, text: &str) -> bool {
+        self.needs_binary("its log");
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             if self.logged_now(text) {
@@ -201,6 +294,7 @@ keys = [
     /// True when some log line copied so far contains `text` (for asserting that something
     /// was not logged, once what would have logged it is over).
     pub fn logged_now(&self, text: &str) -> bool {
+        self.needs_binary("its log");
         self.log
             .lock()
             .map(|l| l.iter().any(|line| line.contains(text)))
@@ -278,6 +372,9 @@ keys = [
 
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
+        if self.in_process {
+            return self.stop_in_process().expect("running");
+        }
         let child = self.child.as_mut().expect("running");
         signal(child.id(), "TERM");
         let status = wait_timeout(child, Duration::from_secs(30)).expect("exit after SIGTERM");
@@ -287,6 +384,7 @@ keys = [
 
     /// Waits up to `limit` for the server to exit by itself.
     pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        self.needs_binary("an exit of its own");
         let status = wait_timeout(self.child.as_mut()?, limit)?;
         self.child = None;
         Some(status)
@@ -306,6 +404,13 @@ keys = [
 
     /// SIGKILL, as a crash.
     pub fn kill9(&mut self) {
+        if self.in_process {
+            assert!(
+                self.served.is_none(),
+                "kill -9 needs the real binary: start this app with TestApp::binary_with"
+            );
+            return;
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -314,7 +419,7 @@ keys = [
 
     /// Starts the server again on the same data dir and config.
     pub fn restart(&mut self) {
-        if self.child.is_some() {
+        if self.child.is_some() || self.served.is_some() {
             self.terminate();
         }
         self.spawn();
@@ -323,8 +428,26 @@ keys = [
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        self.kill9();
+        if self.in_process {
+            self.stop_in_process();
+        } else {
+            self.kill9();
+        }
     }
+}
+
+/// An app served in this process.
+struct Served {
+    runtime: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<Result<vshortlink::Stopped, vshortlink::BoxError>>,
+}
+
+/// A fresh database when the tests run on PostgreSQL (`TEST_STORE=postgres`), else `None`.
+fn test_database() -> Option<String> {
+    (std::env::var("TEST_STORE").as_deref() == Ok("postgres")).then(|| {
+        postgres::fresh_database().expect("TEST_STORE=postgres needs PostgreSQL installed")
+    })
 }
 
 fn signal(pid: u32, name: &str) {

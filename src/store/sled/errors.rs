@@ -1,5 +1,6 @@
 //! How sled's failures become [`StoreError`]s: transaction aborts, and storage faults (a full
-//! disk, an I/O error), which are recorded once per process and reported by `/healthz`.
+//! disk, another I/O error) sorted by their `io::ErrorKind`, which the store's flusher keeps
+//! ([`FaultCell`]) and `/healthz` reports.
 
 use std::io;
 

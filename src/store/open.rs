@@ -1,0 +1,65 @@
+//! Opening the configured backend: the one place that turns `[storage]` into a store, so that
+//! nothing above `store/` names sled or PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::postgres::{PgOptions, PgStore};
+use super::sled::{OpenReport, SledStore, StoreOptions};
+use super::{Store, StoreResult};
+use crate::config::{Backend, Config};
+
+/// Opens the store `[storage]` names (blocking: call it off the async threads). For sled,
+/// what the open found (a replayed log, a rebuilt filter, corrected counters) is logged.
+pub fn open(config: &Config) -> StoreResult<Arc<dyn Store>> {
+    match config.storage.backend {
+        Backend::Sled => {
+            let sled = open_embedded(config)?;
+            log_open_report(sled.open_report());
+            Ok(sled)
+        }
+        Backend::Postgres => {
+            let pg = PgStore::open(&PgOptions {
+                url: config.storage.postgres.url.clone(),
+                pool_size: config.storage.postgres.pool_size,
+            })?;
+            tracing::info!(database = %pg.describe(), "using the PostgreSQL store");
+            Ok(Arc::new(pg))
+        }
+    }
+}
+
+/// The embedded store of a configuration, whatever `backend` says (`vshortlink check`
+/// inspects its files).
+pub fn open_embedded(config: &Config) -> StoreResult<Arc<SledStore>> {
+    SledStore::open(&sled_options(config))
+}
+
+/// The sled options a configuration asks for.
+pub fn sled_options(config: &Config) -> StoreOptions {
+    StoreOptions {
+        path: config.storage.path.clone(),
+        durability: config.storage.durability,
+        cache_capacity_bytes: config.storage.cache_capacity_mb.saturating_mul(1024 * 1024),
+        filter_capacity: config.codes.filter_capacity,
+        filter_fp_rate: config.codes.filter_fp_rate,
+        // A second process on the same directory fails at once with a clear message.
+        lock_wait: Duration::ZERO,
+        min_free_bytes: config.storage.min_free_mb.saturating_mul(1024 * 1024),
+    }
+}
+
+fn log_open_report(report: &OpenReport) {
+    if report.recovered {
+        tracing::info!("the store was not closed cleanly; sled recovered its log");
+    }
+    if let Some(reason) = &report.filter_rebuilt {
+        tracing::warn!(reason = %reason, "the code filter was rebuilt from the trees");
+    }
+    for correction in &report.counters_corrected {
+        tracing::warn!(counter = %correction, "a counter disagreed with the trees; corrected");
+    }
+    if report.recovered && report.filter_rebuilt.is_none() && report.counters_corrected.is_empty() {
+        tracing::info!("recovery check: the code filter and pool counters match the trees");
+    }
+}
