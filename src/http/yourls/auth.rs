@@ -1,0 +1,107 @@
+//! Who calls `/yourls-api.php`, by YOURLS's three ways to sign in: `timestamp` + `signature`
+//! (a hash of the time and an API key), `signature` alone (the key itself), `username` +
+//! `password` (configured in `yourls.users`, each standing for an API key).
+
+use std::sync::Arc;
+
+use md5::Md5;
+use sha2::{Digest, Sha256, Sha384, Sha512};
+use subtle::ConstantTimeEq;
+
+use super::params::Params;
+use crate::http::auth::Principal;
+use crate::state::AppState;
+
+/// Why a request was not let in.
+pub(super) enum AuthFailure {
+    /// YOURLS's message for a missing or wrong credential.
+    Denied(&'static str),
+    /// Past `limits.rates.auth_per_ip`.
+    Limited(crate::limits::RateLimited),
+}
+
+/// Who signs in, by YOURLS's rules and in its order: `timestamp` + `signature`, then
+/// `signature` alone, then `username` + `password`. The error is YOURLS's message.
+pub(super) fn authenticate(
+    state: &AppState,
+    params: &Params,
+) -> Result<Arc<Principal>, &'static str> {
+    let found =
+        if let (Some(ts), Some(sig)) = (params.filled("timestamp"), params.filled("signature")) {
+            check_timestamp_signature(state, ts, sig, params.get("hash"))
+        } else if params.get("timestamp").is_none() {
+            if let Some(sig) = params.filled("signature") {
+                state.keys.lookup(sig)
+            } else {
+                check_password(state, params)
+            }
+        } else {
+            check_password(state, params)
+        };
+    match found {
+        Some(principal) => Ok(principal),
+        None if params.get("username").is_some() || params.get("password").is_some() => {
+            Err("Invalid username or password")
+        }
+        None => Err("Please log in"),
+    }
+}
+
+fn check_password(state: &AppState, params: &Params) -> Option<Arc<Principal>> {
+    let (user, password) = (params.filled("username")?, params.filled("password")?);
+    state
+        .config
+        .yourls
+        .users
+        .iter()
+        .find(|u| {
+            // Compare digests so the time taken says nothing about the secret.
+            constant_eq(u.username.as_bytes(), user.as_bytes())
+                & constant_eq(
+                    &Sha256::digest(u.password.as_bytes()),
+                    &Sha256::digest(password.as_bytes()),
+                )
+        })
+        .and_then(|u| state.keys.lookup(&u.key))
+}
+
+/// `signature` = hash(timestamp . key) or hash(key . timestamp), `hash` = md5 (default),
+/// sha256, sha384 or sha512, with `timestamp` (seconds) within `yourls.signature_window`.
+fn check_timestamp_signature(
+    state: &AppState,
+    timestamp: &str,
+    signature: &str,
+    hash: Option<&str>,
+) -> Option<Arc<Principal>> {
+    // PHP's (int) cast: leading digits, anything else is 0.
+    let digits: String = timestamp
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let ts: i128 = digits.parse().unwrap_or(0);
+    let now = i128::from(state.links.now() / 1000);
+    let window = i128::from(state.config.yourls.signature_window.millis()? / 1000);
+    if (now - ts).abs() >= window {
+        return None;
+    }
+    let digest: fn(&[u8]) -> String = match hash.unwrap_or("md5") {
+        "md5" => |b| hex::encode(Md5::digest(b)),
+        "sha256" => |b| hex::encode(Sha256::digest(b)),
+        "sha384" => |b| hex::encode(Sha384::digest(b)),
+        "sha512" => |b| hex::encode(Sha512::digest(b)),
+        _ => return None,
+    };
+    let signature = signature.to_ascii_lowercase();
+    state.keys.find(|key| {
+        let before = digest(format!("{timestamp}{key}").as_bytes());
+        let after = digest(format!("{key}{timestamp}").as_bytes());
+        constant_eq(before.as_bytes(), signature.as_bytes())
+            | constant_eq(after.as_bytes(), signature.as_bytes())
+    })
+}
+
+/// Equal bytes, compared in time that does not depend on where they differ.
+fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
+}

@@ -1,0 +1,536 @@
+//! `vshortlink import`: reads our own export or a CSV format (see `csv.rs` for the columns)
+//! line by line into the store, each record checked like a create through the API, refusals
+//! reported with their line numbers; idempotent, so a rerun is safe.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+
+use super::csv::{Columns, Row};
+use super::progress::Progress;
+use super::records::{parse_rfc3339, KeyRecord, LeadRecord, Record, VisitRecord, CARRIED_KEYS};
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::links::{CreateLink, LinkError, Links, DEFAULT_SPACE};
+use crate::model::CapSlot;
+use crate::pools::Pools;
+use crate::store::{Imported, Link, LinkStatus, NewVisit, Store};
+use crate::BoxError;
+
+/// Visits written per `record_visits` call while importing.
+const VISIT_BATCH: usize = 512;
+/// Records imported between two syncs: a crash loses at most this many, and a rerun of the
+/// import redoes them (it is idempotent).
+const SYNC_EVERY: u64 = 10_000;
+/// Link records written per store transaction while importing.
+const LINK_BATCH: usize = 256;
+
+/// The formats `import` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Our own export (JSON lines).
+    Vsl,
+    /// YOURLS's `yourls_url` table as CSV: keyword,url,title,timestamp,ip,clicks.
+    YourlsCsv,
+    /// Shlink's short-URL CSV export (createdAt,domain,shortCode,shortUrl,longUrl,title,tags,visits).
+    ShlinkCsv,
+    /// Any CSV with a header naming a long-URL column and optionally a short-code column.
+    Csv,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vsl" => Ok(Format::Vsl),
+            "yourls-csv" => Ok(Format::YourlsCsv),
+            "shlink-csv" => Ok(Format::ShlinkCsv),
+            "csv" => Ok(Format::Csv),
+            other => Err(format!(
+                "`{other}` is not a format: vsl, yourls-csv, shlink-csv or csv"
+            )),
+        }
+    }
+}
+
+/// How `import` runs.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    pub format: Format,
+    pub dry_run: bool,
+    /// `csv`: the long-URL column's header (else guessed).
+    pub url_column: Option<String>,
+    /// `csv`: the short-code column's header (else guessed; none is fine).
+    pub code_column: Option<String>,
+}
+
+/// What an import did (or, dry, would do).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportSummary {
+    /// Records read (links and visits; not headers or blank lines).
+    pub read: u64,
+    pub created: u64,
+    pub unchanged: u64,
+    /// Malformed lines and records not written (conflicts, invalid values).
+    pub refused: u64,
+    /// Of `created`, how many were visits.
+    pub visits_created: u64,
+}
+
+impl std::fmt::Display for ImportSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "read {}, created {} ({} visits), unchanged {}, refused {}",
+            self.read, self.created, self.visits_created, self.unchanged, self.refused
+        )
+    }
+}
+
+/// The importer: the store, the domain service for URL checks and pooled creates, counters.
+struct Importer<'a> {
+    store: Arc<dyn Store>,
+    links: &'a Links,
+    dry_run: bool,
+    summary: ImportSummary,
+    /// Export link id → id here, for links created by this run (their visits come along).
+    created_ids: HashMap<u64, u64>,
+    /// Export link ids seen as unchanged: their visits are already here (their leads are
+    /// written again, skipped when there), with their ids here.
+    known_ids: HashMap<u64, u64>,
+    visits: Vec<NewVisit>,
+    /// Link records waiting to be written together, with their line numbers.
+    pending: Vec<(u64, Link)>,
+    /// Whether visits keep their ids, decided at the first visit batch.
+    keep_visit_ids: Option<bool>,
+    /// Export link id → the redirects its record says were counted against its caps.
+    counted: HashMap<u64, Vec<(CapSlot, u64)>>,
+    report: &'a mut dyn Write,
+}
+
+impl Importer<'_> {
+    fn refuse(&mut self, line: u64, why: impl std::fmt::Display) {
+        self.summary.refused += 1;
+        let _ = writeln!(self.report, "line {line}: refused: {why}");
+    }
+
+    /// Refuses a line at once, after writing the links before it, so that reports come in
+    /// line order.
+    fn refuse_now(&mut self, line: u64, why: impl std::fmt::Display) -> Result<(), BoxError> {
+        self.flush_links()?;
+        self.refuse(line, why);
+        Ok(())
+    }
+
+    /// A record from a file passes the same checks as a create through the API (a file is
+    /// input like any other: a `javascript:` URL, a reserved code or a 2 MiB title must not
+    /// get in this way).
+    fn checked_link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
+        match self.links.check_record(link) {
+            Ok(link) => self.link(line, link),
+            Err(LinkError::Store(e)) => Err(e.into()),
+            Err(e) => self.refuse_now(line, e),
+        }
+    }
+
+    fn link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
+        if self.dry_run {
+            match self.store.link_by_code(&link.code)? {
+                Some(existing) if existing.url == link.url => self.summary.unchanged += 1,
+                Some(existing) => self.refuse(
+                    line,
+                    format!(
+                        "the code `{}` already leads to {}, not {}",
+                        link.code, existing.url, link.url
+                    ),
+                ),
+                None => {
+                    self.summary.created += 1;
+                    self.created_ids.insert(link.id, link.id);
+                }
+            }
+            return Ok(());
+        }
+        let alone = link.status == LinkStatus::Archived;
+        let other_length = self
+            .pending
+            .first()
+            .is_some_and(|(_, l)| l.code.len() != link.code.len());
+        if alone || other_length {
+            self.flush_links()?;
+        }
+        self.pending.push((line, link));
+        if alone || self.pending.len() >= LINK_BATCH {
+            self.flush_links()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered links in one store transaction and accounts for each.
+    fn flush_links(&mut self) -> Result<(), BoxError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<(u64, Link)> = std::mem::take(&mut self.pending);
+        let links: Vec<Link> = batch.iter().map(|(_, l)| l.clone()).collect();
+        let results = self.store.import_links(&links)?;
+        let created_before = self.summary.created;
+        for ((line, link), result) in batch.into_iter().zip(results) {
+            match result {
+                Imported::Created(stored) => {
+                    self.summary.created += 1;
+                    self.created_ids.insert(link.id, stored.id);
+                    if let Some(counted) = self.counted.remove(&link.id) {
+                        self.store.import_counted(stored.id, &counted)?;
+                    }
+                }
+                Imported::Unchanged(stored) => {
+                    self.summary.unchanged += 1;
+                    self.known_ids.insert(link.id, stored.id);
+                }
+                Imported::Conflict(existing) if link.status == LinkStatus::Archived => self.refuse(
+                    line,
+                    format!(
+                        "the archived record {} is taken by another link (`{}`)",
+                        link.id, existing.code
+                    ),
+                ),
+                Imported::Conflict(existing) => self.refuse(
+                    line,
+                    format!(
+                        "the code `{}` already leads to {}, not {}",
+                        link.code, existing.url, link.url
+                    ),
+                ),
+            }
+        }
+        if self.summary.created / SYNC_EVERY != created_before / SYNC_EVERY {
+            self.store.sync()?;
+        }
+        Ok(())
+    }
+
+    /// A key of the exported store: kept when this store has none yet (or the same one).
+    fn key(&mut self, line: u64, record: KeyRecord) -> Result<(), BoxError> {
+        if !CARRIED_KEYS.contains(&record.name.as_str()) {
+            return self.refuse_now(
+                line,
+                format!("`{}` is not a key an import sets", record.name),
+            );
+        }
+        let Ok(value) = hex::decode(&record.value) else {
+            return self.refuse_now(
+                line,
+                format!("malformed: the value of `{}` is not hex", record.name),
+            );
+        };
+        if value.len() < 16 {
+            return self.refuse_now(line, format!("`{}` is shorter than 16 bytes", record.name));
+        }
+        let before = self.store.meta_get(&record.name)?;
+        let stored = match (&before, self.dry_run) {
+            (Some(stored), _) => stored.clone(),
+            (None, true) => value.clone(),
+            (None, false) => self.store.meta_init(&record.name, &value)?,
+        };
+        if stored == value {
+            if before.is_some() {
+                self.summary.unchanged += 1;
+            } else {
+                self.summary.created += 1;
+            }
+            Ok(())
+        } else {
+            self.refuse_now(
+                line,
+                format!(
+                    "this store has its own `{}`: links made here by the `hash` strategy get \
+                     other codes than in the exported store",
+                    record.name
+                ),
+            )
+        }
+    }
+
+    fn visit(&mut self, line: u64, record: VisitRecord) -> Result<(), BoxError> {
+        // The link lines before this one must be written for its link's id to be known.
+        self.flush_links()?;
+        if let Some(&id) = self.created_ids.get(&record.link_id) {
+            match record.to_new_visit(id) {
+                Ok(visit) => {
+                    self.summary.created += 1;
+                    self.summary.visits_created += 1;
+                    if !self.dry_run {
+                        self.visits.push(visit);
+                        if self.visits.len() >= VISIT_BATCH {
+                            self.flush_visits()?;
+                        }
+                    }
+                }
+                Err(why) => self.refuse_now(line, why)?,
+            }
+        } else if self.known_ids.contains_key(&record.link_id) {
+            self.summary.unchanged += 1;
+        } else {
+            self.refuse_now(
+                line,
+                format!("the visit's link {} is not in this file", record.link_id),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A lead: written under its link's id here, keeping its own id; one already there is
+    /// unchanged.
+    fn lead(&mut self, line: u64, record: LeadRecord) -> Result<(), BoxError> {
+        self.flush_links()?;
+        let Some(&link_id) = self
+            .created_ids
+            .get(&record.link_id)
+            .or_else(|| self.known_ids.get(&record.link_id))
+        else {
+            return self.refuse_now(
+                line,
+                format!("the lead's link {} is not in this file", record.link_id),
+            );
+        };
+        let at = match parse_rfc3339(&record.at) {
+            Ok(at) => at,
+            Err(why) => return self.refuse_now(line, format!("malformed: {why}")),
+        };
+        if record.id == 0 || record.values.len() > crate::model::gates::MAX_FORM_FIELDS * 4 {
+            return self.refuse_now(line, "malformed: a lead has an id and a few values");
+        }
+        let lead = crate::model::Lead {
+            id: record.id,
+            link_id,
+            at,
+            values: record.values,
+            consent: record.consent,
+        };
+        let written = if self.dry_run {
+            1
+        } else {
+            self.store.import_leads(std::slice::from_ref(&lead))?
+        };
+        if written == 1 {
+            self.summary.created += 1;
+        } else {
+            self.summary.unchanged += 1;
+        }
+        Ok(())
+    }
+
+    fn flush_visits(&mut self) -> Result<(), BoxError> {
+        if self.visits.is_empty() {
+            return Ok(());
+        }
+        // Into a store that never had a visit, visits keep their ids (the export's ids are
+        // unique and in order per link), so an export → import round trip is exact; anywhere
+        // else they are numbered anew.
+        let keep = match self.keep_visit_ids {
+            Some(keep) => keep,
+            None => {
+                let keep = self.store.last_visit_id()? == 0;
+                self.keep_visit_ids = Some(keep);
+                keep
+            }
+        };
+        if keep {
+            self.store.import_visits(&mut self.visits)?;
+        } else {
+            self.store.record_visits(&mut self.visits)?;
+        }
+        self.visits.clear();
+        Ok(())
+    }
+
+    /// A CSV row: with a code, a custom link that keeps it; without, a pooled create (dedup
+    /// makes a second import of the same row a no-op).
+    fn row(&mut self, line: u64, row: Row) -> Result<(), BoxError> {
+        let Some(code) = row.code else {
+            let url = match self.links.check_url(&row.url) {
+                Ok(url) => url,
+                Err(e) => return self.refuse_now(line, e),
+            };
+            if self.dry_run {
+                self.summary.created += 1;
+                return Ok(());
+            }
+            let req = CreateLink {
+                url,
+                title: row.title,
+                tags: Some(row.tags),
+                ..CreateLink::default()
+            };
+            match self.links.create(req) {
+                Ok((_, true)) => self.summary.created += 1,
+                Ok((_, false)) => self.summary.unchanged += 1,
+                Err(LinkError::Store(e)) => return Err(e.into()),
+                Err(e) => self.refuse_now(line, e)?,
+            }
+            return Ok(());
+        };
+        let now = self.links.now();
+        let created_at = row.created_at.unwrap_or(now);
+        let link = Link {
+            id: 0,
+            code,
+            url: row.url,
+            space: DEFAULT_SPACE.to_string(),
+            custom: true,
+            created_at,
+            expires_at: None,
+            status: LinkStatus::Active,
+            title: row.title.filter(|t| !t.is_empty()),
+            tags: row.tags,
+            updated_at: created_at,
+            deleted_at: None,
+            options: None,
+            ended_by: None,
+            review: None,
+        };
+        self.checked_link(line, link)
+    }
+}
+
+/// Reads `input` in `options.format` into the store. Reports go to `report` (one line per
+/// refusal, with its line number); the summary is returned.
+pub fn import(
+    store: Arc<dyn Store>,
+    config: Arc<Config>,
+    input: &mut dyn BufRead,
+    options: &ImportOptions,
+    report: &mut dyn Write,
+) -> Result<ImportSummary, BoxError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
+    let links = Links::new(store.clone(), pools, clock, config)?;
+    let mut importer = Importer {
+        store,
+        links: &links,
+        dry_run: options.dry_run,
+        summary: ImportSummary::default(),
+        created_ids: HashMap::new(),
+        known_ids: Default::default(),
+        visits: Vec::new(),
+        pending: Vec::new(),
+        keep_visit_ids: None,
+        counted: HashMap::new(),
+        report,
+    };
+    let mut progress = Progress::new("importing", None);
+    match options.format {
+        Format::Vsl => {
+            let mut line = String::new();
+            let mut number = 0u64;
+            loop {
+                line.clear();
+                if input.read_line(&mut line)? == 0 {
+                    break;
+                }
+                number += 1;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                importer.summary.read += 1;
+                progress.tick(1);
+                match serde_json::from_str::<Record>(&line) {
+                    Ok(Record::Link(record)) => match record.to_link() {
+                        Ok(link) => {
+                            let counted: Vec<(CapSlot, u64)> = record
+                                .counted
+                                .iter()
+                                .filter_map(|&(slot, n)| Some((CapSlot::of_stored(slot)?, n)))
+                                .collect();
+                            if !counted.is_empty() {
+                                importer.counted.insert(link.id, counted);
+                            }
+                            importer.checked_link(number, link)?
+                        }
+                        Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
+                    },
+                    Ok(Record::Visit(record)) => importer.visit(number, record)?,
+                    Ok(Record::Lead(record)) => importer.lead(number, record)?,
+                    Ok(Record::Key(record)) => importer.key(number, record)?,
+                    Err(e) => importer.refuse_now(number, format!("malformed: {e}"))?,
+                }
+            }
+        }
+        Format::YourlsCsv | Format::ShlinkCsv | Format::Csv => {
+            let mut reader = ::csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(input);
+            let mut columns: Option<Columns> = None;
+            for result in reader.records() {
+                let record = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let number = e.position().map_or(0, |p| p.line());
+                        importer.summary.read += 1;
+                        importer.refuse_now(number, format!("malformed: {e}"))?;
+                        continue;
+                    }
+                };
+                let number = record.position().map_or(0, |p| p.line());
+                if record.iter().all(|f| f.trim().is_empty()) {
+                    continue;
+                }
+                let cols = match &columns {
+                    Some(c) => c,
+                    None => {
+                        let (found, header) = Columns::find(options, &record)?;
+                        columns = Some(found);
+                        if header {
+                            continue;
+                        }
+                        columns.as_ref().ok_or("no columns")?
+                    }
+                };
+                importer.summary.read += 1;
+                progress.tick(1);
+                match cols.row(options.format, &record) {
+                    Ok(row) => importer.row(number, row)?,
+                    Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
+                }
+            }
+        }
+    }
+    importer.flush_links()?;
+    importer.flush_visits()?;
+    if !options.dry_run {
+        importer.store.sync()?;
+    }
+    let summary = importer.summary.clone();
+    progress.finish(&format!(
+        "{}{summary}",
+        if options.dry_run { "dry run: " } else { "" }
+    ));
+    Ok(summary)
+}
+
+/// `vshortlink import`: opens the stopped store and reads `input` (stdin when `None`).
+pub fn run_import(
+    config: Config,
+    input: Option<&std::path::Path>,
+    options: &ImportOptions,
+) -> Result<ImportSummary, BoxError> {
+    let mut reader: Box<dyn BufRead> = match input {
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufReader::new(std::io::stdin().lock())),
+    };
+    let store = crate::open_store(&config)?;
+    let summary = import(
+        store.clone(),
+        Arc::new(config),
+        &mut reader,
+        options,
+        &mut std::io::stderr().lock(),
+    )?;
+    store.close()?;
+    Ok(summary)
+}

@@ -1,0 +1,31 @@
+//! `vshortlink export` and `vshortlink import`: every link (and optionally every visit) as JSON
+//! lines out, and links in from our own export, YOURLS's `yourls_url` table, Shlink's CSV
+//! export, or any CSV with a long-URL column (Bitly, Kutt).
+//!
+//! Both open the data directory themselves, so they run with the server stopped; against a
+//! running server's directory the store refuses at once (its lock), and the message says so.
+//! Export streams page by page (memory stays flat); import reads line by line, reports each
+//! malformed or refused line with its number, and is idempotent: a code that already leads to
+//! the same URL is "unchanged", one that leads elsewhere is refused, never overwritten.
+//!
+//! Owns the file formats only: records are written through [`Store::import_link`], and links
+//! without a code are created by the domain service (so they get a pooled code and dedup).
+//!
+//! | file          | owns                                                                       |
+//! |---------------|----------------------------------------------------------------------------|
+//! | `records.rs`  | the export format's records (key, link, visit, lead) and their conversions |
+//! | `export.rs`   | `export` and the `export` command (`run_export`)                           |
+//! | `import.rs`   | `import`, its options and summary, and the `import` command (`run_import`) |
+//! | `csv.rs`      | the CSV formats' columns and rows, and the code in a code column           |
+//! | `progress.rs` | the progress bar (or line) both commands show on stderr                    |
+
+mod csv;
+mod export;
+mod import;
+mod progress;
+mod records;
+
+pub use self::csv::code_of;
+pub use self::export::{export, run_export, ExportParts, ExportSummary};
+pub use self::import::{import, run_import, Format, ImportOptions, ImportSummary};
+pub use self::records::{KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord};

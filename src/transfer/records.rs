@@ -1,0 +1,225 @@
+//! The records of the export format (one JSON line each: a key of the store, a link, a visit
+//! or a lead), the keys an export carries, and the conversions between records and what the
+//! store keeps. Written by `export.rs`, read by `import.rs`.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::links::rfc3339;
+use crate::model::{EndedBy, LinkOptions, ReviewMark};
+use crate::store::{Link, LinkStatus, Millis, NewVisit, Visit};
+
+/// One line of an export: a key of the store, a link or a visit.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+// One record at a time is read or written: the sizes of the variants never add up.
+#[allow(clippy::large_enum_variant)]
+pub enum Record {
+    Key(KeyRecord),
+    Link(LinkRecord),
+    Visit(VisitRecord),
+    Lead(LeadRecord),
+}
+
+/// A lead left through a link's form; `link_id` is the id of the link line it belongs to.
+/// Personal data: written only by `export --leads`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeadRecord {
+    pub id: u64,
+    pub link_id: u64,
+    pub at: String,
+    /// `[name, value]` pairs in the form's order.
+    pub values: Vec<(String, String)>,
+    pub consent: Option<String>,
+}
+
+/// A key the store generated that decides codes: the `hash` strategy's secret, so that a
+/// moved store computes the same codes for the same URLs. Written first.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyRecord {
+    pub name: String,
+    /// Hex.
+    pub value: String,
+}
+
+/// The keys an export carries (and an import accepts).
+pub(super) const CARRIED_KEYS: &[&str] = &[crate::links::HASH_SECRET_KEY];
+
+/// Every field of a link record; times in RFC 3339 (UTC, millisecond precision).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRecord {
+    pub id: u64,
+    pub code: String,
+    pub url: String,
+    pub space: String,
+    pub status: LinkStatus,
+    pub custom: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub expires_at: Option<String>,
+    #[serde(default)]
+    pub deleted_at: Option<String>,
+    pub title: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Password hash, cap, start time, end destination, rules and targets, as stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<LinkOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_by: Option<EndedBy>,
+    /// Redirects counted against the caps so far, by slot (0 the link, n + 1 target n).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted: Vec<(u32, u64)>,
+    /// The latest review verdict: a blocked link stays blocked where it moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewMark>,
+}
+
+/// Every field of a visit; `link_id` is the id of the link line it belongs to.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VisitRecord {
+    pub id: u64,
+    pub link_id: u64,
+    pub code: String,
+    pub at: String,
+    pub client_id: Arc<str>,
+    pub ip: Option<Arc<str>>,
+    pub user_agent: Arc<str>,
+    pub referer: Arc<str>,
+    pub browser: Arc<str>,
+    pub browser_version: Arc<str>,
+    pub os: Arc<str>,
+    pub os_version: Arc<str>,
+    pub device: Arc<str>,
+    pub is_bot: bool,
+    pub country: Option<Arc<str>>,
+    pub region: Option<Arc<str>>,
+    pub city: Option<Arc<str>>,
+    pub isp: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Arc<str>>,
+}
+
+impl LinkRecord {
+    pub(super) fn from_link(link: &Link) -> Self {
+        Self {
+            id: link.id,
+            code: link.code.clone(),
+            url: link.url.clone(),
+            space: link.space.clone(),
+            status: link.status,
+            custom: link.custom,
+            created_at: rfc3339(link.created_at),
+            updated_at: rfc3339(link.updated_at),
+            expires_at: link.expires_at.map(rfc3339),
+            deleted_at: link.deleted_at.map(rfc3339),
+            title: link.title.clone(),
+            tags: link.tags.clone(),
+            options: link.options.as_deref().cloned(),
+            ended_by: link.ended_by,
+            counted: Vec::new(),
+            review: link.review.clone(),
+        }
+    }
+
+    /// The record as a link, its times parsed (no rule checked: see `Links::check_record`).
+    pub fn to_link(&self) -> Result<Link, String> {
+        let time =
+            |field: &str, text: &str| parse_rfc3339(text).map_err(|e| format!("`{field}`: {e}"));
+        let optional = |field: &str, text: &Option<String>| {
+            text.as_deref().map(|t| time(field, t)).transpose()
+        };
+        Ok(Link {
+            id: self.id,
+            code: self.code.clone(),
+            url: self.url.clone(),
+            space: self.space.clone(),
+            custom: self.custom,
+            created_at: time("created_at", &self.created_at)?,
+            expires_at: optional("expires_at", &self.expires_at)?,
+            status: self.status,
+            title: self.title.clone(),
+            tags: self.tags.clone(),
+            updated_at: time("updated_at", &self.updated_at)?,
+            deleted_at: optional("deleted_at", &self.deleted_at)?,
+            options: self.options.clone().map(Box::new),
+            ended_by: self.ended_by,
+            review: self.review.clone(),
+        })
+    }
+}
+
+impl VisitRecord {
+    pub(super) fn from_visit(v: &Visit) -> Self {
+        Self {
+            id: v.id,
+            link_id: v.link_id,
+            code: v.code.clone(),
+            at: rfc3339(v.at),
+            client_id: v.client_id.clone(),
+            ip: v.ip.clone(),
+            user_agent: v.user_agent.clone(),
+            referer: v.referer.clone(),
+            browser: v.browser.clone(),
+            browser_version: v.browser_version.clone(),
+            os: v.os.clone(),
+            os_version: v.os_version.clone(),
+            device: v.device.clone(),
+            is_bot: v.is_bot,
+            country: v.country.clone(),
+            region: v.region.clone(),
+            city: v.city.clone(),
+            isp: v.isp.clone(),
+            route: v.route.clone(),
+        }
+    }
+
+    /// The visit for the store, belonging to `link_id` there.
+    pub(super) fn to_new_visit(&self, link_id: u64) -> Result<NewVisit, String> {
+        let at = parse_rfc3339(&self.at).map_err(|e| format!("`at`: {e}"))?;
+        // The distinct-visitor key is the first 8 bytes of the same SHA-1 (see visits::client).
+        let client_hash = crate::visits::client::client_hash_from_id(&self.client_id)
+            .ok_or("`client_id` is not a hex SHA-1")?;
+        let referer_host = crate::visits::tally::referer_host(&self.referer).into();
+        Ok(NewVisit {
+            visit: Visit {
+                // Kept only by `import_visits` (a store without visits); else numbered anew.
+                id: self.id,
+                link_id,
+                code: self.code.clone(),
+                at,
+                client_id: self.client_id.clone(),
+                ip: self.ip.clone(),
+                user_agent: self.user_agent.clone(),
+                referer: self.referer.clone(),
+                browser: self.browser.clone(),
+                browser_version: self.browser_version.clone(),
+                os: self.os.clone(),
+                os_version: self.os_version.clone(),
+                device: self.device.clone(),
+                is_bot: self.is_bot,
+                country: self.country.clone(),
+                region: self.region.clone(),
+                city: self.city.clone(),
+                isp: self.isp.clone(),
+                route: self.route.clone(),
+            },
+            client_hash,
+            referer_host,
+        })
+    }
+}
+
+pub(super) fn parse_rfc3339(text: &str) -> Result<Millis, String> {
+    let t = OffsetDateTime::parse(text.trim(), &Rfc3339)
+        .map_err(|e| format!("`{text}` is not an RFC 3339 time: {e}"))?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
+        .map_err(|_| format!("`{text}` is before 1970"))
+}
