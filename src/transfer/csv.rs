@@ -134,7 +134,7 @@ impl Columns {
         }
     }
 
-    pub(super) fn row(&self, format: Format, record: &::csv::StringRecord) -> Result<Row, String> {
+    pub(super) fn row(&self, record: &::csv::StringRecord) -> Result<Row, String> {
         let field = |i: Option<usize>| {
             i.and_then(|i| record.get(i))
                 .map(str::trim)
@@ -144,10 +144,8 @@ impl Columns {
         let url = field(Some(self.url)).ok_or("no URL")?;
         let code = field(self.code).map(|c| code_of(&c)).transpose()?;
         let created_at = field(self.created)
-            .map(|t| match format {
-                Format::YourlsCsv => parse_yourls_time(&t),
-                _ => parse_yourls_time(&t),
-            })
+            // Every CSV format takes both forms: a plain CSV may come from either world.
+            .map(|t| parse_time(&t))
             .transpose()?;
         let tags = field(self.tags)
             .map(|t| {
@@ -187,8 +185,8 @@ pub fn code_of(text: &str) -> Result<String, String> {
     }
 }
 
-/// YOURLS's `Y-m-d H:i:s` (taken as UTC), or RFC 3339.
-fn parse_yourls_time(text: &str) -> Result<Millis, String> {
+/// YOURLS's `Y-m-d H:i:s` (taken as UTC), or RFC 3339 (Shlink's).
+fn parse_time(text: &str) -> Result<Millis, String> {
     let format = format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
     match PrimitiveDateTime::parse(text.trim(), &format) {
         Ok(t) => u64::try_from(t.assume_utc().unix_timestamp())

@@ -490,7 +490,7 @@ pub fn import(
                 };
                 importer.summary.read += 1;
                 progress.tick(1);
-                match cols.row(options.format, &record) {
+                match cols.row(&record) {
                     Ok(row) => importer.row(number, row)?,
                     Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
                 }

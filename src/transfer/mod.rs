@@ -1,5 +1,5 @@
-//! `vshortlink export` and `vshortlink import`: every link (and optionally every visit) as JSON
-//! lines out, and links in from our own export, YOURLS's `yourls_url` table, Shlink's CSV
+//! `vshortlink export` and `vshortlink import`: every link (and optionally every visit and
+//! every lead) as JSON lines out, and links in from our own export, YOURLS's `yourls_url` table, Shlink's CSV
 //! export, or any CSV with a long-URL column (Bitly, Kutt).
 //!
 //! Both open the data directory themselves, so they run with the server stopped; against a
@@ -8,8 +8,9 @@
 //! malformed or refused line with its number, and is idempotent: a code that already leads to
 //! the same URL is "unchanged", one that leads elsewhere is refused, never overwritten.
 //!
-//! Owns the file formats only: records are written through [`Store::import_link`], and links
-//! without a code are created by the domain service (so they get a pooled code and dedup).
+//! Owns the file formats only: records are written through the store's import methods
+//! ([`crate::store::LinkStore::import_links`] and its kin), and links without a code are
+//! created by the domain service (so they get a pooled code and dedup).
 //!
 //! | file          | owns                                                                       |
 //! |---------------|----------------------------------------------------------------------------|

@@ -12,7 +12,7 @@ use crate::links::rfc3339;
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
 use crate::store::{Link, LinkStatus, Millis, NewVisit, Visit};
 
-/// One line of an export: a key of the store, a link or a visit.
+/// One line of an export: a key of the store, a link, a visit or a lead.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 // One record at a time is read or written: the sizes of the variants never add up.
