@@ -57,11 +57,11 @@ pub mod qr;
 pub mod records;
 pub mod review;
 pub mod shutdown;
-pub mod state;
 pub mod store;
 pub mod transfer;
 pub mod ui;
 pub mod visits;
+pub mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,10 +76,10 @@ use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
-use crate::state::{AppState, Services};
 use crate::store::{Store, StoreError};
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
+use crate::web::state::{AppState, Services};
 
 /// Any failure that stops the server.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -290,7 +290,12 @@ pub async fn build(
     ));
     // Page sessions and batch results: in the store when instances share one, else in memory.
     let records = Arc::new(records::RecordCache::for_store(store.clone()));
-    let ui = Ui::new(&config, &config.server.base_url, clock.clone(), records)?;
+    let ui = Arc::new(Ui::new(
+        &config,
+        &config.server.base_url,
+        clock.clone(),
+        records,
+    )?);
     let health = Arc::new(health::Health::new(
         store.clone(),
         pools.clone(),
@@ -307,7 +312,7 @@ pub async fn build(
         health,
         stats: Arc::new(Statistics::new(store.clone(), clock)),
         keys: Arc::new(keys),
-        ui: Arc::new(ui),
+        pages: ui.clone(),
         recorder,
         metrics,
         limits,
@@ -326,7 +331,10 @@ pub async fn build(
         config.storage.path.clone(),
         recovered.clone(),
     ));
-    let router = http::router(state.clone(), ui::router());
+    let router = http::router(
+        state.clone(),
+        ui::router(ui::PageState::new(state.clone(), ui)),
+    );
     Ok(App {
         front: http::front::Front::new(router.clone(), state.clone()),
         router,

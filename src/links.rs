@@ -47,6 +47,8 @@ const MAX_TAGS: usize = 32;
 const MAX_TAG_LEN: usize = 64;
 /// The furthest expiry accepted: 100 years (timestamps stay formattable and meaningful).
 const MAX_VALIDITY_MS: u64 = 100 * 366 * 86_400_000;
+/// Most links in one batch request.
+pub const MAX_BATCH: usize = 1000;
 /// The space of links created without one.
 pub const DEFAULT_SPACE: &str = "default";
 

@@ -12,9 +12,9 @@ use pg::test_store;
 use tokio_stream::StreamExt;
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
-use vshortlink::http::stats::{csv_body, CSV_PAGE};
 use vshortlink::store::{NewVisit, Store, Visit};
 use vshortlink::visits::{Recorder, Statistics};
+use vshortlink::web::csv::{csv_body, CSV_PAGE};
 
 const DAY: u64 = 86_400_000;
 const T0: u64 = 1_800_000_000_000;

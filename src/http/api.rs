@@ -11,19 +11,17 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::auth::Caller;
-use super::error::{from_value, ApiError, JsonBody};
 use crate::config::Role;
 use crate::health::HealthStatus;
-use crate::limits::Limit;
 use crate::links::{
-    form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE,
+    form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE, MAX_BATCH,
 };
 use crate::model::{CapSlot, EndedBy, InApp, Link, LinkQuery, LinkStatus};
-use crate::state::AppState;
+use crate::web::access::{authorize_create, authorized_link, blocking, check_create_rate};
+use crate::web::caller::Caller;
+use crate::web::error::{from_value, ApiError, JsonBody};
+use crate::web::state::AppState;
 
-/// Most links in one batch request.
-pub const MAX_BATCH: usize = 1000;
 /// Most links in one listing page.
 pub const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
@@ -175,49 +173,6 @@ pub fn page_params(params: &HashMap<String, String>) -> Result<(Option<u64>, usi
     Ok((after, limit))
 }
 
-/// Runs blocking service work (durable writes, counter reads) off the async threads. Its error
-/// goes through the one mapper (`error.rs`): a full disk is 507 whichever service met it; only
-/// a task that panicked is a bare 500.
-pub(crate) async fn blocking<T, E>(
-    work: impl FnOnce() -> Result<T, E> + Send + 'static,
-) -> Result<T, ApiError>
-where
-    T: Send + 'static,
-    E: Into<ApiError> + Send + 'static,
-{
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result.map_err(Into::into),
-        Err(e) => Err(ApiError::internal(e)),
-    }
-}
-
-/// May this caller create links in `space`? Anonymous creates, when enabled, go to the
-/// default space only.
-pub(crate) fn authorize_create(
-    state: &AppState,
-    caller: &Caller,
-    space: &str,
-) -> Result<(), ApiError> {
-    if caller.0.is_none() && state.keys.anonymous_create && space == DEFAULT_SPACE {
-        return Ok(());
-    }
-    caller.require_space(Role::Editor, space).map(|_| ())
-}
-
-/// The link of `code`, when the caller's role and spaces allow `role` on it: 401/403 for a
-/// missing or weak key before the lookup, 404 for an unknown code, 403 for another space.
-pub(crate) fn authorized_link(
-    state: &AppState,
-    caller: &Caller,
-    code: &str,
-    role: Role,
-) -> Result<Link, ApiError> {
-    caller.require(role)?;
-    let link = state.links.get(code)?;
-    caller.require_space(role, &link.space)?;
-    Ok(link)
-}
-
 /// Rejects a request without any usable key before its body is read, so that a missing key
 /// is 401 whatever the body holds.
 fn authenticate_writer(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
@@ -234,22 +189,6 @@ fn request_ip(state: &AppState, request: &Request) -> IpAddr {
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
     state.client_ip(peer, request.headers())
-}
-
-/// `items` creates against `create_per_key` (a caller with a key) or `create_per_ip`
-/// (anonymous). Checked before anything is written, so a refused request writes nothing.
-pub(crate) fn check_create_rate(
-    state: &AppState,
-    caller: &Caller,
-    ip: IpAddr,
-    items: usize,
-) -> Result<(), ApiError> {
-    let cells = u32::try_from(items).unwrap_or(u32::MAX);
-    match &caller.0 {
-        Some(principal) => state.limits.check_key(&principal.name, cells)?,
-        None => state.limits.check_ip(Limit::CreatePerIp, ip, cells)?,
-    }
-    Ok(())
 }
 
 #[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLink, security(("api_key" = [])),

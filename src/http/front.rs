@@ -19,10 +19,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tower::ServiceExt;
 
-use super::error::ApiError;
 use super::observe::count_redirect;
 use super::{redirect, OWN_ROUTES};
-use crate::state::AppState;
+use crate::web::error::ApiError;
+use crate::web::state::AppState;
 
 /// The router and, for the fast path, the state its handlers share.
 #[derive(Clone)]

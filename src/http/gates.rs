@@ -9,7 +9,6 @@ use std::net::{IpAddr, SocketAddr};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
 use super::redirect::{rate_limited, record_visit, wants_json, Visit};
 use crate::leads::{LeadError, Leads};
 use crate::limits::Limit;
@@ -17,8 +16,9 @@ use crate::links::LinkState;
 use crate::model::gates::{FieldProblem, CONSENT_FIELD};
 use crate::model::options::App;
 use crate::model::{LeadForm, Route};
-use crate::state::AppState;
-use crate::ui::gates::FormPage;
+use crate::web::error::ApiError;
+use crate::web::pages::FormPage;
+use crate::web::state::AppState;
 
 /// A visitor's form fields as posted (`application/x-www-form-urlencoded`).
 pub type Posted = Vec<(String, String)>;
@@ -38,7 +38,7 @@ pub fn is_submission(form: &LeadForm, body: &Posted) -> bool {
 
 /// Whether this browser has filled the link's form within 30 days (its pass cookie).
 pub fn has_pass(state: &AppState, link_id: u64, headers: &HeaderMap) -> bool {
-    crate::ui::session::cookie(headers, &Leads::pass_name(link_id))
+    crate::web::cookies::cookie(headers, &Leads::pass_name(link_id))
         .is_some_and(|value| state.leads.passes(link_id, value))
 }
 
@@ -62,7 +62,7 @@ pub fn form_page(
         .into_response();
     }
     let none = |_: &str| None;
-    state.ui.lead_form(
+    state.pages.lead_form(
         FormPage {
             action: &format!("/{code}"),
             form,
@@ -113,7 +113,7 @@ pub async fn submit(
                 Leads::pass_name(link.id),
                 state.leads.pass(link.id),
                 crate::model::gates::FORM_PASS_MS / 1000,
-                if state.ui.secure_cookies {
+                if state.pages.secure_cookies() {
                     "; Secure"
                 } else {
                     ""
@@ -148,7 +148,7 @@ fn refused(
             .into_response();
     }
     let value = |name: &str| posted(body, name);
-    state.ui.lead_form(
+    state.pages.lead_form(
         FormPage {
             action: &format!("/{code}"),
             form,
@@ -188,7 +188,7 @@ pub fn in_app_page(
         .and_then(|u| u.host_str().map(str::to_string))
         .unwrap_or_default();
     state
-        .ui
+        .pages
         .in_app(&state.links.short_url(code), &host, app, headers)
 }
 
@@ -212,7 +212,7 @@ pub fn crawler_page(
         visit,
         Some(Route::CrawlerPreview),
     );
-    state.ui.crawler_preview(
+    state.pages.crawler_preview(
         &state.links.short_url(&link.code),
         &link.url,
         preview,

@@ -3,29 +3,21 @@
 //! space read them; viewers do not (leads are personal data, not statistics).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
-use super::api::{authorized_link, blocking, page_params, CodePath};
-use super::auth::Caller;
-use super::error::ApiError;
+use super::api::{page_params, CodePath};
 use crate::config::Role;
-use crate::csv_safe::CsvWriter;
-use crate::leads::{Leads, CSV_PAGE};
 use crate::links::rfc3339;
-use crate::model::{Lead, Link};
-use crate::state::AppState;
-
-/// CSV chunks buffered ahead of a slow client.
-const CSV_AHEAD: usize = 4;
+use crate::model::Lead;
+use crate::web::access::{authorized_link, blocking};
+use crate::web::caller::Caller;
+use crate::web::csv::leads_csv_response;
+use crate::web::error::ApiError;
+use crate::web::state::AppState;
 
 /// A lead as the API shows it.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -82,7 +74,7 @@ pub async fn link_leads(
     let (before, limit) = page_params(&params)?;
     match params.get("format").map(String::as_str) {
         None | Some("") | Some("json") => {}
-        Some("csv") => return csv_response(state.leads.clone(), link).await,
+        Some("csv") => return leads_csv_response(state.leads.clone(), link).await,
         Some(other) => {
             return Err(ApiError::bad_request(
                 "invalid_query",
@@ -98,93 +90,4 @@ pub async fn link_leads(
         next_cursor: page.next.map(|n| n.to_string()),
     })
     .into_response())
-}
-
-/// Every lead of a link as a CSV download, newest first: `id`, `at`, one column per field
-/// name, `consent`. Streamed a store page at a time.
-pub async fn csv_response(leads: Arc<Leads>, link: Link) -> Result<Response, ApiError> {
-    let code = link.code.clone();
-    let names = {
-        let (leads, link) = (leads.clone(), link.clone());
-        blocking(move || leads.names(&link)).await?
-    };
-    let mut response = Response::new(csv_body(leads, link.id, names));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/csv; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"leads-{code}.csv\""))
-    {
-        headers.insert(header::CONTENT_DISPOSITION, value);
-    }
-    Ok(response)
-}
-
-fn csv_body(leads: Arc<Leads>, link_id: u64, names: Vec<String>) -> Body {
-    let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(CSV_AHEAD);
-    tokio::spawn(async move {
-        let mut before = None;
-        let mut first = true;
-        loop {
-            let service = leads.clone();
-            let page =
-                tokio::task::spawn_blocking(move || service.page(link_id, before, CSV_PAGE)).await;
-            let page = match page {
-                Ok(Ok(page)) => page,
-                Ok(Err(e)) => return fail(&sender, e.to_string()).await,
-                Err(e) => return fail(&sender, e.to_string()).await,
-            };
-            let mut writer = CsvWriter::new(Vec::with_capacity(128 * CSV_PAGE));
-            let mut row = |cells: Vec<String>| writer.record(cells);
-            if first {
-                let header = ["id", "at"]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .chain(names.iter().cloned())
-                    .chain(std::iter::once("consent".to_string()))
-                    .collect();
-                if let Err(e) = row(header) {
-                    return fail(&sender, e.to_string()).await;
-                }
-                first = false;
-            }
-            for lead in page.leads {
-                let cells = [lead.id.to_string(), rfc3339(lead.at)]
-                    .into_iter()
-                    .chain(names.iter().map(|name| {
-                        lead.values
-                            .iter()
-                            .find(|(n, _)| n == name)
-                            .map(|(_, v)| v.clone())
-                            .unwrap_or_default()
-                    }))
-                    .chain(std::iter::once(lead.consent.unwrap_or_default()))
-                    .collect();
-                if let Err(e) = row(cells) {
-                    return fail(&sender, e.to_string()).await;
-                }
-            }
-            match writer.into_inner() {
-                Ok(bytes) => {
-                    if sender.send(Ok(Bytes::from(bytes))).await.is_err() {
-                        return;
-                    }
-                }
-                Err(e) => return fail(&sender, e.to_string()).await,
-            }
-            match page.next {
-                Some(next) => before = Some(next),
-                None => break,
-            }
-        }
-    });
-    Body::from_stream(ReceiverStream::new(receiver))
-}
-
-/// Ends a stream with an error: the client sees a failed transfer, not a short file.
-async fn fail(sender: &mpsc::Sender<Result<Bytes, std::io::Error>>, detail: String) {
-    tracing::error!(error = %detail, "lead export failed");
-    let _ = sender.send(Err(std::io::Error::other(detail))).await;
 }

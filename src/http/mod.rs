@@ -17,8 +17,6 @@
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
 pub mod api;
-pub mod auth;
-pub mod error;
 pub mod front;
 pub mod gates;
 pub mod leads;
@@ -39,7 +37,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::state::AppState;
+use crate::web::state::AppState;
 
 /// Longest a request may take before it is answered 408; also bounds graceful shutdown.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

@@ -11,7 +11,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::metrics::{RequestLabels, REDIRECT_LABEL};
-use crate::state::AppState;
+use crate::web::state::AppState;
 
 /// The route pattern of the redirect, whose latency is a histogram of its own.
 pub const REDIRECT_ROUTE: &str = "/{code}";

@@ -21,13 +21,13 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
 use super::gates::{self, Posted};
 use super::observe::count_unmatched;
 use crate::limits::{Limit, RateLimited};
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed};
 use crate::model::{gate, Gate, InApp, Passed, Route};
-use crate::state::AppState;
+use crate::web::error::ApiError;
+use crate::web::state::AppState;
 
 /// Browsers come back for every visit, so every visit can be counted.
 const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
@@ -478,7 +478,7 @@ async fn check_password(
             )
             .into_response()
         } else {
-            state.ui.unlock(&format!("/{code}"), false, headers)
+            state.pages.unlock(&format!("/{code}"), false, headers)
         });
     };
     if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, ip, 1) {
@@ -488,7 +488,7 @@ async fn check_password(
         return None;
     }
     Some(if from_form {
-        state.ui.unlock(&format!("/{code}"), true, headers)
+        state.pages.unlock(&format!("/{code}"), true, headers)
     } else {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -515,7 +515,7 @@ fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) 
             } else {
                 url.to_string()
             };
-            let mut response = state.ui.preview(&shown, protected, headers);
+            let mut response = state.pages.preview(&shown, protected, headers);
             response
                 .headers_mut()
                 .insert(header::CACHE_CONTROL, CACHE_CONTROL);
@@ -546,7 +546,7 @@ fn blocked(state: &AppState, code: &str, headers: &HeaderMap) -> Response {
         ApiError::blocked_url(format!("the destination of `{code}` is on a blocked host"))
             .into_response()
     } else {
-        state.ui.errors.response(StatusCode::FORBIDDEN, headers)
+        state.pages.error(StatusCode::FORBIDDEN, headers)
     };
     response
         .headers_mut()
@@ -607,10 +607,7 @@ pub(super) fn rate_limited(state: &AppState, e: RateLimited, headers: &HeaderMap
     let mut response = if wants_json(headers) {
         ApiError::from(e).into_response()
     } else {
-        state
-            .ui
-            .errors
-            .response(StatusCode::TOO_MANY_REQUESTS, headers)
+        state.pages.error(StatusCode::TOO_MANY_REQUESTS, headers)
     };
     let h = response.headers_mut();
     h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -630,7 +627,7 @@ fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap
         };
         ApiError::new(status, kind, detail).into_response()
     } else {
-        state.ui.errors.response(status, headers)
+        state.pages.error(status, headers)
     };
     response
         .headers_mut()

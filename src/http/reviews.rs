@@ -11,13 +11,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::api::{authorized_link, blocking, page_params, CodePath, LinkView};
-use super::auth::Caller;
-use super::error::ApiError;
+use super::api::{page_params, CodePath, LinkView};
 use crate::config::Role;
 use crate::links::rfc3339;
 use crate::model::{CheckRecord, Review, ReviewMark, Verdict};
-use crate::state::AppState;
+use crate::web::access::{authorized_link, blocking};
+use crate::web::caller::Caller;
+use crate::web::error::ApiError;
+use crate::web::state::AppState;
 
 /// A review as the API shows it.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]

@@ -117,7 +117,7 @@ impl Default for Assets {
 
 /// `GET /static/{name}`.
 pub async fn serve(
-    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+    axum::extract::State(state): axum::extract::State<super::PageState>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {

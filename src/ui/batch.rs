@@ -14,11 +14,11 @@ use axum::response::{IntoResponse, Response};
 
 use super::render::{message, Visitor};
 use super::session::{random_token, same_token};
+use super::PageState;
 use crate::clock::Clock;
 use crate::csv_safe::CsvWriter;
 use crate::model::Millis;
 use crate::records::{RecordCache, RecordKind};
-use crate::state::AppState;
 
 /// How long a result stays downloadable.
 const KEEP_MS: Millis = 3_600_000;
@@ -124,7 +124,7 @@ pub fn to_csv(lines: &[BatchLine]) -> Result<Vec<u8>, csv::Error> {
 
 /// `GET /ui/batch/{id}`: the CSV of a recent batch.
 pub async fn download(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(id): Path<String>,
 ) -> Response {
@@ -147,6 +147,6 @@ pub async fn download(
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
-        Err(e) => crate::http::error::ApiError::internal(e).into_response(),
+        Err(e) => crate::web::error::ApiError::internal(e).into_response(),
     }
 }

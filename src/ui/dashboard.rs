@@ -11,15 +11,15 @@ use minijinja::{context, Value};
 use super::chart::{stacked_bars, Bar};
 use super::forms::CheckedForm;
 use super::render::{message, page, see_other, Visitor};
+use super::PageState;
 use crate::config::Role;
-use crate::http::api::blocking;
 use crate::model::StoreError;
 use crate::pools::TierStatus;
-use crate::state::AppState;
+use crate::web::access::blocking;
 
 /// `GET /ui/dashboard`.
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
@@ -118,7 +118,7 @@ pub async fn show(
 
 /// `POST /ui/pools/{length}/refill` (admins): one batch of the tier now.
 pub async fn refill(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(length): Path<String>,
     _form: CheckedForm,

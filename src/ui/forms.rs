@@ -16,12 +16,12 @@ use time::macros::format_description;
 use time::{Date, OffsetDateTime, PrimitiveDateTime, Time};
 
 use super::render::{message, Visitor};
-use crate::http::error::ApiError;
+use super::PageState;
 use crate::links::{retention_text, rfc3339, UpdateLink};
 use crate::model::gates::{FieldKind, MAX_FORM_FIELDS};
 use crate::model::options::{App, Rotation, MAX_RULES, MAX_TARGETS};
 use crate::model::{CapSlot, LinkOptions, Millis};
-use crate::state::AppState;
+use crate::web::error::ApiError;
 
 /// A submitted form.
 pub type Fields = HashMap<String, String>;
@@ -30,10 +30,10 @@ pub type Fields = HashMap<String, String>;
 /// form is answered 400, a missing or wrong token 403, before the handler runs.
 pub struct CheckedForm(pub Fields);
 
-impl FromRequest<AppState> for CheckedForm {
+impl FromRequest<PageState> for CheckedForm {
     type Rejection = Response;
 
-    async fn from_request(request: Request, state: &AppState) -> Result<Self, Response> {
+    async fn from_request(request: Request, state: &PageState) -> Result<Self, Response> {
         let (mut parts, body) = request.into_parts();
         let visitor = match Visitor::from_request_parts(&mut parts, state).await {
             Ok(v) => v,

@@ -7,10 +7,11 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{errors, render, Ui};
-use crate::http::error::ApiError;
-use crate::model::gates::{FieldProblem, CONSENT_FIELD};
+use crate::model::gates::CONSENT_FIELD;
 use crate::model::options::App;
-use crate::model::{LeadForm, SocialPreview};
+use crate::model::SocialPreview;
+use crate::web::error::ApiError;
+use crate::web::pages::{FormPage, VisitorPages};
 
 /// The pages' policy, but a form may lead anywhere: Chromium applies `form-action` to the
 /// redirect that answers a submission, and this form's answer is the link's destination.
@@ -19,18 +20,6 @@ const FORM_CSP: Option<&str> = Some(
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
      object-src 'none'; base-uri 'none'; form-action 'self' http: https:; frame-ancestors 'none'",
 );
-
-/// What the form page shows.
-pub struct FormPage<'a> {
-    /// The short link's path, where the form posts.
-    pub action: &'a str,
-    pub form: &'a LeadForm,
-    /// What was sent for a field (after an error), to show again.
-    pub value: &'a dyn Fn(&str) -> Option<&'a str>,
-    pub consented: bool,
-    pub problems: &'a [(String, FieldProblem)],
-    pub password: Option<&'a str>,
-}
 
 impl Ui {
     /// The preview of `/{code}+`: where the link goes (escaped) and a button to go on. For a
@@ -176,5 +165,42 @@ impl Ui {
             }
             Err(e) => ApiError::internal(e).into_response(),
         }
+    }
+}
+
+/// The visitor pages as the redirect path shows them.
+impl VisitorPages for Ui {
+    fn error(&self, status: StatusCode, headers: &HeaderMap) -> Response {
+        self.errors.response(status, headers)
+    }
+
+    fn preview(&self, url: &str, protected: bool, headers: &HeaderMap) -> Response {
+        Ui::preview(self, url, protected, headers)
+    }
+
+    fn unlock(&self, action: &str, wrong: bool, headers: &HeaderMap) -> Response {
+        Ui::unlock(self, action, wrong, headers)
+    }
+
+    fn lead_form(&self, page: FormPage<'_>, headers: &HeaderMap) -> Response {
+        Ui::lead_form(self, page, headers)
+    }
+
+    fn crawler_preview(
+        &self,
+        short_url: &str,
+        destination: &str,
+        preview: &SocialPreview,
+        headers: &HeaderMap,
+    ) -> Response {
+        Ui::crawler_preview(self, short_url, destination, preview, headers)
+    }
+
+    fn in_app(&self, short_url: &str, host: &str, app: App, headers: &HeaderMap) -> Response {
+        Ui::in_app(self, short_url, host, app, headers)
+    }
+
+    fn secure_cookies(&self) -> bool {
+        self.secure_cookies
     }
 }

@@ -12,11 +12,11 @@ use minijinja::{context, Value};
 use super::batch::BatchLine;
 use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES};
 use super::render::{message, page, Visitor};
+use super::PageState;
 use crate::config::Role;
-use crate::http::api::{authorize_create, check_create_rate};
-use crate::http::error::ApiError;
 use crate::links::{rfc3339, CreateLink, DEFAULT_SPACE};
-use crate::state::AppState;
+use crate::web::access::{authorize_create, check_create_rate};
+use crate::web::error::ApiError;
 
 /// Every field of the form (absent ones render empty).
 const FIELDS: &[&str] = &[
@@ -24,10 +24,10 @@ const FIELDS: &[&str] = &[
 ];
 
 /// Most lines of one "many at once" request (the API's batch limit).
-pub const MAX_LINES: usize = crate::http::api::MAX_BATCH;
+pub const MAX_LINES: usize = crate::links::MAX_BATCH;
 
 /// Whether this visitor may create, and if not, why (a catalogue key).
-fn may_create(state: &AppState, visitor: &Visitor) -> Result<(), &'static str> {
+fn may_create(state: &PageState, visitor: &Visitor) -> Result<(), &'static str> {
     match visitor.role() {
         Some(role) if role >= Role::Editor => Ok(()),
         Some(_) => Err("viewer_cannot_create"),
@@ -38,7 +38,7 @@ fn may_create(state: &AppState, visitor: &Visitor) -> Result<(), &'static str> {
 
 /// `GET /`.
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
@@ -60,7 +60,7 @@ pub async fn show(
 
 /// `POST /`: one URL (`mode=one`) or many (`mode=many`).
 pub async fn shorten(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
@@ -192,7 +192,7 @@ fn options(fields: &Fields) -> Result<Options, FormError> {
 }
 
 async fn shorten_many(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     fields: &Fields,
     options: Options,
@@ -291,7 +291,7 @@ async fn shorten_many(
 
 /// Renders `/` with a form's values, a result and any errors.
 fn render(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     status: StatusCode,
     mode: &str,
@@ -328,7 +328,7 @@ struct HomeContext {
 }
 
 fn base_context(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     mode: &str,
     fields: &Fields,

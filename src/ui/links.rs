@@ -19,19 +19,18 @@ use super::forms::{
 };
 use super::home::display_time;
 use super::render::{message, page, see_other, urlencoding, Visitor};
+use super::PageState;
 use crate::config::Role;
-use crate::http::api::{authorized_link, blocking};
-use crate::http::error::ApiError;
-use crate::http::leads::csv_response as leads_csv_response;
-use crate::http::qr::{qr_response, QrParams};
-use crate::http::stats::csv_response;
 use crate::links::{LinkError, UpdateLink};
 use crate::model::gates::MAX_FORM_FIELDS;
 use crate::model::options::{MAX_RULES, MAX_TARGETS};
 use crate::model::time::HOUR_MS;
 use crate::model::{CapSlot, EndedBy, LeadPage, Link, LinkQuery, LinkStatus, Millis, Route};
-use crate::state::AppState;
 use crate::visits::stats::{Granularity, LinkStats, DAY_MS, MAX_POINTS};
+use crate::web::access::{authorized_link, blocking};
+use crate::web::csv::{csv_response, leads_csv_response};
+use crate::web::error::ApiError;
+use crate::web::qr::{qr_response, QrParams};
 
 /// Links per page of the list.
 const PAGE: usize = 50;
@@ -50,7 +49,7 @@ fn notice(query: &HashMap<String, String>) -> Option<String> {
 }
 
 /// The page for a failed check: 403 for role and space, 404 for unknown codes.
-pub(super) fn refused(state: &AppState, visitor: &Visitor, e: &ApiError) -> Response {
+pub(super) fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Response {
     let key = match e.status {
         StatusCode::NOT_FOUND => "msg.no_such_link",
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "msg.forbidden",
@@ -60,7 +59,7 @@ pub(super) fn refused(state: &AppState, visitor: &Visitor, e: &ApiError) -> Resp
 }
 
 /// A link as the pages show it.
-fn link_view(state: &AppState, link: &Link, visits: Option<u64>) -> Value {
+fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
     context! {
         code => link.code.clone(),
         short_url => state.links.short_url(&link.code),
@@ -221,7 +220,7 @@ enum Posted<'a> {
 
 /// `GET /ui/links?q&space&status&length&cursor`: newest first.
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
@@ -366,7 +365,7 @@ fn range(query: &HashMap<String, String>, now: Millis) -> Result<Range, &'static
 
 /// `GET /ui/links/{code}`.
 pub async fn detail(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
     Query(query): Query<HashMap<String, String>>,
@@ -384,7 +383,7 @@ pub async fn detail(
 }
 
 async fn render_detail(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     code: &str,
     query: &HashMap<String, String>,
@@ -613,7 +612,7 @@ fn series(stats: &LinkStats, granularity: Granularity) -> (Vec<Bar>, Vec<Value>)
 }
 
 /// Checks the visitor's right to change `code` (the form's token was checked by [`CheckedForm`]).
-fn check_change(state: &AppState, visitor: &Visitor, code: &str) -> Result<Link, Box<Response>> {
+fn check_change(state: &PageState, visitor: &Visitor, code: &str) -> Result<Link, Box<Response>> {
     if let Err(redirect) = visitor.require_session() {
         return Err(Box::new(redirect.into_response()));
     }
@@ -630,7 +629,7 @@ fn check_change(state: &AppState, visitor: &Visitor, code: &str) -> Result<Link,
 
 /// `POST /ui/links/{code}/edit`: URL, validity, title, tags.
 pub async fn edit(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
     CheckedForm(fields): CheckedForm,
@@ -690,7 +689,7 @@ pub async fn edit(
 /// option as one update, and a refusal is shown beside the input it is about, with every
 /// value kept.
 async fn edit_options(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     code: &str,
     fields: &Fields,
@@ -753,7 +752,7 @@ async fn edit_options(
 
 /// `POST /ui/links/{code}/delete`.
 pub async fn delete(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
     _form: CheckedForm,
@@ -779,7 +778,7 @@ pub async fn delete(
 
 /// `GET /ui/links/{code}/qr?format=svg|png&size=N`: as the API's, behind the session.
 pub async fn qr(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
     Query(query): Query<HashMap<String, String>>,
@@ -812,7 +811,7 @@ pub async fn qr(
 /// `GET /ui/links/{code}/leads.csv`: every lead of the link's form, streamed; editors and
 /// admins of its space only, as the API's.
 pub async fn leads_csv(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
 ) -> Response {
@@ -831,7 +830,7 @@ pub async fn leads_csv(
 
 /// `GET /ui/links/{code}/visits.csv`: every visit, streamed.
 pub async fn visits_csv(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
 ) -> Response {

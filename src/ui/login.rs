@@ -12,15 +12,15 @@ use super::forms::{field, CheckedForm};
 use super::i18n::{Lang, LANG_COOKIE};
 use super::render::{local_path, message, page, see_other, Visitor};
 use super::session::{cookie, set_cookie, SESSION_COOKIE};
+use super::PageState;
 use crate::limits::Limit;
-use crate::state::AppState;
 
 /// Where signing in leads when the form does not say.
 const AFTER_SIGN_IN: &str = "/ui/links";
 
 /// `GET /ui/login`.
 pub async fn show(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
@@ -29,7 +29,7 @@ pub async fn show(
 }
 
 fn render(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     status: StatusCode,
     next: &str,
@@ -47,7 +47,7 @@ fn render(
 
 /// `POST /ui/login`: a known key opens a session.
 pub async fn sign_in(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
@@ -116,7 +116,7 @@ pub async fn sign_in(
 
 /// `GET` or `POST /ui/logout`: ends the session. The session cookie is `SameSite=Strict`, so
 /// another site cannot make a browser sign out.
-pub async fn sign_out(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+pub async fn sign_out(State(state): State<PageState>, headers: axum::http::HeaderMap) -> Response {
     if let Some(token) = cookie(&headers, SESSION_COOKIE) {
         state.ui.sessions.close(token);
     }
@@ -130,7 +130,7 @@ pub async fn sign_out(State(state): State<AppState>, headers: axum::http::Header
 
 /// `GET /ui/lang?set=zh-CN&back=/ui/links`: remembers a language for a year.
 pub async fn switch_language(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let back = local_path(query.get("back").map(String::as_str), "/");

@@ -35,7 +35,7 @@ use axum::Router;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::state::AppState;
+use crate::web::state::AppState;
 
 pub use render::Visitor;
 
@@ -87,7 +87,7 @@ impl Ui {
 }
 
 /// The pages' routes, merged into the main router.
-pub fn router() -> Router<AppState> {
+pub fn router(state: PageState) -> Router<AppState> {
     Router::new()
         .route("/", get(home::show).post(home::shorten))
         .route("/ui/batch/{id}", get(batch::download))
@@ -113,4 +113,33 @@ pub fn router() -> Router<AppState> {
         .layer(axum::middleware::from_fn(render::security_headers))
         // Pages and assets are text: gzip makes a first visit about a third of the bytes.
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
+        .with_state(state)
+}
+
+/// What a page handler reaches: the services every handler reaches ([`AppState`], through
+/// `Deref`) and the pages' own parts ([`Ui`]).
+#[derive(Clone)]
+pub struct PageState {
+    app: AppState,
+    pub ui: Arc<Ui>,
+}
+
+impl PageState {
+    pub fn new(app: AppState, ui: Arc<Ui>) -> Self {
+        Self { app, ui }
+    }
+}
+
+impl std::ops::Deref for PageState {
+    type Target = AppState;
+
+    fn deref(&self) -> &AppState {
+        &self.app
+    }
+}
+
+impl axum::extract::FromRef<PageState> for AppState {
+    fn from_ref(state: &PageState) -> AppState {
+        state.app.clone()
+    }
 }

@@ -15,9 +15,9 @@ use super::i18n::{negotiate, Lang};
 use super::session::{
     cookie, random_token, same_token, set_cookie, Session, CSRF_COOKIE, SESSION_COOKIE,
 };
+use super::PageState;
 use crate::config::Role;
-use crate::http::auth::Caller;
-use crate::state::AppState;
+use crate::web::caller::Caller;
 
 /// Every template, compiled in.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -129,12 +129,12 @@ pub struct Visitor {
     host: Option<String>,
 }
 
-impl FromRequestParts<AppState> for Visitor {
+impl FromRequestParts<PageState> for Visitor {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &AppState,
+        state: &PageState,
     ) -> Result<Self, Self::Rejection> {
         let headers = &parts.headers;
         let lang = negotiate(headers);
@@ -249,7 +249,7 @@ pub fn is_local_path(path: &str) -> bool {
 
 /// Renders a page with the shared context and the visitor's cookies.
 pub fn page(
-    state: &AppState,
+    state: &PageState,
     visitor: &Visitor,
     status: StatusCode,
     template: &str,
@@ -311,7 +311,7 @@ pub fn page(
 }
 
 /// A short page that says one thing (forbidden, not found, form expired, failure).
-pub fn message(state: &AppState, visitor: &Visitor, status: StatusCode, key: &str) -> Response {
+pub fn message(state: &PageState, visitor: &Visitor, status: StatusCode, key: &str) -> Response {
     page(
         state,
         visitor,

@@ -15,11 +15,11 @@ use minijinja::{context, Value};
 use super::forms::{field, CheckedForm};
 use super::home::display_time;
 use super::render::{local_path, message, page, see_other, urlencoding, Visitor};
+use super::PageState;
 use crate::config::Role;
-use crate::http::api::{authorized_link, blocking};
-use crate::http::error::ApiError;
 use crate::model::{Link, Review, ReviewMark, Verdict};
-use crate::state::AppState;
+use crate::web::access::{authorized_link, blocking};
+use crate::web::error::ApiError;
 
 /// Links per page of the list.
 const PAGE: usize = 20;
@@ -33,7 +33,7 @@ const TABS: [Verdict; 4] = [
 ];
 
 /// Signed in as an admin, or the response that says why not (sign-in redirect, 403 page).
-fn require_admin(state: &AppState, visitor: &Visitor) -> Result<(), Box<Response>> {
+fn require_admin(state: &PageState, visitor: &Visitor) -> Result<(), Box<Response>> {
     if let Err(redirect) = visitor.require_session() {
         return Err(Box::new(redirect.into_response()));
     }
@@ -82,7 +82,7 @@ fn review_view(review: &Review) -> Value {
 
 /// `GET /ui/reviews?verdict=flagged|blocked|ok|unscored&after=N` (admins).
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
@@ -158,7 +158,7 @@ fn notice(query: &HashMap<String, String>) -> Option<String> {
 /// `POST /ui/reviews/{code}` with `verdict=ok|blocked` (admins): an admin's verdict, kept as
 /// a review with the key's name; then back to `back` (the list, or the link's page).
 pub async fn decide(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(code): Path<String>,
     CheckedForm(fields): CheckedForm,
@@ -200,14 +200,14 @@ pub async fn decide(
 
 /// `GET /ui/reviews/{review_id}/screenshot.png` (admins): the review's screenshot, or 404.
 pub async fn screenshot(
-    State(state): State<AppState>,
+    State(state): State<PageState>,
     visitor: Visitor,
     Path(review_id): Path<String>,
 ) -> Response {
     if let Err(response) = require_admin(&state, &visitor) {
         return *response;
     }
-    let not_found = |state: &AppState, visitor: &Visitor| {
+    let not_found = |state: &PageState, visitor: &Visitor| {
         message(state, visitor, StatusCode::NOT_FOUND, "msg.no_screenshot")
     };
     let Ok(id) = review_id.parse::<u64>() else {

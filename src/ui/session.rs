@@ -13,9 +13,9 @@
 //! another site, and every form that changes something carries a token that must match the
 //! session's (or, before signing in, the `vsl_csrf` cookie's: double submit).
 
+pub use crate::web::cookies::{cookie, set_cookie};
 use std::sync::Arc;
 
-use axum::http::{header, HeaderMap};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -120,30 +120,6 @@ fn digest(token: &str) -> [u8; 32] {
 pub fn random_token() -> String {
     let bytes: [u8; 32] = rand::random();
     hex::encode(bytes)
-}
-
-/// A cookie's value from the request.
-pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim())
-}
-
-/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, path `/`, `Secure` on https.
-pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -> String {
-    let mut cookie = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
-    if let Some(age) = max_age {
-        cookie.push_str(&format!("; Max-Age={age}"));
-    }
-    if secure {
-        cookie.push_str("; Secure");
-    }
-    cookie
 }
 
 /// Compares two tokens in time that does not depend on where they differ.

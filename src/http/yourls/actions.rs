@@ -7,10 +7,10 @@ use time::OffsetDateTime;
 use super::output::{Answer, Obj};
 use super::params::{intval, Params};
 use crate::config::Role;
-use crate::http::auth::Principal;
 use crate::links::{CreateLink, LinkError, Ranking, Totals, DEFAULT_SPACE};
 use crate::model::{Link, LinkStatus, Millis};
-use crate::state::AppState;
+use crate::web::caller::Principal;
+use crate::web::state::AppState;
 
 /// The YOURLS version whose API this speaks (the `version` action).
 pub const YOURLS_VERSION: &str = "1.10";

@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
 use super::params::Params;
-use crate::http::auth::Principal;
-use crate::state::AppState;
+use crate::web::caller::Principal;
+use crate::web::state::AppState;
 
 /// Why a request was not let in.
 pub(super) enum AuthFailure {

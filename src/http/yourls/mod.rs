@@ -36,7 +36,7 @@ pub use self::params::Params;
 use self::actions::{dispatch, failure_answer};
 use self::auth::{authenticate, AuthFailure};
 use self::output::{output, Answer, Obj};
-use crate::state::AppState;
+use crate::web::state::AppState;
 
 /// `GET` and `POST /yourls-api.php`.
 #[utoipa::path(method(get, post), path = "/yourls-api.php", tag = "yourls",

@@ -14,8 +14,8 @@ use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::pools::Pools;
-use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
+use crate::web::pages::VisitorPages;
 
 /// axum clones the state for every request (the route layer, the handler, the `State`
 /// extractor), so it is one `Arc`: a clone is one atomic increment, not one per service on
@@ -66,6 +66,6 @@ pub struct Services {
     /// `limits.rates`, checked by the redirect path and the create handlers.
     pub limits: Arc<RateLimits>,
     pub keys: Arc<KeyRing>,
-    /// The web pages: templates, catalogues, sessions, 404/410 pages.
-    pub ui: Arc<Ui>,
+    /// The pages the redirect path shows a visitor (rendered by `ui/`).
+    pub pages: Arc<dyn VisitorPages>,
 }

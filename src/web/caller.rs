@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use super::error::ApiError;
 use crate::config::Role;
 pub use crate::keys::Principal;
-use crate::state::AppState;
+use crate::web::error::ApiError;
+use crate::web::state::AppState;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -63,13 +63,15 @@ pub fn presented_key(parts: &Parts) -> Option<&str> {
         .map(str::trim)
 }
 
-impl FromRequestParts<AppState> for Caller {
+impl<S> FromRequestParts<S> for Caller
+where
+    AppState: axum::extract::FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let state = &<AppState as axum::extract::FromRef<S>>::from_ref(state);
         let has_header = parts.headers.contains_key(header::AUTHORIZATION)
             || parts.headers.contains_key("x-api-key");
         if !has_header {
