@@ -8,7 +8,7 @@
 //! and in `visits::tally`, and one contract suite (`tests/store_contract.rs`) runs on both.
 //!
 //! The trait is blocking. sled answers in microseconds on the caller's thread; the PostgreSQL
-//! store waits for its own runtime inside `block_in_place` (see `store/postgres/mod.rs`).
+//! store waits for its own runtime inside `block_in_place` (see `store/postgres/runtime.rs`).
 //!
 //! The store holds no clock: every method that depends on time takes `now` (milliseconds since
 //! the Unix epoch) from its caller, so lifecycle tests can move time forward.

@@ -3,11 +3,7 @@
 //! PostgreSQL.
 //!
 //! The seam is blocking ([`Store`] methods return values, as sled's do), so this store owns a
-//! small tokio runtime of its own for the driver (`tokio-postgres` over a `deadpool-postgres`
-//! pool) and blocks on it: inside the server's multi-threaded runtime through
-//! `block_in_place`, which hands the worker's other tasks to another thread while the query
-//! runs, and on a plain thread (command-line tools, tests) directly. One round trip never
-//! stalls the other requests of a worker.
+//! small tokio runtime of its own for the driver and blocks on it (`runtime.rs`).
 //!
 //! What keeps several instances right:
 //! - a code has one owner by a unique index, so a pool take (`FOR UPDATE SKIP LOCKED`) and a
@@ -19,13 +15,34 @@
 //! - the lifecycle job holds a session advisory lock ([`Store::job_lock`]);
 //! - migrations run under an advisory lock, one instance at a time.
 //!
+//!
+//! This file holds the store's struct, opening, what every file uses (error mapping, column
+//! conversions, cached statements, sharded counters, notifications, link id segments), and the
+//! capability trait implementations, which hand each call to the file that owns it:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `runtime.rs` | the driver's runtime, waiting on it (`block`), shutting it down on drop |
+//! | `schema.rs` | the migrations (`migrations/`), applied under an advisory lock |
+//! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links |
+//! | `pools.rs` | the code pools: refills, levels, peeks |
+//! | `visits.rs` | visits and their counters, listings, summaries, pruning |
+//! | `claims.rs` | visit caps: the `link_claims` rows |
+//! | `leads.rs` | leads left through links' forms |
+//! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict |
+//! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
+//! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
+//!
 //! [`watch`]: Store::watch
 
 mod claims;
 mod leads;
 mod links;
 mod pools;
+mod records;
 mod reviews;
+mod runtime;
+mod schema;
 mod visits;
 mod watch;
 
@@ -36,7 +53,7 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use parking_lot::Mutex;
-use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+use tokio::runtime::Runtime;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
@@ -52,16 +69,6 @@ use crate::store::{
     VisitTotals,
 };
 
-/// The schema, one file per version, applied in order at start-up.
-const MIGRATIONS: &[(i32, &str)] = &[
-    (1, include_str!("migrations/0001_init.sql")),
-    (2, include_str!("migrations/0002_shared_records.sql")),
-    (3, include_str!("migrations/0003_link_options.sql")),
-    (4, include_str!("migrations/0004_leads.sql")),
-    (5, include_str!("migrations/0005_reviews.sql")),
-];
-/// Advisory lock names (hashed to the lock's 64-bit key by the database).
-const LOCK_MIGRATE: &str = "vshortlink:migrate";
 /// Link ids reserved per round trip.
 const ID_BLOCK: i64 = 1024;
 /// Counter rows per name: a writer adds to the row of its connection (backend pid modulo
@@ -311,12 +318,7 @@ impl PgStore {
                 "`storage.postgres.url` is not a PostgreSQL URL: {e}"
             ))
         })?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("vsl-postgres")
-            .enable_all()
-            .build()
-            .map_err(|e| StoreError::Backend(format!("postgres runtime: {e}")))?;
+        let runtime = runtime::build()?;
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
@@ -356,39 +358,6 @@ impl PgStore {
     pub fn describe(&self) -> String {
         describe(&self.shared.config)
     }
-
-    /// Runs `fut` on the driver's runtime and waits for it (see the module documentation).
-    fn block<F>(&self, fut: F) -> F::Output
-    where
-        F: Future + Send,
-        F::Output: Send,
-    {
-        let Some(runtime) = &self.runtime else {
-            unreachable!("the runtime is only taken while dropping");
-        };
-        match Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| runtime.block_on(fut))
-            }
-            // A current-thread runtime cannot lend its thread: wait on a helper thread.
-            Ok(_) => std::thread::scope(|scope| {
-                scope
-                    .spawn(|| runtime.block_on(fut))
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            }),
-            Err(_) => runtime.block_on(fut),
-        }
-    }
-}
-
-impl Drop for PgStore {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            // Dropping a runtime may block, which an async context forbids.
-            runtime.shutdown_background();
-        }
-    }
 }
 
 fn describe(config: &tokio_postgres::Config) -> String {
@@ -412,56 +381,6 @@ fn describe(config: &tokio_postgres::Config) -> String {
 impl Shared {
     async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
         self.pool.get().await.map_err(pool_error)
-    }
-
-    /// Applies the migrations this database lacks, under an advisory lock so that instances
-    /// starting together apply each once.
-    async fn migrate(&self) -> StoreResult<()> {
-        let mut client = self.client().await?;
-        client
-            .exec(
-                "SELECT pg_advisory_lock(hashtextextended($1, 0))",
-                &[&LOCK_MIGRATE],
-            )
-            .await
-            .map_err(db_error)?;
-        let outcome = async {
-            client
-                .batch_execute(
-                    "CREATE TABLE IF NOT EXISTS schema_versions (
-                         version INT PRIMARY KEY,
-                         applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-                )
-                .await
-                .map_err(db_error)?;
-            let current: i32 = client
-                .row("SELECT coalesce(max(version), 0) FROM schema_versions", &[])
-                .await
-                .map_err(db_error)?
-                .get(0);
-            for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-                let tx = client.transaction().await.map_err(db_error)?;
-                tx.batch_execute(sql).await.map_err(db_error)?;
-                tx.exec(
-                    "INSERT INTO schema_versions (version) VALUES ($1)",
-                    &[version],
-                )
-                .await
-                .map_err(db_error)?;
-                tx.commit().await.map_err(db_error)?;
-                tracing::info!(version, "postgres schema migrated");
-            }
-            Ok(())
-        }
-        .await;
-        let unlocked = client
-            .exec(
-                "SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                &[&LOCK_MIGRATE],
-            )
-            .await
-            .map_err(db_error);
-        outcome.and(unlocked.map(|_| ()))
     }
 
     /// The next link id of this instance's segment, reserving a new block when it is spent.
@@ -846,85 +765,6 @@ impl Cluster for PgStore {
         if let Some(runtime) = &self.runtime {
             runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
         }
-    }
-}
-
-/// Page sessions and batch results, in a table every instance reads.
-impl SharedRecords for PgStore {
-    fn put(
-        &self,
-        kind: &str,
-        id: &[u8],
-        value: &[u8],
-        now: Millis,
-        ttl: Millis,
-    ) -> StoreResult<()> {
-        self.block(async {
-            let client = self.shared.client().await?;
-            client
-                .exec(
-                    "DELETE FROM shared_records WHERE kind = $1 AND touched_at < $2",
-                    &[&kind, &sql_ms(now.saturating_sub(ttl))],
-                )
-                .await
-                .map_err(db_error)?;
-            client
-                .exec(
-                    "INSERT INTO shared_records (kind, id, value, touched_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (kind, id) DO UPDATE SET value = excluded.value,
-                                                          touched_at = excluded.touched_at",
-                    &[&kind, &id, &value, &sql_ms(now)],
-                )
-                .await
-                .map_err(db_error)?;
-            Ok(())
-        })
-    }
-
-    fn get(
-        &self,
-        kind: &str,
-        id: &[u8],
-        now: Millis,
-        ttl: Millis,
-        touch: bool,
-    ) -> StoreResult<Option<Vec<u8>>> {
-        let since = sql_ms(now.saturating_sub(ttl));
-        self.block(async {
-            let client = self.shared.client().await?;
-            let row = if touch {
-                client
-                    .row_opt(
-                        "UPDATE shared_records SET touched_at = $4
-                         WHERE kind = $1 AND id = $2 AND touched_at >= $3 RETURNING value",
-                        &[&kind, &id, &since, &sql_ms(now)],
-                    )
-                    .await
-            } else {
-                client
-                    .row_opt(
-                        "SELECT value FROM shared_records
-                         WHERE kind = $1 AND id = $2 AND touched_at >= $3",
-                        &[&kind, &id, &since],
-                    )
-                    .await
-            };
-            Ok(row.map_err(db_error)?.map(|r| r.get(0)))
-        })
-    }
-
-    fn delete(&self, kind: &str, id: &[u8]) -> StoreResult<()> {
-        self.block(async {
-            let client = self.shared.client().await?;
-            client
-                .exec(
-                    "DELETE FROM shared_records WHERE kind = $1 AND id = $2",
-                    &[&kind, &id],
-                )
-                .await
-                .map_err(db_error)?;
-            Ok(())
-        })
     }
 }
 

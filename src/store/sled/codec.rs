@@ -5,8 +5,8 @@
 use sled::transaction::{TransactionalTree, UnabortableTransactionError};
 
 use super::errors::{backend, Abort, TxResult};
+use super::formats;
 use super::keys::{self, counter, read_u64};
-use super::visits;
 use crate::store::{ActiveEntry, Link, LinkStatus, StoreError, StoreResult, MAX_LINK_ID};
 use sled::transaction::abort;
 
@@ -125,8 +125,8 @@ pub fn check_record(tree: &str, key: &[u8], value: &[u8]) -> StoreResult<()> {
         // `active` is the fuzz corpus's name from before active entries moved into `codes`.
         "codes" | "active" => code_owner(value).map(drop),
         // `visits` is the fuzz target's older name for the same records.
-        "visit_blocks" | "visits" => visits::check_block(value),
-        "days" => visits::decode_day(value),
+        "visit_blocks" | "visits" => formats::check_block(value),
+        "days" => formats::decode_day(value),
         "expiry" | "ended" => keys::split_time_id(key)
             .map(drop)
             .ok_or_else(|| malformed("expiry")),

@@ -23,7 +23,7 @@
 //! written before it moved there kept it in an `active` tree of its own, which opening moves
 //! into `codes` (`links.rs`, `fold_active_tree`).
 //!
-//! The visit trees are described in `visits.rs`.
+//! The visit trees are described in `visits/mod.rs`.
 
 use sha2::{Digest, Sha256};
 

@@ -8,18 +8,21 @@
 //! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing |
 //! | `group.rs` | the create committer: pooled creates applied many to one transaction |
 //! | `pools.rs` | the code pools, their counters and cooling counts, strategy states |
-//! | `visits.rs` | visit blocks and their counters, listings, pruning |
+//! | `visits/` | visit blocks and their counters: writing, listings, totals, pruning, older layouts |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
+//! | `visit_counts.rs` | the per-link day counters held in memory, and their fold |
 //! | `leads.rs` | leads left through links' forms, by link |
 //! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
 //! | `codec.rs` | record bytes: MessagePack, counters, [`check_record`] |
+//! | `formats.rs` | the byte formats readers and writers share: per-link keys, visit blocks, day records |
 //! | `errors.rs` | transaction aborts and storage faults as [`crate::store::StoreError`] |
 //! | `keys.rs` | key layouts of every tree |
 //! | `flusher.rs` | group-committed flushes (durability) |
 //! | `filter_file.rs` | the code filter's file |
+//! | `space.rs` | the free-space guard |
 //!
 //! Every write is one multi-tree transaction followed by a group-committed flush
 //! ([`flusher`]). Transaction closures may run more than once, so they do no I/O, read no

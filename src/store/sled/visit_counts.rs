@@ -29,9 +29,8 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::formats::{link_key, FastMap};
+use super::formats::{decode_day_record, link_key, DayDelta, FastMap};
 use super::keys::counter;
-use super::visits::{decode_day_record, DayDelta};
 use super::{backend, SledStore};
 use crate::model::client_hash_of;
 use crate::model::tally::referer_host;
@@ -296,7 +295,7 @@ impl SledStore {
             let (block_id, value) = item?;
             read += 1;
             unwritten.through = unwritten.through.max(block_id);
-            let visits = match super::visits::block_all_visits(&value) {
+            let visits = match super::formats::block_all_visits(&value) {
                 Ok(visits) => visits,
                 // `check` names it; its visits stay uncounted, as a damaged block's would.
                 Err(e) => {

@@ -181,7 +181,7 @@ impl SledStore {
         let mut replayed = 0;
         for item in self.blocks_after(folded) {
             let (block_id, value) = item?;
-            match super::visits::block_rows(&value) {
+            match super::formats::block_rows(&value) {
                 Ok(rows) => {
                     for (link_id, id) in rows {
                         recent.add(link_id, block_id, id, id);
