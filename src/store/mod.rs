@@ -538,9 +538,11 @@ pub trait VisitStore: Send + Sync {
     /// by whole UTC days).
     fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary>;
 
-    /// Removes up to `limit` visits recorded before `before`, oldest first; counters stay.
-    /// Returns how many were removed. Not durable until [`StoreOps::sync`], like the
-    /// lifecycle writes.
+    /// Removes visits recorded before `before`, oldest first, about `limit` at a time;
+    /// counters stay. A store that keeps visits in blocks removes whole blocks, all of whose
+    /// visits are due: a call may remove a block's worth more than `limit`, and a visit shares
+    /// the fate of its block's newest. Returns how many were removed (0: nothing removable is
+    /// left). Not durable until [`StoreOps::sync`], like the lifecycle writes.
     fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64>;
 
     /// System-wide creates and visits for each UTC day in `from_day..=to_day`.

@@ -16,6 +16,10 @@ use super::keys::{self, counter};
 use super::{SledStore, MAX_LEN, POOL_ADD_CHUNK};
 use crate::store::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreError, StoreResult};
 
+/// How long after they became due cooling entries are kept (a week): levels asked with a
+/// clock up to that far behind the latest reading are still right.
+const COOLING_KEPT_MS: u64 = 7 * 86_400_000;
+
 /// Where each pooled code of one length sits: code → its key in `pool/<L>`, tiebreak
 /// included. Held in memory and rebuilt from the pool at every open: a pool is small (the
 /// refill keeps it near its low water), and the `pool_members` tree that held this before
@@ -318,10 +322,14 @@ impl SledStore {
         let size = self.counter(&counter::pool_size(length))?;
         let cooling: u64 = {
             let mut map = self.cooling[usize::from(length) - 1].lock();
-            // Entries that became due no longer need tracking.
-            let keep = map.split_off(&now.saturating_add(1));
-            *map = keep;
-            map.values().sum()
+            // Entries due long ago no longer need tracking; the recent ones stay, so that a
+            // caller whose clock reading is a little behind another's still sees them cooling.
+            let horizon = now.saturating_sub(COOLING_KEPT_MS);
+            if map.first_key_value().is_some_and(|(due, _)| *due < horizon) {
+                let keep = map.split_off(&horizon);
+                *map = keep;
+            }
+            map.range(now.saturating_add(1)..).map(|(_, n)| n).sum()
         };
         Ok(PoolCounts {
             available: size.saturating_sub(cooling),
