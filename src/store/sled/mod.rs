@@ -280,6 +280,10 @@ impl LinkStore for SledStore {
                 groups.entry(Some(link.code.len())).or_default().push(at);
             }
         }
+        if alone.is_empty() && groups.len() == 1 {
+            // One length, as the importer sends them: no copy.
+            return self.import_links_impl(links);
+        }
         let mut results: Vec<Option<Imported>> = vec![None; links.len()];
         for group in groups.into_values().chain(alone) {
             let batch: Vec<Link> = group.iter().map(|&at| links[at].clone()).collect();
