@@ -124,10 +124,10 @@ fn the_sdk_creates_lists_edits_deletes_and_reads_visits_tags_and_rules() {
         r#"
 out.health = await api.health();
 const until = new Date(Date.now() + 86400000).toISOString();
-out.slug = await api.createShortUrl({ longUrl: 'https://example.com/a', customSlug: 'my-slug',
+out.slug = await api.createShortUrl({ longUrl: 'https://example.com/a', customSlug: 'hello-slug',
   tags: ['Foo', 'bar baz'], validUntil: until, maxVisits: 5, title: 'First' });
-out.slugAgain = await api.createShortUrl({ longUrl: 'https://example.com/a', customSlug: 'my-slug', findIfExists: true });
-out.slugTaken = await attempt(() => api.createShortUrl({ longUrl: 'https://example.com/other', customSlug: 'my-slug', findIfExists: true }));
+out.slugAgain = await api.createShortUrl({ longUrl: 'https://example.com/a', customSlug: 'hello-slug', findIfExists: true });
+out.slugTaken = await attempt(() => api.createShortUrl({ longUrl: 'https://example.com/other', customSlug: 'hello-slug', findIfExists: true }));
 out.b1 = await api.createShortUrl({ longUrl: 'https://example.com/b', findIfExists: true });
 out.b2 = await api.createShortUrl({ longUrl: 'https://example.com/b', findIfExists: true });
 out.b3 = await api.createShortUrl({ longUrl: 'https://example.com/b' });
@@ -139,16 +139,16 @@ out.byTag = await api.listShortUrls({ tags: ['foo'], orderBy: { field: 'shortCod
 out.edited = await api.updateShortUrl({ shortCode: out.c.shortCode }, { title: 'Edited', maxVisits: 3, tags: ['x', 'foo'] });
 out.cleared = await api.updateShortUrl({ shortCode: out.c.shortCode }, { maxVisits: null, validUntil: null });
 out.unknown = await attempt(() => api.getShortUrl({ shortCode: 'nope-nope' }));
-out.rules = await api.setShortUrlRedirectRules({ shortCode: 'my-slug' }, { redirectRules: [
+out.rules = await api.setShortUrlRedirectRules({ shortCode: 'hello-slug' }, { redirectRules: [
   { longUrl: 'https://example.com/android', conditions: [
     { type: 'device', matchKey: null, matchValue: 'android' },
     { type: 'query-param', matchKey: 'foo', matchValue: 'bar' }] },
   { longUrl: 'https://example.com/de', conditions: [
     { type: 'geolocation-country-code', matchKey: null, matchValue: 'DE' }] }] });
-out.rulesRead = await api.getShortUrlRedirectRules({ shortCode: 'my-slug' });
-out.rulesBad = await attempt(() => api.setShortUrlRedirectRules({ shortCode: 'my-slug' }, { redirectRules: [
+out.rulesRead = await api.getShortUrlRedirectRules({ shortCode: 'hello-slug' });
+out.rulesBad = await attempt(() => api.setShortUrlRedirectRules({ shortCode: 'hello-slug' }, { redirectRules: [
   { longUrl: 'https://example.com/chrome', conditions: [{ type: 'browser', matchKey: null, matchValue: 'chrome' }] }] }));
-out.withRules = await api.getShortUrl({ shortCode: 'my-slug' });
+out.withRules = await api.getShortUrl({ shortCode: 'hello-slug' });
 await api.deleteShortUrl({ shortCode: out.b3.shortCode });
 out.deleted = await attempt(() => api.getShortUrl({ shortCode: out.b3.shortCode }));
 out.viewerCreate = await attempt(() => client(process.env.VIEWER).createShortUrl({ longUrl: 'https://example.com/v' }));
@@ -156,12 +156,12 @@ out.viewerList = await client(process.env.VIEWER).listShortUrls();
 out.badKey = await attempt(() => client('not-a-key').listShortUrls());
 // Three visits, one of them a bot's, then wait for the visit writer.
 for (const agent of ['Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0', 'Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0', 'Googlebot/2.1']) {
-  await fetch(process.env.BASE + '/my-slug', { redirect: 'manual', headers: { 'User-Agent': agent, Referer: 'https://ref.test/page' } });
+  await fetch(process.env.BASE + '/hello-slug', { redirect: 'manual', headers: { 'User-Agent': agent, Referer: 'https://ref.test/page' } });
 }
 const deadline = Date.now() + 15000;
-while ((await api.getShortUrl({ shortCode: 'my-slug' })).visitsSummary.total < 3 && Date.now() < deadline) { await sleep(100); }
-out.visits = await api.getShortUrlVisits({ shortCode: 'my-slug' });
-out.humanVisits = await api.getShortUrlVisits({ shortCode: 'my-slug' }, { excludeBots: true, page: 1, itemsPerPage: 1 });
+while ((await api.getShortUrl({ shortCode: 'hello-slug' })).visitsSummary.total < 3 && Date.now() < deadline) { await sleep(100); }
+out.visits = await api.getShortUrlVisits({ shortCode: 'hello-slug' });
+out.humanVisits = await api.getShortUrlVisits({ shortCode: 'hello-slug' }, { excludeBots: true, page: 1, itemsPerPage: 1 });
 out.overview = await api.getVisitsOverview();
 out.tags = await api.listTags();
 out.tagsStats = await api.tagsStats();
@@ -172,18 +172,18 @@ out.mercure = await attempt(() => api.mercureInfo());
 
     assert_eq!(out["health"]["status"], "pass", "{out}");
     let slug = &out["slug"];
-    assert_eq!(slug["shortCode"], "my-slug");
-    assert_eq!(slug["shortUrl"], format!("{BASE_URL}/my-slug"));
+    assert_eq!(slug["shortCode"], "hello-slug");
+    assert_eq!(slug["shortUrl"], format!("{BASE_URL}/hello-slug"));
     assert_eq!(slug["tags"], json!(["foo", "bar-baz"]));
     assert_eq!(slug["meta"]["maxVisits"], 5);
     assert!(slug["meta"]["validUntil"]
         .as_str()
         .is_some_and(|d| d.ends_with("+00:00")));
     assert_eq!(slug["title"], "First");
-    assert_eq!(out["slugAgain"]["shortCode"], "my-slug", "findIfExists");
+    assert_eq!(out["slugAgain"]["shortCode"], "hello-slug", "findIfExists");
     let taken = &out["slugTaken"]["error"];
     assert_eq!(taken["type"], format!("{ERR}non-unique-slug"));
-    assert_eq!(taken["customSlug"], "my-slug");
+    assert_eq!(taken["customSlug"], "hello-slug");
     assert_eq!(out["b1"]["shortCode"], out["b2"]["shortCode"], "found");
     assert_ne!(
         out["b1"]["shortCode"], out["b3"]["shortCode"],
@@ -259,7 +259,7 @@ out.mercure = await attempt(() => api.mercureInfo());
     let first = &visits["data"][0];
     assert_eq!(first["potentialBot"], true, "newest first: {visits}");
     assert_eq!(first["referer"], "https://ref.test/page");
-    assert_eq!(first["visitedUrl"], format!("{BASE_URL}/my-slug"));
+    assert_eq!(first["visitedUrl"], format!("{BASE_URL}/hello-slug"));
     assert_eq!(first["redirectUrl"], "https://example.com/a");
     assert_eq!(first["visitLocation"], Value::Null);
     let human = &out["humanVisits"];
