@@ -246,9 +246,7 @@ out.mercure = await attempt(() => api.mercureInfo());
     assert_eq!(out["deleted"]["error"]["status"], 404);
     let viewer = &out["viewerCreate"]["error"];
     assert_eq!(viewer["status"], 403, "{viewer}");
-    assert!(viewer["type"]
-        .as_str()
-        .is_some_and(|t| t.starts_with(ERR)));
+    assert!(viewer["type"].as_str().is_some_and(|t| t.starts_with(ERR)));
     assert_eq!(out["viewerList"]["pagination"]["totalItems"], 3);
     let bad_key = &out["badKey"]["error"];
     assert_eq!(bad_key["type"], format!("{ERR}invalid-api-key"));
@@ -272,7 +270,10 @@ out.mercure = await attempt(() => api.mercureInfo());
                "orphanVisits": {"total": 0, "nonBots": 0, "bots": 0}})
     );
     assert_eq!(out["tags"]["data"], json!(["bar-baz", "foo", "x"]));
-    let stats = out["tagsStats"]["data"].as_array().cloned().unwrap_or_default();
+    let stats = out["tagsStats"]["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let foo = stats.iter().find(|t| t["tag"] == "foo").cloned();
     assert_eq!(
         foo,
@@ -285,7 +286,12 @@ out.mercure = await attempt(() => api.mercureInfo());
 }
 
 /// A request with `X-Api-Key` (the header Shlink clients send).
-fn rest(app: &TestApp, method: Method, path: &str, key: Option<&str>) -> reqwest::blocking::RequestBuilder {
+fn rest(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+) -> reqwest::blocking::RequestBuilder {
     let builder = app.client.request(method, app.url(path));
     match key {
         Some(k) => builder.header("X-Api-Key", k),
@@ -323,25 +329,38 @@ fn is_atom(text: &str) -> bool {
 fn plain_http_shows_shlink_shapes_dates_pagination_cors_and_errors() {
     let app = TestApp::start();
     let created = rest(&app, Method::POST, "/rest/v3/short-urls", Some(EDITOR))
-        .json(&json!({"longUrl": "https://example.com/x", "tags": ["t"], "validSince": "2020-01-02"}))
+        .json(
+            &json!({"longUrl": "https://example.com/x", "tags": ["t"], "validSince": "2020-01-02"}),
+        )
         .send()
         .expect("create");
     assert_eq!(created.status(), 200);
     let created: Value = created.json().expect("json");
-    assert!(is_atom(created["dateCreated"].as_str().unwrap_or("")), "{created}");
+    assert!(
+        is_atom(created["dateCreated"].as_str().unwrap_or("")),
+        "{created}"
+    );
     assert_eq!(created["meta"]["validSince"], "2020-01-02T00:00:00+00:00");
     assert_eq!(created["domain"], Value::Null);
-    assert_eq!(created["visitsSummary"], json!({"total": 0, "nonBots": 0, "bots": 0}));
+    assert_eq!(
+        created["visitsSummary"],
+        json!({"total": 0, "nonBots": 0, "bots": 0})
+    );
     for field in ["crawlable", "forwardQuery", "hasRedirectRules"] {
         assert!(created[field].is_boolean(), "{field}: {created}");
     }
 
     // "All" reports the total as the page size, at least 1.
-    let all: Value = rest(&app, Method::GET, "/rest/v3/short-urls?itemsPerPage=-1", Some(VIEWER))
-        .send()
-        .expect("list")
-        .json()
-        .expect("json");
+    let all: Value = rest(
+        &app,
+        Method::GET,
+        "/rest/v3/short-urls?itemsPerPage=-1",
+        Some(VIEWER),
+    )
+    .send()
+    .expect("list")
+    .json()
+    .expect("json");
     assert_eq!(
         all["shortUrls"]["pagination"],
         json!({"currentPage": 1, "pagesCount": 1, "itemsPerPage": 1, "itemsInCurrentPage": 1, "totalItems": 1})
@@ -356,9 +375,14 @@ fn plain_http_shows_shlink_shapes_dates_pagination_cors_and_errors() {
 
     // A space-limited key creates in its space and does not see other spaces' links.
     let code = created["shortCode"].as_str().unwrap_or("");
-    let sports = rest(&app, Method::GET, &format!("/rest/v3/short-urls/{code}"), Some(SPORTS))
-        .send()
-        .expect("get");
+    let sports = rest(
+        &app,
+        Method::GET,
+        &format!("/rest/v3/short-urls/{code}"),
+        Some(SPORTS),
+    )
+    .send()
+    .expect("get");
     shlink_problem(sports, 404, "short-url-not-found");
     let own = rest(&app, Method::POST, "/rest/v3/short-urls", Some(SPORTS))
         .json(&json!({"longUrl": "https://example.com/sports"}))
@@ -397,7 +421,9 @@ fn plain_http_shows_shlink_shapes_dates_pagination_cors_and_errors() {
     assert_eq!(header(&read, "access-control-allow-origin"), "*");
 
     // Health: no key, health+json.
-    let health = rest(&app, Method::GET, "/rest/health", None).send().expect("health");
+    let health = rest(&app, Method::GET, "/rest/health", None)
+        .send()
+        .expect("health");
     assert_eq!(health.status(), 200);
     assert_eq!(header(&health, "content-type"), "application/health+json");
     let health: Value = health.json().expect("json");
@@ -406,13 +432,17 @@ fn plain_http_shows_shlink_shapes_dates_pagination_cors_and_errors() {
 
     // Errors.
     let missing = shlink_problem(
-        rest(&app, Method::GET, "/rest/v3/short-urls", None).send().expect("get"),
+        rest(&app, Method::GET, "/rest/v3/short-urls", None)
+            .send()
+            .expect("get"),
         401,
         "missing-authentication",
     );
     assert_eq!(missing["expectedHeaders"], json!(["X-Api-Key"]));
     shlink_problem(
-        rest(&app, Method::GET, "/rest/v3/tags", Some("wrong")).send().expect("get"),
+        rest(&app, Method::GET, "/rest/v3/tags", Some("wrong"))
+            .send()
+            .expect("get"),
         401,
         "invalid-api-key",
     );
@@ -445,38 +475,69 @@ fn plain_http_shows_shlink_shapes_dates_pagination_cors_and_errors() {
         "malformed-request-body",
     );
     let order = shlink_problem(
-        rest(&app, Method::GET, "/rest/v3/short-urls?orderBy=sideways&tagsMode=some", Some(ADMIN))
-            .send()
-            .expect("get"),
+        rest(
+            &app,
+            Method::GET,
+            "/rest/v3/short-urls?orderBy=sideways&tagsMode=some",
+            Some(ADMIN),
+        )
+        .send()
+        .expect("get"),
         400,
         "invalid-data",
     );
     assert_eq!(order["invalidElements"], json!(["orderBy", "tagsMode"]));
     let past = shlink_problem(
-        rest(&app, Method::PATCH, &format!("/rest/v3/short-urls/{code}"), Some(ADMIN))
-            .json(&json!({"validUntil": "2001-01-01T00:00:00+00:00"}))
-            .send()
-            .expect("patch"),
+        rest(
+            &app,
+            Method::PATCH,
+            &format!("/rest/v3/short-urls/{code}"),
+            Some(ADMIN),
+        )
+        .json(&json!({"validUntil": "2001-01-01T00:00:00+00:00"}))
+        .send()
+        .expect("patch"),
         400,
         "invalid-data",
     );
     assert_eq!(past["invalidElements"], json!(["validUntil"]));
-    let domain: Value = rest(&app, Method::GET, "/rest/v3/short-urls?domain=other.test", Some(ADMIN))
-        .send()
-        .expect("list")
-        .json()
-        .expect("json");
+    let domain: Value = rest(
+        &app,
+        Method::GET,
+        "/rest/v3/short-urls?domain=other.test",
+        Some(ADMIN),
+    )
+    .send()
+    .expect("list")
+    .json()
+    .expect("json");
     assert_eq!(domain["shortUrls"]["pagination"]["totalItems"], 0);
+
+    // The main routes are in the OpenAPI document.
+    let doc: Value = app.get("/api/v1/openapi.json").json().expect("openapi");
+    for (path, method) in [
+        ("/rest/v3/short-urls", "post"),
+        ("/rest/v3/short-urls/{shortCode}", "patch"),
+        ("/rest/v3/short-urls/{shortCode}/redirect-rules", "post"),
+        ("/rest/v3/tags/stats", "get"),
+    ] {
+        assert!(doc["paths"][path][method].is_object(), "{method} {path}");
+    }
 
     // Visit dates are ATOM too.
     let _ = app.get(&format!("/{code}"));
     let deadline = Instant::now() + Duration::from_secs(15);
     let visits = loop {
-        let visits: Value = rest(&app, Method::GET, &format!("/rest/v3/short-urls/{code}/visits"), Some(VIEWER))
-            .send()
-            .expect("visits")
-            .json()
-            .expect("json");
+        let visits: Value = rest(
+            &app,
+            Method::GET,
+            &format!("/rest/v3/short-urls/{code}/visits"),
+            Some(VIEWER),
+        )
+        .send()
+        .expect("visits")
+        .json()
+        .expect("json");
         if visits["visits"]["data"][0].is_object() || Instant::now() > deadline {
             break visits;
         }
@@ -486,5 +547,8 @@ fn plain_http_shows_shlink_shapes_dates_pagination_cors_and_errors() {
         is_atom(visits["visits"]["data"][0]["date"].as_str().unwrap_or("")),
         "{visits}"
     );
-    assert_eq!(visits["visits"]["pagination"]["itemsPerPage"], 1, "all: the total");
+    assert_eq!(
+        visits["visits"]["pagination"]["itemsPerPage"], 1,
+        "all: the total"
+    );
 }

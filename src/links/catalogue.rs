@@ -181,8 +181,9 @@ impl Links {
                     .unwrap_or("")
                     .cmp(lb.title.as_deref().unwrap_or("")),
                 SortField::Visits => ta.visits.cmp(&tb.visits),
-                SortField::NonBotVisits => (ta.visits - ta.bots.min(ta.visits))
-                    .cmp(&(tb.visits - tb.bots.min(tb.visits))),
+                SortField::NonBotVisits => {
+                    (ta.visits - ta.bots.min(ta.visits)).cmp(&(tb.visits - tb.bots.min(tb.visits)))
+                }
             }
             // Ties keep creation order, in the same direction.
             .then(la.id.cmp(&lb.id));
@@ -194,51 +195,48 @@ impl Links {
         };
         let mut kept: Vec<(Link, VisitTotals)> = Vec::new();
         let mut total = 0u64;
-        self.each_listed(
-            query.spaces.as_deref(),
-            query.search.as_deref(),
-            |link| {
-                if !query.tags.is_empty() && !tags_match(&link.tags, &query.tags, query.all_tags)
-                {
-                    return Ok(());
-                }
-                if !query.exclude_tags.is_empty()
-                    && tags_match(&link.tags, &query.exclude_tags, query.exclude_all)
-                {
-                    return Ok(());
-                }
-                if query.created_from.is_some_and(|from| link.created_at < from)
-                    || query.created_to.is_some_and(|to| link.created_at > to)
-                {
-                    return Ok(());
-                }
-                if query.exclude_expired
-                    && (link.status == LinkStatus::Expired || link.is_expired_at(now))
-                {
-                    return Ok(());
-                }
-                if query.exclude_capped && self.cap_reached(&link)? {
-                    return Ok(());
-                }
-                total += 1;
-                if keep == 0 {
-                    return Ok(());
-                }
-                let totals = if by_visits {
-                    self.store.visit_totals(link.id)?
-                } else {
-                    VisitTotals::default()
-                };
-                kept.push((link, totals));
-                // Sorting and cutting at twice the window keeps memory at O(window) and the
-                // time at O(n log window).
-                if kept.len() >= keep.saturating_mul(2).max(PAGE) {
-                    kept.sort_by(compare);
-                    kept.truncate(keep);
-                }
-                Ok(())
-            },
-        )?;
+        self.each_listed(query.spaces.as_deref(), query.search.as_deref(), |link| {
+            if !query.tags.is_empty() && !tags_match(&link.tags, &query.tags, query.all_tags) {
+                return Ok(());
+            }
+            if !query.exclude_tags.is_empty()
+                && tags_match(&link.tags, &query.exclude_tags, query.exclude_all)
+            {
+                return Ok(());
+            }
+            if query
+                .created_from
+                .is_some_and(|from| link.created_at < from)
+                || query.created_to.is_some_and(|to| link.created_at > to)
+            {
+                return Ok(());
+            }
+            if query.exclude_expired
+                && (link.status == LinkStatus::Expired || link.is_expired_at(now))
+            {
+                return Ok(());
+            }
+            if query.exclude_capped && self.cap_reached(&link)? {
+                return Ok(());
+            }
+            total += 1;
+            if keep == 0 {
+                return Ok(());
+            }
+            let totals = if by_visits {
+                self.store.visit_totals(link.id)?
+            } else {
+                VisitTotals::default()
+            };
+            kept.push((link, totals));
+            // Sorting and cutting at twice the window keeps memory at O(window) and the
+            // time at O(n log window).
+            if kept.len() >= keep.saturating_mul(2).max(PAGE) {
+                kept.sort_by(compare);
+                kept.truncate(keep);
+            }
+            Ok(())
+        })?;
         kept.sort_by(compare);
         kept.truncate(keep);
         let mut items: Vec<(Link, VisitTotals)> = kept.into_iter().skip(skip).collect();

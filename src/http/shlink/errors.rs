@@ -59,8 +59,13 @@ impl ShlinkError {
 
     /// 400 `invalid-data` naming the request's fields at fault.
     pub fn invalid(fields: &[&str], detail: impl Into<String>) -> ShlinkError {
-        ShlinkError::new(StatusCode::BAD_REQUEST, "invalid-data", "Invalid data", detail)
-            .with("invalidElements", fields.to_vec())
+        ShlinkError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-data",
+            "Invalid data",
+            detail,
+        )
+        .with("invalidElements", fields.to_vec())
     }
 
     /// 400 `malformed-request-body`.
@@ -259,7 +264,10 @@ mod tests {
         assert_eq!(gone.kind, "short-url-not-found");
         assert_eq!(gone.extra["shortCode"], "abc");
         let weak = from_api(ApiError::forbidden("viewer"));
-        assert_eq!((weak.status.as_u16(), weak.kind.as_str()), (403, "forbidden"));
+        assert_eq!(
+            (weak.status.as_u16(), weak.kind.as_str()),
+            (403, "forbidden")
+        );
         assert_eq!(from_api(ApiError::unauthorized()).kind, "invalid-api-key");
     }
 }

@@ -38,8 +38,8 @@ use crate::model::{Link, LinkStatus};
 use crate::web::access::authorized_link;
 use crate::web::caller::Caller;
 use crate::web::state::AppState;
-pub use errors::ShlinkError;
 use errors::from_api;
+pub use errors::ShlinkError;
 
 /// The Shlink version `/rest/health` reports. Clients turn features on by it: 5.0 has the
 /// `before-date` and `after-date` rule conditions, which we map; 5.1's `browser` condition we
@@ -130,9 +130,7 @@ impl ShlinkCaller {
     pub fn link(&self, state: &AppState, code: &str, role: Role) -> Result<Link, ShlinkError> {
         self.require(role)?;
         match authorized_link(state, &self.0, code, role) {
-            Ok(link) if matches!(link.status, LinkStatus::Active | LinkStatus::Expired) => {
-                Ok(link)
-            }
+            Ok(link) if matches!(link.status, LinkStatus::Active | LinkStatus::Expired) => Ok(link),
             Ok(_) => Err(ShlinkError::short_url_not_found(code)),
             Err(e) if e.status == StatusCode::FORBIDDEN => {
                 Err(ShlinkError::short_url_not_found(code))
@@ -224,7 +222,9 @@ async fn cors(request: Request, next: Next) -> Response {
 
 /// `GET /rest/health` and `/rest/v3/health`: no key, `application/health+json`, 503 when the
 /// store does not answer.
-async fn health(State(state): State<AppState>) -> Response {
+#[utoipa::path(get, path = "/rest/v3/health", tag = "shlink",
+    responses((status = 200, description = "`{status: \"pass\", version, links}` as `application/health+json`; no key"), (status = 503, description = "`status: \"fail\"`")))]
+pub async fn health(State(state): State<AppState>) -> Response {
     let (status, word) = match state.health.check() {
         HealthStatus::Ok => (StatusCode::OK, "pass"),
         HealthStatus::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "fail"),

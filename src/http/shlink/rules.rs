@@ -222,7 +222,11 @@ fn our_rule(index: usize, rule: &Value) -> Result<Value, String> {
             "before-date" | "after-date" => {
                 let text = need(value)?;
                 let ms = parse_date(&text).ok_or(format!("{at}: `{text}` is not a date"))?;
-                let name = if kind == "before-date" { "before" } else { "after" };
+                let name = if kind == "before-date" {
+                    "before"
+                } else {
+                    "after"
+                };
                 set(name, rfc3339(ms).into(), kind)?
             }
             "browser" | "geolocation-city-name" => {
@@ -240,6 +244,8 @@ fn our_rule(index: usize, rule: &Value) -> Result<Value, String> {
 }
 
 /// `GET …/redirect-rules`: `{defaultLongUrl, redirectRules}`, priorities from 1.
+#[utoipa::path(get, path = "/rest/v3/short-urls/{shortCode}/redirect-rules", tag = "shlink", params(("shortCode" = String, Path, description = "The short code")), security(("api_key" = [])),
+    responses((status = 200, description = "`{defaultLongUrl, redirectRules}`"), (status = 404, description = "`short-url-not-found`")))]
 pub async fn get(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -252,6 +258,8 @@ pub async fn get(
 /// `POST` (or `PATCH`) `…/redirect-rules`: replaces every rule, in the order given (any
 /// `priority` sent is ignored, as Shlink ignores it). The link is looked up before the body
 /// is read, as Shlink does.
+#[utoipa::path(post, path = "/rest/v3/short-urls/{shortCode}/redirect-rules", tag = "shlink", params(("shortCode" = String, Path, description = "The short code")), security(("api_key" = [])),
+    responses((status = 200, description = "The rules as stored"), (status = 400, description = "`invalid-data` naming a condition with no form here"), (status = 404, description = "`short-url-not-found`")))]
 pub async fn set(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -305,8 +313,10 @@ mod tests {
             {"type": "ip-address", "matchKey": null, "matchValue": "10.1.*.*"}]});
         assert_eq!(
             our_rule(0, &rule),
-            Ok(json!({"if": {"os": ["android"], "language": ["en-us"], "ip": ["10.1.0.0/16"],
-                "query": {"foo": "bar", "v": ""}}, "url": "https://a.test"}))
+            Ok(
+                json!({"if": {"os": ["android"], "language": ["en-us"], "ip": ["10.1.0.0/16"],
+                "query": {"foo": "bar", "v": ""}}, "url": "https://a.test"})
+            )
         );
         let browser = json!({"longUrl": "https://a.test", "conditions": [
             {"type": "browser", "matchKey": null, "matchValue": "chrome"}]});

@@ -268,7 +268,10 @@ mod tests {
             parse_date("2025-01-02T03:04:05+00:00"),
             Some(1_735_787_045_000)
         );
-        assert_eq!(parse_date("2025-01-02T03:04:05.5Z"), Some(1_735_787_045_500));
+        assert_eq!(
+            parse_date("2025-01-02T03:04:05.5Z"),
+            Some(1_735_787_045_500)
+        );
         assert_eq!(parse_date("2025-01-02"), Some(1_735_776_000_000));
         assert_eq!(parse_date("tomorrow"), None);
     }

@@ -114,7 +114,10 @@ impl Fields {
         if self.bad.is_empty() {
             Ok(())
         } else {
-            Err(ShlinkError::invalid(&self.bad, "Provided data is not valid"))
+            Err(ShlinkError::invalid(
+                &self.bad,
+                "Provided data is not valid",
+            ))
         }
     }
 }
@@ -132,6 +135,9 @@ fn create_space(caller: &ShlinkCaller) -> String {
 }
 
 /// `POST /rest/v3/short-urls`: 200 with the short URL, new or found.
+#[utoipa::path(post, path = "/rest/v3/short-urls", tag = "shlink", security(("api_key" = [])),
+    responses((status = 200, description = "The short URL, new or found (Shlink's shape)", body = super::shapes::ShortUrl),
+        (status = 400, description = "`invalid-data` (naming `invalidElements`), `non-unique-slug`, `malformed-request-body` (Shlink problem+json)")))]
 pub async fn create(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -170,7 +176,11 @@ pub async fn create(
     if !is_our_domain(&state, domain.as_deref()) {
         fields.bad.push("domain");
     }
-    if fields.string("pathPrefix").flatten().is_some_and(|p| !p.is_empty()) {
+    if fields
+        .string("pathPrefix")
+        .flatten()
+        .is_some_and(|p| !p.is_empty())
+    {
         // Codes are one segment of our alphabet; a prefix has no place in them.
         fields.bad.push("pathPrefix");
     }
@@ -244,6 +254,9 @@ fn mode(params: &Params, name: &'static str, bad: &mut Vec<&'static str>) -> boo
 }
 
 /// `GET /rest/v3/short-urls`: a numbered page of the key's short URLs.
+#[utoipa::path(get, path = "/rest/v3/short-urls", tag = "shlink", security(("api_key" = [])),
+    params(("page" = Option<u32>, Query), ("itemsPerPage" = Option<i32>, Query), ("searchTerm" = Option<String>, Query), ("tags[]" = Option<Vec<String>>, Query), ("orderBy" = Option<String>, Query)),
+    responses((status = 200, description = "`{shortUrls: {data, pagination}}`")))]
 pub async fn list(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -254,10 +267,14 @@ pub async fn list(
     let mut bad = Vec::new();
     let page = match params.get("page") {
         None => 1,
-        Some(p) => p.parse::<usize>().ok().filter(|p| *p >= 1).unwrap_or_else(|| {
-            bad.push("page");
-            1
-        }),
+        Some(p) => p
+            .parse::<usize>()
+            .ok()
+            .filter(|p| *p >= 1)
+            .unwrap_or_else(|| {
+                bad.push("page");
+                1
+            }),
     };
     // `None`: all (a negative number).
     let per_page = match params.get("itemsPerPage") {
@@ -347,6 +364,8 @@ pub async fn list(
 
 /// `GET /rest/v3/short-urls/{shortCode}`: also for an ended link, as Shlink shows a disabled
 /// one.
+#[utoipa::path(get, path = "/rest/v3/short-urls/{shortCode}", tag = "shlink", params(("shortCode" = String, Path, description = "The short code")), security(("api_key" = [])),
+    responses((status = 200, description = "The short URL", body = super::shapes::ShortUrl), (status = 404, description = "`short-url-not-found`")))]
 pub async fn get(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -369,6 +388,8 @@ pub async fn get(
 /// `PATCH /rest/v3/short-urls/{shortCode}`: a key left out keeps its value, `null` clears
 /// `validSince`, `validUntil`, `maxVisits` and `title`; `tags` replaces the tags. The body is
 /// read before the link is looked up, as Shlink does.
+#[utoipa::path(patch, path = "/rest/v3/short-urls/{shortCode}", tag = "shlink", params(("shortCode" = String, Path, description = "The short code")), security(("api_key" = [])),
+    responses((status = 200, description = "The edited short URL", body = super::shapes::ShortUrl), (status = 400, description = "`invalid-data`"), (status = 404, description = "`short-url-not-found`")))]
 pub async fn edit(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -413,6 +434,8 @@ pub async fn edit(
 }
 
 /// `DELETE /rest/v3/short-urls/{shortCode}`: 204; redirects stop at once.
+#[utoipa::path(delete, path = "/rest/v3/short-urls/{shortCode}", tag = "shlink", params(("shortCode" = String, Path, description = "The short code")), security(("api_key" = [])),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "`short-url-not-found`")))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -438,9 +461,15 @@ mod tests {
 
     #[test]
     fn order_by_reads_a_field_and_a_direction() {
-        assert_eq!(order_by("dateCreated-DESC"), Some((SortField::DateCreated, true)));
+        assert_eq!(
+            order_by("dateCreated-DESC"),
+            Some((SortField::DateCreated, true))
+        );
         assert_eq!(order_by("shortCode"), Some((SortField::ShortCode, false)));
-        assert_eq!(order_by("nonBotVisits-ASC"), Some((SortField::NonBotVisits, false)));
+        assert_eq!(
+            order_by("nonBotVisits-ASC"),
+            Some((SortField::NonBotVisits, false))
+        );
         assert_eq!(order_by("visits-sideways"), None);
         assert_eq!(order_by("bogus"), None);
     }
@@ -456,7 +485,10 @@ mod tests {
         assert_eq!(fields.count("maxVisits"), None);
         assert_eq!(fields.date("validUntil"), None);
         assert_eq!(fields.tags(), Some(vec!["a-b".to_string()]));
-        let e = fields.done().err().map(|e| e.extra["invalidElements"].clone());
+        let e = fields
+            .done()
+            .err()
+            .map(|e| e.extra["invalidElements"].clone());
         assert_eq!(e, Some(serde_json::json!(["maxVisits", "validUntil"])));
     }
 }

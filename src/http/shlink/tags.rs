@@ -55,7 +55,12 @@ async fn tag_page(
         "shortUrlsCount" => tags.sort_by_key(|t| t.links),
         "visits" => tags.sort_by_key(|t| t.visits.visits),
         "nonBotVisits" => tags.sort_by_key(non_bots),
-        _ => return Err(ShlinkError::invalid(&["orderBy"], "Provided data is not valid")),
+        _ => {
+            return Err(ShlinkError::invalid(
+                &["orderBy"],
+                "Provided data is not valid",
+            ))
+        }
     }
     if descending {
         tags.reverse();
@@ -71,6 +76,8 @@ async fn tag_page(
 }
 
 /// `GET /rest/v3/tags`: `{"tags": {"data": ["a", …], "pagination": …}}`.
+#[utoipa::path(get, path = "/rest/v3/tags", tag = "shlink", security(("api_key" = [])),
+    responses((status = 200, description = "`{tags: {data: [name], pagination}}`")))]
 pub async fn list(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -83,6 +90,8 @@ pub async fn list(
 }
 
 /// `GET /rest/v3/tags/stats`: each tag with `shortUrlsCount` and `visitsSummary`.
+#[utoipa::path(get, path = "/rest/v3/tags/stats", tag = "shlink", security(("api_key" = [])),
+    responses((status = 200, description = "`{tags: {data: [{tag, shortUrlsCount, visitsSummary}], pagination}}`")))]
 pub async fn stats(
     State(state): State<AppState>,
     caller: ShlinkCaller,

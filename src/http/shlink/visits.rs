@@ -42,6 +42,8 @@ pub fn shown(per_page: Option<usize>, total: u64) -> Option<usize> {
 
 /// `GET /rest/v3/short-urls/{shortCode}/visits`: newest first, with `startDate`, `endDate`
 /// (inclusive), `excludeBots` (present means yes, as in Shlink), `page`, `itemsPerPage`.
+#[utoipa::path(get, path = "/rest/v3/short-urls/{shortCode}/visits", tag = "shlink", params(("shortCode" = String, Path, description = "The short code")), security(("api_key" = [])),
+    responses((status = 200, description = "`{visits: {data, pagination}}`, newest first"), (status = 404, description = "`short-url-not-found`")))]
 pub async fn short_url(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -88,6 +90,8 @@ pub async fn short_url(
 }
 
 /// `GET /rest/v3/visits`: the visits of the key's short URLs, summed; no orphan visits.
+#[utoipa::path(get, path = "/rest/v3/visits", tag = "shlink", security(("api_key" = [])),
+    responses((status = 200, description = "`{visits: {nonOrphanVisits, orphanVisits}}`")))]
 pub async fn overview(
     State(state): State<AppState>,
     caller: ShlinkCaller,
@@ -106,7 +110,10 @@ pub async fn overview(
 }
 
 /// `GET /rest/v3/visits/orphan`: always an empty page.
-pub async fn orphan(caller: ShlinkCaller, RawQuery(query): RawQuery) -> Result<Response, ShlinkError> {
+pub async fn orphan(
+    caller: ShlinkCaller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ShlinkError> {
     caller.require(Role::Viewer)?;
     let (page, per_page) = page_of(&Params::parse(query.as_deref()));
     let data: Vec<VisitView> = Vec::new();
