@@ -10,13 +10,13 @@
 //! code under Shlink's base, dashed (`forbidden`, `rate-limited`, `storage-full`): clients
 //! show the `detail` of a type they do not know.
 
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
 use crate::links::LinkError;
 use crate::model::StoreError;
-use crate::web::error::ApiError;
+use crate::web::error::{problem_response, ApiError};
 
 /// Shlink's problem types are this plus the kind.
 pub const SHLINK_ERROR_BASE: &str = "https://shlink.io/api/error/";
@@ -231,17 +231,7 @@ impl IntoResponse for ShlinkError {
         body.insert("status".into(), self.status.as_u16().into());
         body.extend(self.extra);
         let bytes = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
-        let mut response = (self.status, bytes).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if let Some(secs) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
-        response
+        problem_response(self.status, bytes, self.retry_after)
     }
 }
 

@@ -124,6 +124,20 @@ impl ShlinkCaller {
         Ok(self.require(role)?.spaces.clone())
     }
 
+    /// [`ShlinkCaller::link`] for a route that takes `?domain=`: a domain other than ours
+    /// has no short URLs here.
+    pub fn link_on(
+        &self,
+        state: &AppState,
+        target: &ShortCode,
+        role: Role,
+    ) -> Result<Link, ShlinkError> {
+        if !is_our_domain(state, target.params.get("domain")) {
+            return Err(ShlinkError::short_url_not_found(&target.code));
+        }
+        self.link(state, &target.code, role)
+    }
+
     /// The link of `code` when the key may act on it with `role`. As in Shlink, a link outside
     /// the key's spaces is not found (never 403), and so is a deleted or recycled one (Shlink
     /// deletes its rows); a role too weak is 403.
@@ -136,6 +150,28 @@ impl ShlinkCaller {
                 Err(ShlinkError::short_url_not_found(code))
             }
             Err(e) => Err(from_api(e).about(code)),
+        }
+    }
+}
+
+/// The `{shortCode}` of a path and the request's query string, as the routes about one short
+/// URL read them. A path segment that does not decode names no short URL.
+pub struct ShortCode {
+    pub code: String,
+    pub params: shapes::Params,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ShortCode {
+    type Rejection = ShlinkError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = shapes::Params::parse(parts.uri.query());
+        match axum::extract::Path::<String>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(code)) => Ok(ShortCode { code, params }),
+            Err(_) => Err(ShlinkError::route_not_found(
+                parts.method.as_str(),
+                &parts.uri.to_string(),
+            )),
         }
     }
 }

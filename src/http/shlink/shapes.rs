@@ -222,12 +222,31 @@ impl Params {
 
     /// The last value of a single parameter, when not empty.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .filter(|v| !v.is_empty())
+        let last = self.0.iter().rfind(|(k, _)| k == name)?;
+        Some(last.1.as_str()).filter(|v| !v.is_empty())
+    }
+
+    /// A date parameter; one that does not read as a date is named in `bad`.
+    pub fn date(&self, name: &'static str, bad: &mut Vec<&'static str>) -> Option<Millis> {
+        let text = self.get(name)?;
+        let parsed = parse_date(text);
+        if parsed.is_none() {
+            bad.push(name);
+        }
+        parsed
+    }
+
+    /// A `…Mode` parameter: `any` (the default) or `all` (true); anything else is named in
+    /// `bad`.
+    pub fn all_mode(&self, name: &'static str, bad: &mut Vec<&'static str>) -> bool {
+        match self.get(name) {
+            None | Some("any") => false,
+            Some("all") => true,
+            Some(_) => {
+                bad.push(name);
+                false
+            }
+        }
     }
 
     /// Whether the parameter is there at all (Shlink's `excludeBots` is a presence flag).

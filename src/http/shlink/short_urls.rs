@@ -7,13 +7,13 @@
 use std::net::SocketAddr;
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use super::shapes::{parse_date, Paginated, Pagination, Params, ShortUrl};
-use super::{is_our_domain, json_object, json_ok, ShlinkCaller, ShlinkError};
+use super::{is_our_domain, json_object, json_ok, ShlinkCaller, ShlinkError, ShortCode};
 use crate::config::Role;
 use crate::links::{rfc3339, CatalogueQuery, CreateLink, SortField, UpdateLink, DEFAULT_SPACE};
 use crate::web::access::{authorize_create, blocking, check_create_rate};
@@ -241,18 +241,6 @@ fn order_by(text: &str) -> Option<(SortField, bool)> {
     Some((field, dir))
 }
 
-/// `any` (the default) or `all`.
-fn mode(params: &Params, name: &'static str, bad: &mut Vec<&'static str>) -> bool {
-    match params.get(name) {
-        None | Some("any") => false,
-        Some("all") => true,
-        Some(_) => {
-            bad.push(name);
-            false
-        }
-    }
-}
-
 /// `GET /rest/v3/short-urls`: a numbered page of the key's short URLs.
 #[utoipa::path(get, path = "/rest/v3/short-urls", tag = "shlink", security(("api_key" = [])),
     params(("page" = Option<u32>, Query), ("itemsPerPage" = Option<i32>, Query), ("searchTerm" = Option<String>, Query), ("tags[]" = Option<Vec<String>>, Query), ("orderBy" = Option<String>, Query)),
@@ -295,19 +283,10 @@ pub async fn list(
             (SortField::DateCreated, true)
         }),
     };
-    let mut date = |name: &'static str| {
-        params.get(name).and_then(|text| {
-            let parsed = parse_date(text);
-            if parsed.is_none() {
-                bad.push(name);
-            }
-            parsed
-        })
-    };
-    let created_from = date("startDate");
-    let created_to = date("endDate");
-    let all_tags = mode(&params, "tagsMode", &mut bad);
-    let exclude_all = mode(&params, "excludeTagsMode", &mut bad);
+    let created_from = params.date("startDate", &mut bad);
+    let created_to = params.date("endDate", &mut bad);
+    let all_tags = params.all_mode("tagsMode", &mut bad);
+    let exclude_all = params.all_mode("excludeTagsMode", &mut bad);
     if !bad.is_empty() {
         return Err(ShlinkError::invalid(&bad, "Provided data is not valid"));
     }
@@ -369,14 +348,9 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     caller: ShlinkCaller,
-    Path(code): Path<String>,
-    RawQuery(query): RawQuery,
+    target: ShortCode,
 ) -> Result<Response, ShlinkError> {
-    let params = Params::parse(query.as_deref());
-    if !is_our_domain(&state, params.get("domain")) {
-        return Err(ShlinkError::short_url_not_found(&code));
-    }
-    let link = caller.link(&state, &code, Role::Viewer)?;
+    let link = caller.link_on(&state, &target, Role::Viewer)?;
     let stats = state.stats.clone();
     let id = link.id;
     let totals = blocking(move || stats.totals(id))
@@ -393,8 +367,7 @@ pub async fn get(
 pub async fn edit(
     State(state): State<AppState>,
     caller: ShlinkCaller,
-    Path(code): Path<String>,
-    RawQuery(query): RawQuery,
+    target: ShortCode,
     body: Bytes,
 ) -> Result<Response, ShlinkError> {
     let mut fields = Fields::new(json_object(&body)?);
@@ -407,11 +380,8 @@ pub async fn edit(
     fields.flag("crawlable");
     fields.flag("forwardQuery");
     fields.done()?;
-    let params = Params::parse(query.as_deref());
-    if !is_our_domain(&state, params.get("domain")) {
-        return Err(ShlinkError::short_url_not_found(&code));
-    }
-    caller.link(&state, &code, Role::Editor)?;
+    caller.link_on(&state, &target, Role::Editor)?;
+    let code = target.code;
     let patch = UpdateLink {
         url,
         expires_at,
@@ -439,14 +409,10 @@ pub async fn edit(
 pub async fn delete(
     State(state): State<AppState>,
     caller: ShlinkCaller,
-    Path(code): Path<String>,
-    RawQuery(query): RawQuery,
+    target: ShortCode,
 ) -> Result<Response, ShlinkError> {
-    let params = Params::parse(query.as_deref());
-    if !is_our_domain(&state, params.get("domain")) {
-        return Err(ShlinkError::short_url_not_found(&code));
-    }
-    caller.link(&state, &code, Role::Editor)?;
+    caller.link_on(&state, &target, Role::Editor)?;
+    let code = target.code;
     let links = state.links.clone();
     let target = code.clone();
     blocking(move || links.delete(&target))

@@ -2,13 +2,13 @@
 //! `/rest/v3/visits/orphan`. Every visit we record belongs to a link, so orphan visits (Shlink's
 //! visits to unknown codes and the base URL) are always an empty list and zero counts.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use serde_json::json;
 
-use super::shapes::{parse_date, Paginated, Pagination, Params, VisitView, VisitsSummary};
+use super::shapes::{Paginated, Pagination, Params, VisitView, VisitsSummary};
 use super::short_urls::MOST_AT_ONCE;
-use super::{is_our_domain, json_ok, ShlinkCaller, ShlinkError};
+use super::{json_ok, ShlinkCaller, ShlinkError, ShortCode};
 use crate::config::Role;
 use crate::model::VisitTotals;
 use crate::visits::VisitFilter;
@@ -47,27 +47,14 @@ pub fn shown(per_page: Option<usize>, total: u64) -> Option<usize> {
 pub async fn short_url(
     State(state): State<AppState>,
     caller: ShlinkCaller,
-    Path(code): Path<String>,
-    RawQuery(query): RawQuery,
+    target: ShortCode,
 ) -> Result<Response, ShlinkError> {
-    let params = Params::parse(query.as_deref());
-    if !is_our_domain(&state, params.get("domain")) {
-        return Err(ShlinkError::short_url_not_found(&code));
-    }
-    let link = caller.link(&state, &code, Role::Viewer)?;
+    let link = caller.link_on(&state, &target, Role::Viewer)?;
+    let params = target.params;
     let mut bad = Vec::new();
-    let mut date = |name: &'static str| {
-        params.get(name).and_then(|text| {
-            let parsed = parse_date(text);
-            if parsed.is_none() {
-                bad.push(name);
-            }
-            parsed
-        })
-    };
     let filter = VisitFilter {
-        from: date("startDate"),
-        to: date("endDate"),
+        from: params.date("startDate", &mut bad),
+        to: params.date("endDate", &mut bad),
         exclude_bots: params.has("excludeBots"),
     };
     if !bad.is_empty() {
