@@ -5,7 +5,8 @@
 //! - [`config`] loads the layered configuration (embedded `config.toml` < `--config` file <
 //!   `VSL_*` environment) and validates it, naming the key of any bad value.
 //! - [`http`] is the router: `/{code}` redirects, `/api/v1` manages links and pools, errors
-//!   are problem+json, API keys are checked by an extractor. Handlers are thin.
+//!   are problem+json, API keys are checked by an extractor. Handlers are thin. `/rest/v3`
+//!   speaks Shlink's REST API and `/yourls-api.php` YOURLS's, over the same services.
 //! - [`links`] is the domain service, the one home of business rules: URL checks, tiers and
 //!   default validity, custom codes, dedup, the read-through [`cache`], invalidation.
 //! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.

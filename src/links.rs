@@ -6,11 +6,13 @@
 //! Methods are synchronous: writes block until durable (group commit), so async callers run
 //! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
 
+mod catalogue;
 mod gates;
 mod options;
 mod ranking;
 mod targeting;
 
+pub use catalogue::{CatalogueQuery, NumberedPage, SortField, TagStat};
 pub use gates::{form_json, parse_retention, retention_text};
 pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
 pub use ranking::{Ranking, Totals};

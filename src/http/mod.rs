@@ -10,6 +10,7 @@
 //! - `observe` — request metrics
 //! - `qr` — QR codes of short URLs
 //! - `yourls` — `/yourls-api.php`, the YOURLS-compatible API
+//! - `shlink` — `/rest/v3`, the Shlink-compatible REST API (and `/rest/health`)
 //! - `openapi` — `/api/v1/openapi.json`, generated from the handlers
 //! - `server` — the accept loop: header timeout and size, connection cap, drain
 //! - `front` — the first stop of a request: `GET /{code}` without the router, the rest to it
@@ -26,6 +27,7 @@ pub mod qr;
 pub mod redirect;
 pub mod reviews;
 pub mod server;
+pub mod shlink;
 pub mod stats;
 pub mod yourls;
 
@@ -81,6 +83,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .route("/metrics", get(stats::metrics))
         .merge(pages)
         .route("/yourls-api.php", get(yourls::api).post(yourls::api))
+        .merge(shlink::router())
         .route("/robots.txt", get(redirect::robots))
         .route("/{code}", get(redirect::redirect).post(redirect::post))
         .route_layer(middleware::from_fn_with_state(

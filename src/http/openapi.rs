@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, leads, qr, redirect, reviews, stats, yourls};
+use super::{api, leads, qr, redirect, reviews, shlink, stats, yourls};
 use crate::links::{CreateLink, UpdateLink};
 
 /// The document.
@@ -42,9 +42,21 @@ use crate::links::{CreateLink, UpdateLink};
         redirect::post,
         redirect::robots,
         yourls::api,
+        shlink::short_urls::list,
+        shlink::short_urls::create,
+        shlink::short_urls::get,
+        shlink::short_urls::edit,
+        shlink::short_urls::delete,
+        shlink::visits::short_url,
+        shlink::visits::overview,
+        shlink::tags::list,
+        shlink::tags::stats,
+        shlink::rules::get,
+        shlink::rules::set,
+        shlink::health,
         spec,
     ),
-    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision)),
+    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

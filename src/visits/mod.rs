@@ -12,4 +12,4 @@ pub use crate::model::tally;
 pub mod ua;
 
 pub use recorder::{RawVisit, Recorder, VisitMetrics};
-pub use service::Statistics;
+pub use service::{Statistics, VisitFilter};

@@ -160,19 +160,26 @@ fn title(code: &str, status: StatusCode) -> &'static str {
     }
 }
 
+/// A problem+json answer: `body` with `status`, and `Retry-After` when given (the one shape
+/// of every problem this server sends, ours and the Shlink API's alike).
+pub fn problem_response(status: StatusCode, body: Vec<u8>, retry_after: Option<u64>) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    if let Some(secs) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
-        let mut response = (self.status, body).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
-        if let Some(secs) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        }
+        let mut response = problem_response(self.status, body, self.retry_after);
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
