@@ -61,6 +61,7 @@ pub mod store;
 pub mod transfer;
 pub mod ui;
 pub mod visits;
+pub mod webhooks;
 pub mod web;
 
 use std::sync::Arc;
