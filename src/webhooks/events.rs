@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::links::rfc3339;
-use crate::model::Millis;
+use crate::model::{Lead, Link, Millis, Review, Visit};
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +84,72 @@ impl Event {
         // A `Value` always serialises.
         serde_json::to_vec(&body).unwrap_or_default()
     }
+}
+
+/// A link as its events carry it. `visit` events name the link by `code`; the ip and user
+/// agent of a visit stay out (a receiver gets what the statistics show, not personal data).
+pub fn link_data(link: &Link, short_url: &str) -> Value {
+    json!({
+        "id": link.id,
+        "code": link.code,
+        "short_url": short_url,
+        "url": link.url,
+        "space": link.space,
+        "title": link.title,
+        "tags": link.tags,
+        "status": link.status.as_str(),
+        "created_at": rfc3339(link.created_at),
+        "updated_at": rfc3339(link.updated_at),
+        "expires_at": link.expires_at.map(rfc3339),
+    })
+}
+
+/// One visit of a `visit` event.
+pub fn visit_data(visit: &Visit) -> Value {
+    json!({
+        "id": visit.id,
+        "code": visit.code,
+        "at": rfc3339(visit.at),
+        "referer": &*visit.referer,
+        "browser": &*visit.browser,
+        "os": &*visit.os,
+        "device": &*visit.device,
+        "is_bot": visit.is_bot,
+        "country": visit.country.as_deref(),
+        "route": visit.route.as_deref(),
+    })
+}
+
+/// A lead as its event carries it: what the visitor typed is personal data, sent only to
+/// webhooks that asked for `lead`.
+/// The link is named by its id, as `link.*` events carry it.
+pub fn lead_data(lead: &Lead) -> Value {
+    let values: serde_json::Map<String, Value> = lead
+        .values
+        .iter()
+        .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+        .collect();
+    json!({
+        "id": lead.id,
+        "link_id": lead.link_id,
+        "at": rfc3339(lead.at),
+        "values": values,
+        "consent": lead.consent,
+    })
+}
+
+/// A review's verdict.
+pub fn review_data(review: &Review, code: Option<&str>) -> Value {
+    json!({
+        "id": review.id,
+        "link_id": review.link_id,
+        "code": code,
+        "at": rfc3339(review.at),
+        "verdict": review.verdict.as_str(),
+        "score": review.score,
+        "reason": review.reason,
+        "by": review.by,
+    })
 }
 
 #[cfg(test)]

@@ -80,7 +80,11 @@ impl Webhooks {
         let client = reqwest::Client::builder()
             .timeout(POST_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("vshortlink/", env!("CARGO_PKG_VERSION"), " webhooks"))
+            .user_agent(concat!(
+                "vshortlink/",
+                env!("CARGO_PKG_VERSION"),
+                " webhooks"
+            ))
             .build()?;
         Ok((
             Arc::new(Self {
@@ -200,10 +204,9 @@ impl Webhooks {
         loop {
             let service = self.clone();
             let now = self.clock.now();
-            let taken = tokio::task::spawn_blocking(move || {
-                service.store.take_due(now, LEASE_MS, BATCH)
-            })
-            .await;
+            let taken =
+                tokio::task::spawn_blocking(move || service.store.take_due(now, LEASE_MS, BATCH))
+                    .await;
             let items = match taken {
                 Ok(Ok(items)) => items,
                 Ok(Err(e)) => {
@@ -271,7 +274,10 @@ impl Webhooks {
             .header("content-type", "application/json")
             .header("x-vsl-event", &item.event)
             .header("x-vsl-delivery", item.id.to_string())
-            .header("x-vsl-signature", signing::signature(&hook.secret, &item.body))
+            .header(
+                "x-vsl-signature",
+                signing::signature(&hook.secret, &item.body),
+            )
             .body(item.body.clone())
             .send()
             .await;
