@@ -279,6 +279,7 @@ pub async fn build(
     let (webhooks, webhook_events) =
         webhooks::Webhooks::new(store.clone(), clock.clone(), config.webhooks.clone())
             .map_err(|e| format!("webhooks: {e}"))?;
+    metrics.register_webhooks(&webhooks);
     if webhooks.enabled() {
         wire_webhooks(&webhooks, &config, &links, &recorder, &reviews);
         tracing::info!(
@@ -331,6 +332,7 @@ pub async fn build(
         links,
         leads,
         reviews,
+        webhooks,
         pools,
         health,
         stats: Arc::new(Statistics::new(store.clone(), clock)),

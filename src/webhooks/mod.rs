@@ -18,18 +18,21 @@
 pub mod events;
 pub mod signing;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
 
 use self::events::{Event, EventKind};
 use crate::clock::Clock;
 use crate::config::WebhookConfig;
-use crate::model::outbox::{DeliveryAttempt, NewOutboxItem, OutboxItem};
+use crate::model::outbox::{
+    DeliveryAttempt, DeliveryOutcome, DeliveryRecord, NewOutboxItem, OutboxItem,
+};
 use crate::model::Millis;
 use crate::store::Store;
 
@@ -46,13 +49,27 @@ const VISITS_EVERY: Duration = Duration::from_secs(1);
 /// How long the sender rests when nothing is due (a new event wakes it sooner).
 const IDLE: Duration = Duration::from_millis(500);
 
-/// Deliveries by outcome, and the events the full queue dropped, for `/metrics`.
+/// A label of the deliveries counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+/// Deliveries by outcome, and the events a full queue dropped, for `/metrics`.
 #[derive(Default)]
 pub struct Counts {
-    pub delivered: AtomicU64,
-    pub failed: AtomicU64,
-    pub gave_up: AtomicU64,
-    pub dropped: AtomicU64,
+    pub deliveries: Family<OutcomeLabel, Counter>,
+    pub dropped: Counter,
+}
+
+impl Counts {
+    fn count(&self, outcome: DeliveryOutcome) {
+        self.deliveries
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
 }
 
 /// The webhooks service.
@@ -117,7 +134,7 @@ impl Webhooks {
             return;
         }
         if self.queue.try_send(event).is_err() {
-            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            self.counts.dropped.inc();
         }
     }
 
@@ -128,7 +145,7 @@ impl Webhooks {
             if held.len() < QUEUE {
                 held.extend(visits);
             } else {
-                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+                self.counts.dropped.inc();
             }
         }
     }
@@ -143,9 +160,14 @@ impl Webhooks {
         tokio::spawn(self.clone().send());
     }
 
-    /// Items waiting in the outbox.
-    pub fn depth(&self) -> u64 {
-        self.store.outbox_depth().unwrap_or(0)
+    /// The configured webhooks.
+    pub fn hooks(&self) -> &[WebhookConfig] {
+        &self.hooks
+    }
+
+    /// The last failed and given-up attempts, newest first (the dashboard).
+    pub fn failures(&self, limit: usize) -> crate::model::StoreResult<Vec<DeliveryRecord>> {
+        self.store.deliveries(None, true, limit)
     }
 
     /// The outbox items an event becomes: one for each webhook that wants it.
@@ -250,13 +272,13 @@ impl Webhooks {
         let settled = tokio::task::spawn_blocking(move || {
             let store = &service.store;
             if ok {
-                service.counts.delivered.fetch_add(1, Ordering::Relaxed);
+                service.counts.count(DeliveryOutcome::Delivered);
                 store.delivered(item.id, &attempt)
             } else if let Some(next_at) = next {
-                service.counts.failed.fetch_add(1, Ordering::Relaxed);
+                service.counts.count(DeliveryOutcome::Failed);
                 store.retry(item.id, &attempt, next_at)
             } else {
-                service.counts.gave_up.fetch_add(1, Ordering::Relaxed);
+                service.counts.count(DeliveryOutcome::GaveUp);
                 tracing::warn!(webhook = %item.webhook, event = %item.event, id = item.id, "a webhook delivery was given up");
                 store.give_up(item.id, &attempt)
             }
