@@ -149,6 +149,8 @@ impl App {
         let to_reopen = watchdog.is_finished();
         watchdog.abort();
         state.recorder.shutdown().await;
+        // After the visit writer: its last batch's visits are webhook events too.
+        state.webhooks.shutdown().await;
         blocked.stop();
         jobs.stop().await;
         let pools = state.pools.clone();

@@ -18,6 +18,7 @@
 pub mod events;
 pub mod signing;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +47,8 @@ const LEASE_MS: Millis = 60_000;
 const POST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often visits go out, at most, per webhook.
 const VISITS_EVERY: Duration = Duration::from_secs(1);
+/// How long shutdown waits for told events to reach the outbox.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// How long the sender rests when nothing is due (a new event wakes it sooner).
 const IDLE: Duration = Duration::from_millis(500);
 
@@ -83,6 +86,8 @@ pub struct Webhooks {
     wake: Notify,
     client: reqwest::Client,
     pub counts: Counts,
+    /// Events told but not yet in the outbox (shutdown waits for none).
+    unwritten: AtomicU64,
 }
 
 impl Webhooks {
@@ -113,6 +118,7 @@ impl Webhooks {
                 wake: Notify::new(),
                 client,
                 counts: Counts::default(),
+                unwritten: AtomicU64::new(0),
             }),
             received,
         ))
@@ -133,7 +139,9 @@ impl Webhooks {
         if !self.wants(event.kind) {
             return;
         }
+        self.unwritten.fetch_add(1, Ordering::AcqRel);
         if self.queue.try_send(event).is_err() {
+            self.unwritten.fetch_sub(1, Ordering::AcqRel);
             self.counts.dropped.inc();
         }
     }
@@ -191,6 +199,7 @@ impl Webhooks {
     async fn write(self: Arc<Self>, mut received: mpsc::Receiver<Event>) {
         let mut events = Vec::with_capacity(256);
         while received.recv_many(&mut events, 1024).await > 0 {
+            let told = events.len() as u64;
             let items: Vec<NewOutboxItem> = events.drain(..).flat_map(|e| self.items(&e)).collect();
             let service = self.clone();
             match tokio::task::spawn_blocking(move || service.store.enqueue(&items)).await {
@@ -198,6 +207,38 @@ impl Webhooks {
                 Ok(Err(e)) => tracing::error!(error = %e, "webhook events could not be queued"),
                 Err(e) => tracing::error!(error = %e, "the webhook writer failed"),
             }
+            self.unwritten.fetch_sub(told, Ordering::AcqRel);
+        }
+    }
+
+    /// At shutdown, once the visit writer is done: the gathered visits and every event told
+    /// go into the outbox before the store closes (what is there is sent after the restart).
+    pub async fn shutdown(&self) {
+        if !self.enabled() {
+            return;
+        }
+        self.flush_visits().await;
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_WAIT;
+        while self.unwritten.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The visits gathered since the last visit event, as one event.
+    async fn flush_visits(&self) {
+        let visits = std::mem::take(&mut *self.visits.lock());
+        if visits.is_empty() {
+            return;
+        }
+        let event = Event {
+            kind: EventKind::Visit,
+            key: "visits".into(),
+            at: self.clock.now(),
+            data: serde_json::json!({ "visits": visits }),
+        };
+        self.unwritten.fetch_add(1, Ordering::AcqRel);
+        if self.queue.send(event).await.is_err() {
+            self.unwritten.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -205,19 +246,7 @@ impl Webhooks {
         let mut every = tokio::time::interval(VISITS_EVERY);
         loop {
             every.tick().await;
-            let visits = std::mem::take(&mut *self.visits.lock());
-            if visits.is_empty() {
-                continue;
-            }
-            let event = Event {
-                kind: EventKind::Visit,
-                key: "visits".into(),
-                at: self.clock.now(),
-                data: serde_json::json!({ "visits": visits }),
-            };
-            if self.queue.send(event).await.is_err() {
-                return;
-            }
+            self.flush_visits().await;
         }
     }
 
