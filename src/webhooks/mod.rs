@@ -39,7 +39,7 @@ use crate::store::Store;
 
 /// Events waiting for the writer; past this, events are dropped (and counted).
 const QUEUE: usize = 16_384;
-/// Items one sender round takes.
+/// POSTs in flight at most (and the most items one round takes).
 const BATCH: usize = 32;
 /// How long a taken item is ours: longer than a POST may take.
 const LEASE_MS: Millis = 60_000;
@@ -252,11 +252,19 @@ impl Webhooks {
 
     /// Drains the outbox: due items, POSTed side by side, each settled.
     async fn send(self: Arc<Self>) {
+        // POSTs in flight hold a slot each, and the loop takes more while some run: a receiver
+        // that hangs holds its own slots, not the other webhooks' deliveries. Items in flight
+        // are leased, so no round takes them again.
+        let slots = Arc::new(tokio::sync::Semaphore::new(BATCH));
         loop {
+            let Ok(first) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let free = slots.available_permits() + 1;
             let service = self.clone();
             let now = self.clock.now();
             let taken =
-                tokio::task::spawn_blocking(move || service.store.take_due(now, LEASE_MS, BATCH))
+                tokio::task::spawn_blocking(move || service.store.take_due(now, LEASE_MS, free))
                     .await;
             let items = match taken {
                 Ok(Ok(items)) => items,
@@ -267,15 +275,26 @@ impl Webhooks {
                 Err(_) => return,
             };
             if items.is_empty() {
+                drop(first);
                 let _ = tokio::time::timeout(IDLE, self.wake.notified()).await;
                 continue;
             }
-            let mut posts = tokio::task::JoinSet::new();
+            let mut first = Some(first);
             for item in items {
+                let slot = match first.take() {
+                    Some(slot) => slot,
+                    None => match slots.clone().try_acquire_owned() {
+                        Ok(slot) => slot,
+                        // Taken with the free count: cannot run out.
+                        Err(_) => break,
+                    },
+                };
                 let service = self.clone();
-                posts.spawn(async move { service.deliver(item).await });
+                tokio::spawn(async move {
+                    service.deliver(item).await;
+                    drop(slot);
+                });
             }
-            while posts.join_next().await.is_some() {}
         }
     }
 
