@@ -43,6 +43,31 @@ pub struct Config {
     pub yourls: YourlsConfig,
     pub links: LinksConfig,
     pub review: ReviewConfig,
+    /// `[[webhooks]]`: none by default.
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+/// One `[[webhooks]]` endpoint.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// What the delivery log and the dashboard call it; the URL when not given. Items in the
+    /// outbox belong to a webhook by this name.
+    #[serde(default)]
+    pub name: String,
+    pub url: String,
+    /// `link.created`, `link.updated`, `link.deleted`, `link.ended`, `visit`, `lead`, `review`.
+    pub events: Vec<String>,
+    /// The key of `X-Vsl-Signature`'s HMAC.
+    pub secret: String,
+}
+
+impl WebhookConfig {
+    /// Whether this webhook subscribed to `kind`.
+    pub fn wants(&self, kind: crate::webhooks::events::EventKind) -> bool {
+        self.events.iter().any(|e| e == kind.as_str())
+    }
 }
 
 /// The review of destinations: off unless asked (an appliance sends nothing out by itself).
@@ -536,6 +561,11 @@ impl Config {
     /// Extracts and validates.
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
         let mut config: Config = figment.extract().map_err(|e| ConfigError(describe(e)))?;
+        for hook in &mut config.webhooks {
+            if hook.name.trim().is_empty() {
+                hook.name = hook.url.clone();
+            }
+        }
         if config.server.base_url.trim().is_empty() {
             config.derive_base_url(config.server.listen);
         }
@@ -575,6 +605,36 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         let fail = |key: &str, why: String| Err(ConfigError(format!("`{key}`: {why}")));
+        let mut names = std::collections::HashSet::new();
+        for (i, hook) in self.webhooks.iter().enumerate() {
+            let key = |field: &str| format!("webhooks[{i}].{field}");
+            match url::Url::parse(&hook.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+                _ => return fail(&key("url"), format!("`{}` is not an http(s) URL", hook.url)),
+            }
+            if hook.events.is_empty() {
+                return fail(&key("events"), "name at least one event".into());
+            }
+            if let Some(bad) = hook
+                .events
+                .iter()
+                .find(|e| crate::webhooks::events::EventKind::parse(e).is_none())
+            {
+                return fail(
+                    &key("events"),
+                    format!(
+                        "`{bad}` is not one of link.created, link.updated, link.deleted, \
+                         link.ended, visit, lead, review"
+                    ),
+                );
+            }
+            if hook.secret.len() < 16 {
+                return fail(&key("secret"), "at least 16 characters".into());
+            }
+            if !names.insert(hook.name.as_str()) {
+                return fail(&key("name"), format!("`{}` names two webhooks", hook.name));
+            }
+        }
         if ![301, 302, 307, 308].contains(&self.server.redirect_status) {
             return fail(
                 "server.redirect_status",

@@ -39,7 +39,11 @@ pub struct Leads {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     pass_key: Vec<u8>,
+    told: std::sync::OnceLock<LeadHook>,
 }
+
+/// Told of every lead once it is stored; must not block.
+pub type LeadHook = Arc<dyn Fn(&Lead) + Send + Sync>;
 
 /// What one retention run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,7 +63,13 @@ impl Leads {
             store,
             clock,
             pass_key,
+            told: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Tells `hook` of every lead stored from now on (once).
+    pub fn on_lead(&self, hook: LeadHook) {
+        let _ = self.told.set(hook);
     }
 
     pub fn now(&self) -> Millis {
@@ -83,7 +93,11 @@ impl Leads {
             values,
             consent: form.consent.clone(),
         };
-        Ok(self.store.add_lead(lead)?)
+        let lead = self.store.add_lead(lead)?;
+        if let Some(tell) = self.told.get() {
+            tell(&lead);
+        }
+        Ok(lead)
     }
 
     /// A link's leads, newest first.

@@ -63,6 +63,7 @@ pub mod transfer;
 pub mod ui;
 pub mod visits;
 pub mod web;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,6 +150,8 @@ impl App {
         let to_reopen = watchdog.is_finished();
         watchdog.abort();
         state.recorder.shutdown().await;
+        // After the visit writer: its last batch's visits are webhook events too.
+        state.webhooks.shutdown().await;
         blocked.stop();
         jobs.stop().await;
         let pools = state.pools.clone();
@@ -272,15 +275,38 @@ pub async fn build(
     if reviews.enabled() {
         links.on_review(reviews.hook());
         let told = reviews.clone();
-        recorder.on_written(Arc::new(move |per_link| told.visits_written(per_link)));
+        recorder.on_written(Arc::new(move |visits| told.visits_written(visits)));
         reviews.start(review_triggers);
     }
     metrics.register_reviews(&reviews);
+    let (webhooks, webhook_events) =
+        webhooks::Webhooks::new(store.clone(), clock.clone(), config.webhooks.clone())
+            .map_err(|e| format!("webhooks: {e}"))?;
+    metrics.register_webhooks(&webhooks);
+    if webhooks.enabled() {
+        wire_webhooks(&webhooks, &config, &links, &recorder, &reviews);
+        tracing::info!(
+            webhooks = config.webhooks.len(),
+            "webhooks: events go through the outbox to each endpoint, signed"
+        );
+    }
     let metrics = Arc::new(metrics);
     let leads = {
         let (store, clock) = (store.clone(), clock.clone());
         Arc::new(tokio::task::spawn_blocking(move || leads::Leads::new(store, clock)).await??)
     };
+    if webhooks.wants(webhooks::events::EventKind::Lead) {
+        let told = webhooks.clone();
+        leads.on_lead(Arc::new(move |lead| {
+            told.tell(webhooks::events::Event::of_link(
+                webhooks::events::EventKind::Lead,
+                lead.link_id,
+                lead.at,
+                webhooks::events::lead_data(lead),
+            ))
+        }));
+    }
+    webhooks.start(webhook_events);
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
@@ -309,6 +335,7 @@ pub async fn build(
         links,
         leads,
         reviews,
+        webhooks,
         pools,
         health,
         stats: Arc::new(Statistics::new(store.clone(), clock)),
@@ -465,6 +492,59 @@ impl Server {
         http::server::serve(listener, app.front.clone(), options, stopping).await?;
         // No request is in flight any more: write every queued visit before the store closes.
         app.shutdown().await
+    }
+}
+
+/// Tells the webhooks of links' changes, written visits and verdicts (leads are told where
+/// the leads service is built).
+fn wire_webhooks(
+    webhooks: &Arc<webhooks::Webhooks>,
+    config: &Config,
+    links: &Arc<Links>,
+    recorder: &Arc<Recorder>,
+    reviews: &Arc<review::Reviews>,
+) {
+    use crate::links::LinkChange;
+    use crate::webhooks::events::{self, Event, EventKind};
+    let base = config.server.base_url.trim_end_matches('/').to_string();
+    let told = webhooks.clone();
+    links.on_change(Arc::new(move |change, link| {
+        let kind = match change {
+            LinkChange::Created => EventKind::LinkCreated,
+            LinkChange::Updated => EventKind::LinkUpdated,
+            LinkChange::Deleted => EventKind::LinkDeleted,
+            LinkChange::Ended => EventKind::LinkEnded,
+        };
+        if told.wants(kind) {
+            let short_url = format!("{base}/{}", link.code);
+            let at = match change {
+                LinkChange::Created => link.created_at,
+                _ => link.updated_at,
+            };
+            told.tell(Event::of_link(
+                kind,
+                link.id,
+                at,
+                events::link_data(link, &short_url),
+            ));
+        }
+    }));
+    if webhooks.wants(EventKind::Visit) {
+        let told = webhooks.clone();
+        recorder.on_written(Arc::new(move |visits| {
+            told.tell_visits(visits.iter().map(|v| events::visit_data(&v.visit)));
+        }));
+    }
+    if webhooks.wants(EventKind::Review) {
+        let told = webhooks.clone();
+        reviews.on_verdict(Arc::new(move |review, code| {
+            told.tell(Event::of_link(
+                EventKind::Review,
+                review.link_id,
+                review.at,
+                events::review_data(review, code),
+            ))
+        }));
     }
 }
 

@@ -277,6 +277,19 @@ pub struct Content {
 /// Told of a link that wants a review: its id and why.
 pub type ReviewHook = Arc<dyn Fn(u64, Trigger) + Send + Sync>;
 
+/// What happened to a link, for whoever listens (webhooks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkChange {
+    Created,
+    Updated,
+    Deleted,
+    /// Expired, or its visit cap reached.
+    Ended,
+}
+
+/// Told of every change of a link, after it is durable; must not block.
+pub type ChangeHook = Arc<dyn Fn(LinkChange, &Link) + Send + Sync>;
+
 /// Where a code leads.
 #[derive(Clone, Debug)]
 pub enum Resolution {
@@ -314,6 +327,7 @@ pub struct Links {
     check_lengths: [bool; MAX_CODE_LEN + 1],
     /// Told of creates and of changed destinations, for the review queue.
     review_hook: OnceLock<ReviewHook>,
+    change_hook: OnceLock<ChangeHook>,
     /// The `hash` strategy's secret, read from the store once ([`Links::hash_secret`]).
     hash_secret: OnceLock<Vec<u8>>,
     /// The states of links with options, by id: kept across cache refills, so that a
@@ -358,6 +372,7 @@ impl Links {
         Ok(Self {
             check_lengths,
             review_hook: OnceLock::new(),
+            change_hook: OnceLock::new(),
             hash_secret: OnceLock::new(),
             states: quick_cache::sync::Cache::new(STATES),
             agents: UaParser::new(AGENTS),
@@ -412,6 +427,21 @@ impl Links {
     fn tell_review(&self, result: &Result<(Link, bool)>, trigger: Trigger) {
         if let (Some(hook), Ok((link, true))) = (self.review_hook.get(), result) {
             hook(link.id, trigger);
+        }
+        if let Ok((link, true)) = result {
+            self.tell_change(LinkChange::Created, link);
+        }
+    }
+
+    /// Tells `hook` of every change of a link from now on (once).
+    pub fn on_change(&self, hook: ChangeHook) {
+        let _ = self.change_hook.set(hook);
+    }
+
+    /// Tells the change hook; the lifecycle job tells it of the links it ends.
+    pub fn tell_change(&self, change: LinkChange, link: &Link) {
+        if let Some(hook) = self.change_hook.get() {
+            hook(change, link);
         }
     }
 
@@ -857,6 +887,7 @@ impl Links {
                 hook(link.id, Trigger::Changed);
             }
         }
+        self.tell_change(LinkChange::Updated, &link);
         Ok(link)
     }
 
@@ -865,7 +896,9 @@ impl Links {
         let now = self.clock.now();
         let result = self.store.delete_link(code, now);
         self.invalidate(code);
-        result.map_err(|e| self.map_write_error(code, e))
+        let link = result.map_err(|e| self.map_write_error(code, e))?;
+        self.tell_change(LinkChange::Deleted, &link);
+        Ok(link)
     }
 
     /// Forgets a code in the cache (updates, deletes, expiry).

@@ -63,6 +63,7 @@ pub struct Metrics {
     queue_depth: Gauge,
     queue_capacity: Gauge,
     review_queue: Gauge,
+    webhook_outbox: Gauge,
     flushes: Gauge,
     flush_seconds: FloatGauge,
     last_flush_seconds: FloatGauge,
@@ -150,6 +151,7 @@ impl Metrics {
             queue_depth: Gauge::default(),
             queue_capacity: Gauge::default(),
             review_queue: Gauge::default(),
+            webhook_outbox: Gauge::default(),
             flushes: Gauge::default(),
             flush_seconds: FloatGauge::default(),
             last_flush_seconds: FloatGauge::default(),
@@ -214,6 +216,24 @@ impl Metrics {
         );
     }
 
+    pub fn register_webhooks(&mut self, webhooks: &crate::webhooks::Webhooks) {
+        self.registry.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts, by outcome (delivered, failed, gave_up)",
+            webhooks.counts.deliveries.clone(),
+        );
+        self.registry.register(
+            "webhook_events_dropped",
+            "Webhook events dropped because their queue was full",
+            webhooks.counts.dropped.clone(),
+        );
+        self.registry.register(
+            "webhook_outbox",
+            "Webhook deliveries waiting in the outbox",
+            self.webhook_outbox.clone(),
+        );
+    }
+
     pub fn register_rate_limits(&mut self, limits: &crate::limits::RateLimits) {
         self.registry.register(
             "rate_limited",
@@ -258,6 +278,7 @@ impl Metrics {
         set(&self.queue_depth, recorder.depth() as u64);
         set(&self.queue_capacity, recorder.capacity() as u64);
         set(&self.review_queue, store.review_queue_depth()?);
+        set(&self.webhook_outbox, store.outbox_depth()?);
         let flush = store.commit_stats();
         set(&self.flushes, flush.flushes);
         self.flush_seconds.set(flush.total.as_secs_f64());

@@ -1,7 +1,7 @@
 //! The store contract: what every [`Store`] backend must do, as one suite of cases run against
 //! each backend (sled, and PostgreSQL on a real server the suite starts itself; a backend adds
-//! one `backend!` call). The cases speak only the trait, so a backend that passes them behaves
-//! the same to the domain services.
+//! one `backend!` line to the `contract!` macro). The cases speak only the trait, so a backend
+//! that passes them behaves the same to the domain services.
 
 #[path = "common/postgres.rs"]
 mod pg;
@@ -14,8 +14,9 @@ use std::time::Duration;
 use vshortlink::model::gates::{FieldKind, FormField};
 use vshortlink::model::options::{Conditions, Os, Rotation, Rule, Target};
 use vshortlink::model::{
-    client_hash_of, CheckRecord, Dimension, EndedBy, HourCount, InApp, Lead, LeadForm,
-    OptionsPatch, Review, SocialPreview, Trigger, Verdict,
+    client_hash_of, CheckRecord, DeliveryAttempt, DeliveryOutcome, DeliveryRecord, Dimension,
+    EndedBy, HourCount, InApp, Lead, LeadForm, NewOutboxItem, OptionsPatch, OutboxItem, Review,
+    SocialPreview, Trigger, Verdict, DELIVERY_LOG_KEEP,
 };
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
@@ -1758,7 +1759,434 @@ fn close_stops_writes(make: Make) {
         "add_lead",
         store.add_lead(lead(1, T0, "+100000001")).map(drop),
     );
+    check(
+        "enqueue",
+        store.enqueue(&[event("w", "link:1", T0)]).map(drop),
+    );
     assert!(failed.is_empty(), "accepted after close: {failed:?}");
+}
+
+// ---- the webhook outbox ----
+
+fn event(webhook: &str, key: &str, at: u64) -> NewOutboxItem {
+    NewOutboxItem {
+        webhook: webhook.into(),
+        event: "link.created".into(),
+        key: key.into(),
+        body: format!("{{\"key\":\"{key}\",\"at\":{at}}}").into_bytes(),
+        created_at: at,
+    }
+}
+
+fn answered(at: u64, status: u16) -> DeliveryAttempt {
+    DeliveryAttempt {
+        at,
+        status: Some(status),
+        error: None,
+    }
+}
+
+fn item_ids(items: &[OutboxItem]) -> Vec<u64> {
+    items.iter().map(|i| i.id).collect()
+}
+
+/// A second handle on the same store, as after a restart: another instance on the same
+/// database for a store instances share, else the store closed and opened again.
+fn reopened(make: Make, dir: &tempfile::TempDir, store: Arc<dyn Store>) -> Arc<dyn Store> {
+    if let Some(other) = another_instance(dir) {
+        return other;
+    }
+    store.close().unwrap();
+    drop(store);
+    make(dir)
+}
+
+/// Ids grow across batches in the order given; an item reads back as it was queued, due at
+/// its creation, never attempted.
+fn outbox_ids_grow_and_items_read_back(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    assert_eq!(store.enqueue(&[]).unwrap(), Vec::<u64>::new());
+    let first = store
+        .enqueue(&[
+            event("w1", "link:1", T0),
+            event("w1", "link:2", T0),
+            event("w2", "link:1", T0 + 1),
+        ])
+        .unwrap();
+    assert_eq!(first.len(), 3);
+    assert!(first.windows(2).all(|w| w[0] < w[1]), "{first:?}");
+    let second = store.enqueue(&[event("w1", "link:3", T0 + 2)]).unwrap();
+    assert!(second[0] > first[2], "{first:?} then {second:?}");
+    assert_eq!(store.outbox_depth().unwrap(), 4);
+    let mut binary = event("w3", "visits", T0 + 3);
+    binary.event = "visit".into();
+    binary.body = vec![0, 0xff, b'{', 0x80];
+    let [binary_id] = store.enqueue(&[binary.clone()]).unwrap()[..] else {
+        panic!("one id for one item");
+    };
+    let taken = store.take_due(T0 + 10, 60_000, 100).unwrap();
+    assert_eq!(
+        item_ids(&taken),
+        [first.clone(), second, vec![binary_id]].concat()
+    );
+    let item = taken.last().unwrap();
+    assert_eq!(
+        *item,
+        OutboxItem {
+            id: binary_id,
+            webhook: "w3".into(),
+            event: "visit".into(),
+            key: "visits".into(),
+            body: binary.body,
+            created_at: T0 + 3,
+            attempts: 0,
+            next_at: T0 + 3,
+            last_error: None,
+        },
+        "the body comes back byte for byte"
+    );
+    assert_eq!(taken[0].body, event("w1", "link:1", T0).body);
+}
+
+/// An item is taken once it is due and while its lease is free; a take within the lease gets
+/// nothing, one after it gets the item again. At most `limit` are taken, soonest due first.
+fn take_due_respects_next_at_and_leases(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let [late] = store.enqueue(&[event("w", "link:1", T0 + 100)]).unwrap()[..] else {
+        panic!("one id");
+    };
+    assert!(
+        store.take_due(T0 + 99, 1000, 10).unwrap().is_empty(),
+        "not due"
+    );
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 100, 1000, 10).unwrap()),
+        [late]
+    );
+    assert!(
+        store.take_due(T0 + 500, 1000, 10).unwrap().is_empty(),
+        "leased"
+    );
+    assert!(
+        store.take_due(T0 + 1099, 1000, 10).unwrap().is_empty(),
+        "leased until its end"
+    );
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 1100, 1000, 10).unwrap()),
+        [late],
+        "taken again once the lease ended"
+    );
+    let early = store
+        .enqueue(&[
+            event("w", "link:2", T0 + 3),
+            event("w", "link:3", T0 + 1),
+            event("w", "link:4", T0 + 2),
+        ])
+        .unwrap();
+    assert!(store.take_due(T0 + 10, 1000, 0).unwrap().is_empty());
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 10, 1000, 2).unwrap()),
+        [early[1], early[2]],
+        "soonest due first, at most the limit"
+    );
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 10, 1000, 2).unwrap()),
+        [early[0]]
+    );
+    assert!(store.take_due(T0 + 10, 1000, 2).unwrap().is_empty());
+    assert_eq!(store.outbox_depth().unwrap(), 4, "leased items count");
+}
+
+/// A key's items go out one at a time in id order: a later one is not taken while an earlier
+/// one is leased or waiting for its retry, whatever their times; other keys go on.
+fn outbox_keys_go_out_in_order(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let a = store
+        .enqueue(&[event("w", "link:1", T0), event("w", "link:2", T0)])
+        .unwrap();
+    let more = store
+        .enqueue(&[event("w", "link:1", T0), event("other", "link:1", T0)])
+        .unwrap();
+    let (a1, b1, a2, other) = (a[0], a[1], more[0], more[1]);
+    assert_eq!(
+        item_ids(&store.take_due(T0, 60_000, 10).unwrap()),
+        [a1, b1, other],
+        "the same key of another webhook is another key"
+    );
+    assert!(store.take_due(T0 + 1, 60_000, 10).unwrap().is_empty());
+    // a1 fails: a2 still waits behind it, leased or not.
+    assert!(store.retry(a1, &answered(T0 + 5, 500), T0 + 1000).unwrap());
+    assert!(store.take_due(T0 + 10, 60_000, 10).unwrap().is_empty());
+    assert!(store.delivered(b1, &answered(T0 + 11, 200)).unwrap());
+    assert!(store.delivered(other, &answered(T0 + 11, 204)).unwrap());
+    let retried = store.take_due(T0 + 1000, 60_000, 10).unwrap();
+    assert_eq!(
+        item_ids(&retried),
+        [a1],
+        "a1 again at its retry, a2 not yet"
+    );
+    assert_eq!(
+        (retried[0].attempts, retried[0].next_at),
+        (1, T0 + 1000),
+        "one more attempt, its next one moved"
+    );
+    assert_eq!(retried[0].last_error.as_deref(), Some("HTTP 500"));
+    // Queued while the key's head is out: behind a2.
+    let [a3] = store.enqueue(&[event("w", "link:1", T0 + 1001)]).unwrap()[..] else {
+        panic!("one id");
+    };
+    assert!(store.delivered(a1, &answered(T0 + 1002, 200)).unwrap());
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 1002, 60_000, 10).unwrap()),
+        [a2]
+    );
+    assert!(store.give_up(a2, &answered(T0 + 1003, 410)).unwrap());
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 1003, 60_000, 10).unwrap()),
+        [a3]
+    );
+    assert!(store.delivered(a3, &answered(T0 + 1004, 200)).unwrap());
+    assert_eq!(store.outbox_depth().unwrap(), 0);
+    assert!(store.take_due(T0 + 100_000, 60_000, 10).unwrap().is_empty());
+}
+
+/// Settling logs the attempt: `retry` keeps the item, `delivered` and `give_up` remove it; an
+/// item not there settles as `false` and logs nothing. The log reads newest first, by
+/// webhook or all together, every outcome or only the failures.
+fn settling_logs_each_attempt(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let queued = store
+        .enqueue(&[event("w1", "link:1", T0), event("w2", "link:9", T0)])
+        .unwrap();
+    let (one, nine) = (queued[0], queued[1]);
+    assert_eq!(store.take_due(T0, 60_000, 10).unwrap().len(), 2);
+    let timeout = DeliveryAttempt {
+        at: T0 + 1,
+        status: None,
+        error: Some("timed out after 10 s".into()),
+    };
+    assert!(store.retry(one, &timeout, T0 + 10).unwrap());
+    assert!(store.retry(one, &answered(T0 + 11, 503), T0 + 20).unwrap());
+    assert_eq!(store.outbox_depth().unwrap(), 2, "a retried item stays");
+    assert!(store.delivered(one, &answered(T0 + 21, 200)).unwrap());
+    assert!(store.give_up(nine, &answered(T0 + 22, 404)).unwrap());
+    assert_eq!(store.outbox_depth().unwrap(), 0);
+    assert!(!store.delivered(one, &answered(T0 + 23, 200)).unwrap());
+    assert!(!store.retry(one, &answered(T0 + 23, 500), T0 + 30).unwrap());
+    assert!(!store.give_up(12345, &answered(T0 + 23, 500)).unwrap());
+
+    let all = store.deliveries(None, false, 100).unwrap();
+    let seen: Vec<(u64, DeliveryOutcome, u32, Option<u16>)> = all
+        .iter()
+        .map(|r| (r.id, r.outcome, r.attempts, r.status))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (nine, DeliveryOutcome::GaveUp, 1, Some(404)),
+            (one, DeliveryOutcome::Delivered, 3, Some(200)),
+            (one, DeliveryOutcome::Failed, 2, Some(503)),
+            (one, DeliveryOutcome::Failed, 1, None),
+        ],
+        "newest first; nothing logged for the items that were not there"
+    );
+    assert_eq!(
+        all[3],
+        DeliveryRecord {
+            id: one,
+            webhook: "w1".into(),
+            event: "link.created".into(),
+            key: "link:1".into(),
+            at: T0 + 1,
+            attempts: 1,
+            outcome: DeliveryOutcome::Failed,
+            status: None,
+            error: Some("timed out after 10 s".into()),
+        }
+    );
+    assert_eq!(all[2].error.as_deref(), Some("HTTP 503"));
+    assert_eq!(all[1].error, None);
+    assert_eq!(store.deliveries(None, false, 2).unwrap(), all[..2]);
+    assert_eq!(store.deliveries(None, false, 0).unwrap(), []);
+    let failures = store.deliveries(None, true, 100).unwrap();
+    assert_eq!(failures, [all[0].clone(), all[2].clone(), all[3].clone()]);
+    assert_eq!(store.deliveries(Some("w1"), false, 100).unwrap(), all[1..]);
+    assert_eq!(
+        store.deliveries(Some("w1"), true, 1).unwrap(),
+        [all[2].clone()]
+    );
+    assert_eq!(store.deliveries(Some("w2"), false, 100).unwrap(), all[..1]);
+    assert_eq!(store.deliveries(Some("w"), false, 100).unwrap(), []);
+}
+
+/// The log keeps the last `DELIVERY_LOG_KEEP` records of each webhook; another webhook's
+/// records are not touched.
+fn the_delivery_log_is_bounded(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let queued = store
+        .enqueue(&[event("busy", "link:1", T0), event("quiet", "link:1", T0)])
+        .unwrap();
+    assert!(store.retry(queued[1], &answered(T0, 500), T0).unwrap());
+    let writes = DELIVERY_LOG_KEEP as u64 + 5;
+    for n in 1..=writes {
+        assert!(store.retry(queued[0], &answered(T0 + n, 500), T0).unwrap());
+    }
+    let busy = store.deliveries(Some("busy"), false, usize::MAX).unwrap();
+    assert_eq!(busy.len(), DELIVERY_LOG_KEEP);
+    assert_eq!(busy[0].at, T0 + writes, "the newest kept");
+    assert_eq!(
+        busy[DELIVERY_LOG_KEEP - 1].at,
+        T0 + 6,
+        "the oldest five gone"
+    );
+    assert_eq!(
+        store
+            .deliveries(Some("quiet"), false, usize::MAX)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        store.deliveries(None, true, usize::MAX).unwrap().len(),
+        DELIVERY_LOG_KEEP + 1
+    );
+}
+
+/// Items, their attempts, their order per key and the log outlive the process: a restart
+/// (or another instance) finds them, and new ids follow the old ones.
+fn the_outbox_survives_a_restart(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let queued = store
+        .enqueue(&[
+            event("w", "link:1", T0),
+            event("w", "link:1", T0),
+            event("w", "link:2", T0),
+        ])
+        .unwrap();
+    assert_eq!(store.take_due(T0, 1000, 10).unwrap().len(), 2);
+    assert!(store
+        .retry(queued[0], &answered(T0 + 1, 502), T0 + 50)
+        .unwrap());
+    assert!(store.delivered(queued[2], &answered(T0 + 2, 200)).unwrap());
+    let log = store.deliveries(None, false, 10).unwrap();
+    let store = reopened(make, &dir, store);
+    assert_eq!(store.outbox_depth().unwrap(), 2);
+    assert_eq!(store.deliveries(None, false, 10).unwrap(), log);
+    let taken = store.take_due(T0 + 50, 1000, 10).unwrap();
+    assert_eq!(item_ids(&taken), [queued[0]], "the key's order holds");
+    assert_eq!(
+        (taken[0].attempts, taken[0].last_error.as_deref()),
+        (1, Some("HTTP 502"))
+    );
+    let later = store.enqueue(&[event("w", "link:3", T0 + 60)]).unwrap();
+    assert!(later[0] > queued[2], "{later:?} after {queued:?}");
+    assert!(store.delivered(queued[0], &answered(T0 + 61, 200)).unwrap());
+    assert_eq!(
+        item_ids(&store.take_due(T0 + 61, 1000, 10).unwrap()),
+        [queued[1], later[0]]
+    );
+}
+
+/// Senders taking at once, on one instance or several, never take one item together, and
+/// never take an item of a key before the one before it is settled; items queued to the same
+/// keys meanwhile, from another instance, are all taken in their turn (no key is left without
+/// its head).
+fn concurrent_senders_take_each_item_once(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let other = cluster_pair(&dir, &store).unwrap_or_else(|| store.clone());
+    const KEYS: usize = 12;
+    let batch = |n: usize| -> Vec<NewOutboxItem> {
+        (0..n * KEYS)
+            .map(|at| event("w", &format!("link:{}", at % KEYS), T0))
+            .collect()
+    };
+    // Each key's ids in order, extended by the producer under the lock while it queues, so
+    // that a sender never takes an item this map does not know yet.
+    let by_key = Arc::new(Mutex::new(vec![Vec::new(); KEYS]));
+    let record = |by_key: &mut Vec<Vec<u64>>, queued: &[u64]| {
+        for (at, id) in queued.iter().enumerate() {
+            by_key[at % KEYS].push(*id);
+        }
+    };
+    record(
+        &mut by_key.lock().unwrap(),
+        &store.enqueue(&batch(2)).unwrap(),
+    );
+    let settled = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let producing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let producer = {
+        let (other, by_key, producing) = (other.clone(), by_key.clone(), producing.clone());
+        std::thread::spawn(move || {
+            // Keys are often empty by now: queuing races with the removal of their last item.
+            for _ in 0..40 {
+                let mut by_key = by_key.lock().unwrap();
+                record(&mut by_key, &other.enqueue(&batch(1)).unwrap());
+                drop(by_key);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            producing.store(false, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let senders: Vec<_> = (0..4)
+        .map(|n| {
+            let store = if n % 2 == 0 {
+                store.clone()
+            } else {
+                other.clone()
+            };
+            let (by_key, settled, producing) = (by_key.clone(), settled.clone(), producing.clone());
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                let mut idle = 0;
+                while idle < 50 || producing.load(std::sync::atomic::Ordering::SeqCst) {
+                    let taken = store.take_due(T0, 600_000, 5).unwrap();
+                    if taken.is_empty() {
+                        idle += 1;
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                    idle = 0;
+                    for item in taken {
+                        let by_key = by_key.lock().unwrap();
+                        let key = by_key.iter().find(|ids| ids.contains(&item.id)).unwrap();
+                        let mut settled = settled.lock().unwrap();
+                        for earlier in key.iter().take_while(|id| **id != item.id) {
+                            assert!(
+                                settled.contains(earlier),
+                                "{} taken before {earlier} was settled",
+                                item.id
+                            );
+                        }
+                        // Marked before the store hears of it: the next of its key can only
+                        // be taken after that.
+                        assert!(settled.insert(item.id), "{} taken twice", item.id);
+                        drop((settled, by_key));
+                        assert!(store.delivered(item.id, &answered(T0, 200)).unwrap());
+                        mine.push(item.id);
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    producer.join().unwrap();
+    let mut all: Vec<u64> = senders
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    let mut expected: Vec<u64> = by_key.lock().unwrap().concat();
+    expected.sort_unstable();
+    assert_eq!(expected.len(), 42 * KEYS);
+    assert_eq!(all, expected, "every item taken once");
+    assert_eq!(store.outbox_depth().unwrap(), 0);
 }
 
 macro_rules! backend {
@@ -1777,46 +2205,15 @@ macro_rules! backend {
     };
 }
 
-backend!(
-    sled;
-    pool_takes_lowest_code_once,
-    cooling_codes_wait,
-    dedup_returns_the_existing_generated_link,
-    custom_codes,
-    update_and_delete,
-    expire_then_recycle,
-    expire_links_takes_only_due_active_links,
-    list_with_cursor_and_search,
-    visits_are_counted_and_listed,
-    meta_keeps_the_first_value,
-    import_keeps_records_and_is_idempotent,
-    submitted_creates_are_answered_once_each,
-    options_travel_with_the_link,
-    claims_never_pass_a_cap,
-    leads_are_kept_by_link,
-    gates_travel_with_the_link,
-    the_review_queue_takes_each_link_once,
-    may_exist_never_denies_a_code_that_existed,
-    retire_link_takes_a_link_out_of_recycling,
-    queue_reviews_queues_each_link_once,
-    renew_review_extends_a_lease,
-    pool_below_agrees_with_pool_counts,
-    pool_levels_do_not_depend_on_earlier_questions,
-    pool_peek_shows_the_order_codes_are_taken_in,
-    strategy_state_is_what_pool_add_wrote,
-    imported_visits_keep_their_ids,
-    visit_summary_counts_by_hour_within_the_range,
-    prune_visits_removes_the_oldest_and_keeps_counters,
-    prune_visits_until_none_is_due,
-    running_a_healthy_store,
-    job_lock_excludes_other_instances,
-    shared_records_expire_and_are_seen_by_every_instance,
-    watch_reports_links_other_instances_change,
-    close_stops_writes,
-);
+/// Every case, on every backend.
+macro_rules! contract {
+    ($($case:ident),+ $(,)?) => {
+        backend!(sled; $($case),+);
+        backend!(postgres; $($case),+);
+    };
+}
 
-backend!(
-    postgres;
+contract!(
     pool_takes_lowest_code_once,
     cooling_codes_wait,
     dedup_returns_the_existing_generated_link,
@@ -1850,5 +2247,12 @@ backend!(
     job_lock_excludes_other_instances,
     shared_records_expire_and_are_seen_by_every_instance,
     watch_reports_links_other_instances_change,
+    outbox_ids_grow_and_items_read_back,
+    take_due_respects_next_at_and_leases,
+    outbox_keys_go_out_in_order,
+    settling_logs_each_attempt,
+    the_delivery_log_is_bounded,
+    the_outbox_survives_a_restart,
+    concurrent_senders_take_each_item_once,
     close_stops_writes,
 );

@@ -146,6 +146,8 @@ impl Lifecycle {
                     // Redirects already refuse it (entries know their expiry); this frees
                     // the cache slot.
                     self.links.invalidate(&expired.code);
+                    self.links
+                        .tell_change(crate::links::LinkChange::Ended, &expired);
                     report.expired += 1;
                     progressed += 1;
                 }

@@ -392,8 +392,12 @@ impl Links {
                     Ok(_) | Err(StoreError::WrongStatus(_)) => {}
                     Err(e) => tracing::warn!(code, error = %e, "could not end a link at its cap"),
                 }
-                if let Err(e) = store.expire_link(id, now) {
-                    tracing::warn!(code, error = %e, "could not mark a link ended at its cap");
+                match store.expire_link(id, now) {
+                    Ok(Some(link)) => links.tell_change(super::LinkChange::Ended, &link),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(code, error = %e, "could not mark a link ended at its cap")
+                    }
                 }
                 links.invalidate(&code);
             });

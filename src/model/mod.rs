@@ -1,13 +1,15 @@
 //! The records and rules every layer shares, with no I/O: a link and its status, the patch
-//! that changes it, the query that lists links, a visit and its counters, a pool's levels,
-//! time, and the storage errors every layer reports. The store persists these; the services
-//! apply their rules; the handlers show them. Nothing here reads a clock or touches a disk.
+//! that changes it, the query that lists links, a visit and its counters, a pool's levels, the
+//! webhook outbox, time, and the storage errors every layer reports. The store persists these;
+//! the services apply their rules; the handlers show them. Nothing here reads a clock or
+//! touches a disk.
 
 mod error;
 pub mod gates;
 pub mod hll;
 mod link;
 pub mod options;
+pub mod outbox;
 mod pool;
 pub mod review;
 pub mod tally;
@@ -21,6 +23,9 @@ pub use link::{
     MAX_LINK_ID,
 };
 pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
+pub use outbox::{
+    DeliveryAttempt, DeliveryOutcome, DeliveryRecord, NewOutboxItem, OutboxItem, DELIVERY_LOG_KEEP,
+};
 pub use pool::PoolCounts;
 pub use review::{CheckRecord, QueuedReview, Review, ReviewMark, Trigger, Verdict};
 pub use time::Millis;

@@ -30,6 +30,7 @@ use crate::clock::Clock;
 use crate::config::ReviewConfig;
 use crate::links::{LinkError, Links};
 use crate::model::review::visits_cross_trigger;
+use crate::model::NewVisit;
 use crate::model::{Link, LinkPatch, LinkStatus, Millis, Review, ReviewMark, Trigger, Verdict};
 use crate::store::{Store, StoreError};
 
@@ -66,7 +67,11 @@ pub struct Reviews {
     stopping: AtomicBool,
     /// Reviews finished, by verdict.
     pub finished: Family<VerdictLabel, Counter>,
+    told: std::sync::OnceLock<VerdictHook>,
 }
+
+/// Told of every review kept, with its link's code; must not block.
+pub type VerdictHook = Arc<dyn Fn(&Review, Option<&str>) + Send + Sync>;
 
 impl Reviews {
     /// The service, and the receiver of its triggers for [`Reviews::start`]. Without
@@ -96,6 +101,7 @@ impl Reviews {
             totals: quick_cache::sync::Cache::new(TOTALS),
             stopping: AtomicBool::new(false),
             finished,
+            told: std::sync::OnceLock::new(),
         });
         (reviews, received)
     }
@@ -127,11 +133,15 @@ impl Reviews {
 
     /// What the visit writer calls after each batch: queues the links whose totals passed a
     /// power of two from 16 on.
-    pub fn visits_written(&self, per_link: &[(u64, u64)]) {
+    pub fn visits_written(&self, visits: &[NewVisit]) {
         if !self.enabled() {
             return;
         }
-        for &(link_id, n) in per_link {
+        let mut per_link: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+        for v in visits {
+            *per_link.entry(v.visit.link_id).or_default() += 1;
+        }
+        for (link_id, n) in per_link {
             let before = match self.totals.get(&link_id) {
                 Some(total) => total,
                 // Once per link while it stays in the cache: its total as stored, which
@@ -332,6 +342,7 @@ impl Reviews {
     ) -> Result<Review, StoreError> {
         let store = self.store.clone();
         let links = self.links.clone();
+        let code = link.as_ref().map(|l| l.code.clone());
         let kept = tokio::task::spawn_blocking(move || {
             let kept = store.add_review(review, screenshot.as_deref())?;
             if let Some(link) = link.filter(|l| l.status == LinkStatus::Active) {
@@ -359,7 +370,15 @@ impl Reviews {
                 verdict: kept.verdict.as_str(),
             })
             .inc();
+        if let Some(tell) = self.told.get() {
+            tell(&kept, code.as_deref());
+        }
         Ok(kept)
+    }
+
+    /// Tells `hook` of every review kept from now on (once).
+    pub fn on_verdict(&self, hook: VerdictHook) {
+        let _ = self.told.set(hook);
     }
 
     /// A link's reviews, newest first.

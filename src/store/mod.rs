@@ -34,6 +34,7 @@ pub use crate::model::{
     CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, QueuedReview, Review, Trigger, Verdict,
     VisitClaim,
 };
+pub use crate::model::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 use serde::{Deserialize, Serialize};
 
@@ -275,7 +276,15 @@ pub type ClaimDone = Box<dyn FnOnce(StoreResult<ClaimOutcome>) + Send>;
 /// before returning (the lifecycle writes and imports say where they differ), and must never
 /// hand one pooled code to two callers.
 pub trait Store:
-    LinkStore + CapStore + PoolStore + VisitStore + LeadStore + ReviewStore + MetaStore + StoreOps
+    LinkStore
+    + CapStore
+    + PoolStore
+    + VisitStore
+    + LeadStore
+    + ReviewStore
+    + OutboxStore
+    + MetaStore
+    + StoreOps
 {
 }
 
@@ -286,6 +295,7 @@ impl<T> Store for T where
         + VisitStore
         + LeadStore
         + ReviewStore
+        + OutboxStore
         + MetaStore
         + StoreOps
         + ?Sized
@@ -295,8 +305,8 @@ impl<T> Store for T where
 /// The capability traits, for `use crate::store::prelude::*` wherever a [`Store`] is called.
 pub mod prelude {
     pub use super::{
-        CapStore, Cluster, LeadStore, LinkStore, MetaStore, PoolStore, ReviewStore, SharedRecords,
-        StoreOps, VisitStore,
+        CapStore, Cluster, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore, ReviewStore,
+        SharedRecords, StoreOps, VisitStore,
     };
 }
 
@@ -478,6 +488,55 @@ pub trait ReviewStore: Send + Sync {
         after: Option<u64>,
         limit: usize,
     ) -> StoreResult<(Vec<u64>, Option<u64>)>;
+}
+
+/// The webhook outbox: events waiting to be delivered, leased to the sender that takes them,
+/// and the log of attempts (the last [`crate::model::DELIVERY_LOG_KEEP`] of each webhook).
+///
+/// Delivery is at least once: an item leaves the outbox only when its sender settles it
+/// ([`OutboxStore::delivered`], [`OutboxStore::give_up`]), so a sender that dies mid-attempt
+/// leaves it to be sent again once its lease ends. A lease must outlast an attempt (the
+/// request's timeout), or a slow attempt and its successor may both send it.
+pub trait OutboxStore: Send + Sync {
+    /// Queues events in one durable write and returns their ids, increasing, in the order
+    /// given. Each is due at its `created_at`.
+    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>>;
+
+    /// Takes at most `limit` items and leases them until `now + lease`: items that are due
+    /// (`next_at` at or before `now`), whose lease is free (never taken, or ended at or before
+    /// `now`), and that are the oldest item of their webhook and key still in the outbox. So a
+    /// key's items go out one at a time, in id order, and one waiting for its retry holds back
+    /// those after it; other keys go on. Soonest due first (then by id). Instances sharing a
+    /// store never take the same item at once. No write to wait for: a lease lost in a crash
+    /// only frees the item early.
+    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>>;
+
+    /// The item was delivered: it leaves the outbox (the next item of its key may go) and the
+    /// attempt is logged, in one durable write. `false` when the item is not there (already
+    /// settled by another sender after this one's lease ended): nothing is written.
+    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool>;
+
+    /// The attempt failed: the item waits until `next_at` (its lease freed, one more attempt
+    /// counted, the attempt's error kept with it) and the attempt is logged, in one durable
+    /// write. `false` when the item is not there: nothing is written.
+    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool>;
+
+    /// The item's last attempt failed and no other will be made (24 hours of retries, or its
+    /// webhook is gone): it leaves the outbox and the attempt is logged as given up, in one
+    /// durable write. `false` when the item is not there: nothing is written.
+    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool>;
+
+    /// Items in the outbox, leased ones included.
+    fn outbox_depth(&self) -> StoreResult<u64>;
+
+    /// The delivery log, newest first, at most `limit` records: one webhook's or every one's,
+    /// all outcomes or only the failed and given-up attempts.
+    fn deliveries(
+        &self,
+        webhook: Option<&str>,
+        failed_only: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>>;
 }
 
 /// The code pools: one per length, a ZSet of (score, code), and each strategy's state.

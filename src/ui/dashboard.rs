@@ -1,5 +1,6 @@
 //! `/ui/dashboard`: today and the last 14 days (creates, visits) as charts and tables, links by
-//! status, and every pool's level, with a refill button for admins.
+//! status, every pool's level, with a refill button for admins, and the webhooks' last failed
+//! deliveries.
 
 use std::collections::HashMap;
 
@@ -17,6 +18,9 @@ use crate::model::StoreError;
 use crate::pools::TierStatus;
 use crate::web::access::blocking;
 
+/// Webhook failures the dashboard lists.
+const WEBHOOK_FAILURES: usize = 10;
+
 /// `GET /ui/dashboard`.
 pub async fn show(
     State(state): State<PageState>,
@@ -28,6 +32,7 @@ pub async fn show(
     }
     let stats = state.stats.clone();
     let pools = state.pools.clone();
+    let webhooks = state.webhooks.clone();
     // A key limited to spaces sees its spaces' counts only.
     let spaces = visitor
         .session
@@ -36,10 +41,15 @@ pub async fn show(
     let read = blocking(move || {
         let system = stats.system(spaces.as_deref())?;
         let pools = pools.tier_statuses()?;
-        Ok::<_, StoreError>((system, pools))
+        let failures = if webhooks.enabled() {
+            webhooks.failures(WEBHOOK_FAILURES)?
+        } else {
+            Vec::new()
+        };
+        Ok::<_, StoreError>((system, pools, failures))
     })
     .await;
-    let (system, pools) = match read {
+    let (system, pools, failures) = match read {
         Ok(r) => r,
         Err(e) => return message(&state, &visitor, e.status, "msg.failed"),
     };
@@ -89,6 +99,20 @@ pub async fn show(
             },
         })
         .collect();
+    let failures: Vec<Value> = failures
+        .iter()
+        .map(|f| {
+            context! {
+                webhook => f.webhook.clone(),
+                event => f.event.clone(),
+                at => crate::links::rfc3339(f.at),
+                attempts => f.attempts,
+                gave_up => f.outcome == crate::model::outbox::DeliveryOutcome::GaveUp,
+                status => f.status,
+                error => f.error.clone(),
+            }
+        })
+        .collect();
     let notice = query
         .get("notice")
         .filter(|n| n.as_str() == "refilled")
@@ -111,6 +135,8 @@ pub async fn show(
             visits_chart => visits_chart,
             days => days,
             pools => pools,
+            webhooks => state.webhooks.enabled(),
+            failures => failures,
             notice => notice,
         },
     )

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderValue;
@@ -161,12 +161,15 @@ pub struct Recorder {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The geolocation database, shared with the redirect's `country` rules.
     geo: Option<Arc<GeoDb>>,
-    /// Told each link's visits of every batch once written (the review's visit trigger).
-    written: Arc<OnceLock<WrittenHook>>,
+    /// Told every batch once written (the review's visit trigger, webhooks' visit events).
+    written: Hooks,
 }
 
-/// Called after each written batch with every link's count of visits in it.
-pub type WrittenHook = Arc<dyn Fn(&[(u64, u64)]) + Send + Sync>;
+/// Called after each written batch with its visits (their ids assigned).
+pub type WrittenHook = Arc<dyn Fn(&[NewVisit]) + Send + Sync>;
+
+/// Who is told of written batches.
+type Hooks = Arc<parking_lot::RwLock<Vec<WrittenHook>>>;
 
 /// What the writer needs to turn raw visits into records.
 struct Enricher {
@@ -194,7 +197,7 @@ impl Recorder {
                 stop,
                 writer: Mutex::new(None),
                 geo: None,
-                written: Arc::new(OnceLock::new()),
+                written: Hooks::default(),
             }));
         }
         let geo = match config.geo_db.trim() {
@@ -207,7 +210,7 @@ impl Recorder {
             ip_mode: config.ip,
         });
         let (sender, receiver) = mpsc::channel(config.queue);
-        let written: Arc<OnceLock<WrittenHook>> = Arc::new(OnceLock::new());
+        let written = Hooks::default();
         let writer = tokio::spawn(write_loop(
             receiver,
             enricher,
@@ -230,10 +233,9 @@ impl Recorder {
         }))
     }
 
-    /// Tells `hook` each link's count of visits of every batch written from now on (once;
-    /// a second hook is refused).
-    pub fn on_written(&self, hook: WrittenHook) -> bool {
-        self.written.set(hook).is_ok()
+    /// Tells `hook` of every batch written from now on.
+    pub fn on_written(&self, hook: WrittenHook) {
+        self.written.write().push(hook);
     }
 
     /// The geolocation database, when one is configured and visits are recorded.
@@ -410,7 +412,7 @@ async fn finish(running: JoinHandle<()>) {
 struct Writer {
     store: Arc<dyn Store>,
     metrics: VisitMetrics,
-    written: Arc<OnceLock<WrittenHook>>,
+    written: Hooks,
 }
 
 impl Writer {
@@ -422,30 +424,24 @@ impl Writer {
             written: hook,
         } = self;
         let count = visits.len() as u64;
-        // Each link's visits in this batch, only when someone listens.
-        let per_link: Vec<(u64, u64)> = if hook.get().is_some() {
-            let mut counts: std::collections::BTreeMap<u64, u64> =
-                std::collections::BTreeMap::new();
-            for v in &visits {
-                *counts.entry(v.visit.link_id).or_default() += 1;
-            }
-            counts.into_iter().collect()
-        } else {
-            Vec::new()
-        };
         let started = Instant::now();
-        let written = tokio::task::spawn_blocking(move || store.record_visits(&mut visits)).await;
+        // The visits come back (with their ids) for whoever is told of the batch.
+        let written = tokio::task::spawn_blocking(move || {
+            let result = store.record_visits(&mut visits);
+            (result, visits)
+        })
+        .await;
         metrics
             .batch_seconds
             .observe(started.elapsed().as_secs_f64());
         match written {
-            Ok(Ok(())) => {
+            Ok((Ok(()), visits)) => {
                 metrics.written.inc_by(count);
-                if let Some(tell) = hook.get() {
-                    tell(&per_link);
+                for tell in hook.read().iter() {
+                    tell(&visits);
                 }
             }
-            Ok(Err(e)) => {
+            Ok((Err(e), _)) => {
                 metrics.failed.inc_by(count);
                 if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
                     // A storage fault: the store logged it once for the episode; every write

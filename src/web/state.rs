@@ -53,6 +53,8 @@ pub struct Services {
     pub leads: Arc<Leads>,
     /// The review of destinations: its queue, workers, verdicts.
     pub reviews: Arc<crate::review::Reviews>,
+    /// Webhooks: the outbox's sender and its delivery log.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The maintenance job, also run on demand by the API.
     pub lifecycle: Arc<Lifecycle>,
     /// `/healthz` and `/metrics` (links go through `links`, visits through `stats`; no

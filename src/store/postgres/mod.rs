@@ -30,6 +30,7 @@
 //! | `claims.rs` | visit caps: the `link_claims` rows |
 //! | `leads.rs` | leads left through links' forms |
 //! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict |
+//! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log |
 //! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
 //! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
 //!
@@ -38,6 +39,7 @@
 mod claims;
 mod leads;
 mod links;
+mod outbox;
 mod pools;
 mod records;
 mod reviews;
@@ -68,6 +70,7 @@ use crate::store::{
     StorageFault, StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary,
     VisitTotals,
 };
+use crate::store::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 /// Link ids reserved per round trip.
 const ID_BLOCK: i64 = 1024;
@@ -597,6 +600,46 @@ impl ReviewStore for PgStore {
         limit: usize,
     ) -> StoreResult<(Vec<u64>, Option<u64>)> {
         self.block(self.shared.links_by_verdict(verdict, after, limit))
+    }
+}
+
+impl OutboxStore for PgStore {
+    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
+        self.block(self.shared.enqueue(items))
+    }
+
+    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
+        self.block(self.shared.take_due(now, lease, limit))
+    }
+
+    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::Delivered);
+        self.block(self.shared.settle(id, attempt, settle))
+    }
+
+    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
+        self.block(
+            self.shared
+                .settle(id, attempt, outbox::Settle::Retry(next_at)),
+        )
+    }
+
+    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::GaveUp);
+        self.block(self.shared.settle(id, attempt, settle))
+    }
+
+    fn outbox_depth(&self) -> StoreResult<u64> {
+        self.block(self.shared.outbox_depth())
+    }
+
+    fn deliveries(
+        &self,
+        webhook: Option<&str>,
+        failed_only: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        self.block(self.shared.deliveries(webhook, failed_only, limit))
     }
 }
 

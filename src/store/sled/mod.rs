@@ -13,6 +13,7 @@
 //! | `visit_counts.rs` | the per-link day counters held in memory, and their fold |
 //! | `leads.rs` | leads left through links' forms, by link |
 //! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict |
+//! | `outbox.rs` | the webhook outbox (leases in memory), its order per key, the delivery log |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
@@ -46,6 +47,7 @@ mod keys;
 mod leads;
 mod links;
 mod open;
+mod outbox;
 mod pools;
 mod reviews;
 mod space;
@@ -73,6 +75,7 @@ use crate::store::{
     NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, StorageFault, StoreResult,
     Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
 };
+use crate::store::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
 const MAX_LEN: u8 = 16;
@@ -166,6 +169,14 @@ pub struct SledStore {
     review_shots: sled::Tree,
     review_verdicts: sled::Tree,
     review_latest: sled::Tree,
+    /// The webhook outbox and its delivery log ([`outbox`]), and what is kept of them in
+    /// memory (leases, the count of items), under the lock every outbox write holds.
+    outbox: sled::Tree,
+    outbox_keys: sled::Tree,
+    outbox_due: sled::Tree,
+    outbox_log: sled::Tree,
+    outbox_log_hooks: sled::Tree,
+    outbox_state: Mutex<outbox::Outbox>,
     /// Whether `visit_totals` (totals of the layout before running totals) holds anything:
     /// a store that never had it skips the read for every link counted the first time.
     legacy_totals: bool,
@@ -387,6 +398,46 @@ impl ReviewStore for SledStore {
         limit: usize,
     ) -> StoreResult<(Vec<u64>, Option<u64>)> {
         self.links_by_verdict_impl(verdict, after, limit)
+    }
+}
+
+impl OutboxStore for SledStore {
+    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
+        let bytes = items.iter().map(|i| i.body.len() as u64).sum();
+        self.space.admit(bytes)?;
+        self.enqueue_impl(items)
+    }
+
+    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
+        self.take_due_impl(now, lease, limit)
+    }
+
+    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        self.space.admit(0)?;
+        self.delivered_impl(id, attempt)
+    }
+
+    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
+        self.space.admit(0)?;
+        self.retry_impl(id, attempt, next_at)
+    }
+
+    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        self.space.admit(0)?;
+        self.give_up_impl(id, attempt)
+    }
+
+    fn outbox_depth(&self) -> StoreResult<u64> {
+        Ok(self.outbox_depth_impl())
+    }
+
+    fn deliveries(
+        &self,
+        webhook: Option<&str>,
+        failed_only: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        self.deliveries_impl(webhook, failed_only, limit)
     }
 }
 

@@ -72,6 +72,8 @@ impl SledStore {
         )?;
         let claims = tree("claims")?;
         let claim_book = super::claims::ClaimBook::open(&claims, &options.path)?;
+        let outbox = tree("outbox")?;
+        let outbox_state = Mutex::new(super::outbox::Outbox::load(&outbox));
         let mut store = Self {
             links: tree("links")?,
             codes: tree("codes")?,
@@ -101,6 +103,12 @@ impl SledStore {
             review_shots: tree("review_shots")?,
             review_verdicts: tree("review_verdicts")?,
             review_latest: tree("review_latest")?,
+            outbox,
+            outbox_keys: tree("outbox_keys")?,
+            outbox_due: tree("outbox_due")?,
+            outbox_log: tree("outbox_log")?,
+            outbox_log_hooks: tree("outbox_log_hooks")?,
+            outbox_state,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),
