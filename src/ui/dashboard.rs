@@ -105,7 +105,7 @@ pub async fn show(
             context! {
                 webhook => f.webhook.clone(),
                 event => f.event.clone(),
-                at => crate::links::rfc3339(f.at),
+                at => super::home::display_time(f.at),
                 attempts => f.attempts,
                 gave_up => f.outcome == crate::model::outbox::DeliveryOutcome::GaveUp,
                 status => f.status,

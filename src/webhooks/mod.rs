@@ -256,6 +256,9 @@ impl Webhooks {
         // that hangs holds its own slots, not the other webhooks' deliveries. Items in flight
         // are leased, so no round takes them again.
         let slots = Arc::new(tokio::sync::Semaphore::new(BATCH));
+        // Items being sent: a lease that ends mid-POST (the clock jumped past it) lets the
+        // store hand an item out again, and this process must not send it twice at once.
+        let in_flight: Arc<Mutex<std::collections::HashSet<u64>>> = Arc::default();
         loop {
             let Ok(first) = slots.clone().acquire_owned().await else {
                 return;
@@ -281,6 +284,9 @@ impl Webhooks {
             }
             let mut first = Some(first);
             for item in items {
+                if !in_flight.lock().insert(item.id) {
+                    continue;
+                }
                 let slot = match first.take() {
                     Some(slot) => slot,
                     None => match slots.clone().try_acquire_owned() {
@@ -290,8 +296,11 @@ impl Webhooks {
                     },
                 };
                 let service = self.clone();
+                let in_flight = in_flight.clone();
                 tokio::spawn(async move {
+                    let id = item.id;
                     service.deliver(item).await;
+                    in_flight.lock().remove(&id);
                     drop(slot);
                 });
             }
