@@ -11,34 +11,18 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::stub::Request;
 use common::{postgres, problem, TestApp, ADMIN, EDITOR, VIEWER};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------------------------
 // A tiny HTTP/1.1 server: one thread per connection, one request per connection.
-
-#[derive(Clone, Debug)]
-struct Request {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
 
 struct Reply {
     status: u16,
@@ -97,41 +81,8 @@ fn serve(stream: TcpStream, handler: &Handler, seen: &Mutex<Vec<Request>>) {
         Ok(s) => s,
         Err(_) => return,
     });
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+    let Some(request) = common::stub::read_request(&mut reader) else {
         return;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let path = parts.next().unwrap_or("").to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-            return;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            headers.push((name.trim().to_string(), value.trim().to_string()));
-        }
-    }
-    let length = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse::<usize>().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; length];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let request = Request {
-        method,
-        path,
-        headers,
-        body,
     };
     seen.lock().expect("lock").push(request.clone());
     let reply = handler(&request);

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod mmdb;
 pub mod pages;
 pub mod postgres;
+pub mod stub;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
