@@ -5,7 +5,7 @@
 
 use crate::model::hll::Hll;
 use crate::store::sled::formats::{
-    decode_day_record, link_key, Block, DayDelta, DayRecord, FastMap,
+    decode_day_record, encode_block, link_key, Block, DayDelta, DayRecord, FastMap,
 };
 use crate::store::sled::keys::{counter, read_u64};
 use crate::store::sled::{backend, encode, SledStore, DAY_MS};
@@ -144,7 +144,7 @@ impl SledStore {
             }
             let block = Block::build(part.iter().copied());
             self.visit_blocks
-                .insert(block_id.to_be_bytes(), encode(&block))
+                .insert(block_id.to_be_bytes(), encode_block(&block))
                 .map_err(backend)?;
         }
         self.index_blocks(&spans)?;
