@@ -1,11 +1,16 @@
 //! The redirect cache: code → target, in process (quick_cache), read-through from the active
 //! mapping. Entries carry their insert time and their link's expiry, so a hit past either is a
 //! miss. Only the domain service ([`crate::links`]) fills or invalidates it.
+//!
+//! Bounded in bytes (its share of `memory.budget`): each entry weighs an estimate of what it
+//! holds, so that long URLs and links with options take more of the cache than short plain
+//! ones. With `cache.capacity` set it counts entries instead, each weighing one.
 
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 use quick_cache::sync::Cache;
+use quick_cache::Weighter;
 
 use crate::links::LinkState;
 use crate::store::Millis;
@@ -31,25 +36,74 @@ pub struct CacheCounters {
     pub misses: Counter,
 }
 
+/// What an entry holds besides its code and URL: the key's and the value's own bytes, the
+/// `Arc` header of the URL, the cache's slot and hash table share.
+pub const ENTRY_OVERHEAD: usize = 128;
+/// Entries of a typical weight (a 6-character code and a URL of about a hundred bytes), to
+/// size the cache's table when it is bounded in bytes.
+const TYPICAL_ENTRY: u64 = 256;
+
+/// A cached target and its weight, worked out once when it is inserted (the weighter is
+/// called during eviction and must be cheap).
+#[derive(Clone)]
+struct Entry {
+    target: CachedTarget,
+    weight: u64,
+}
+
+/// Reads an entry's stored weight.
+#[derive(Clone, Copy)]
+struct ByWeight;
+
+impl Weighter<Box<str>, Entry> for ByWeight {
+    fn weight(&self, _code: &Box<str>, entry: &Entry) -> u64 {
+        entry.weight
+    }
+}
+
 /// A bounded cache of active mappings.
 pub struct RedirectCache {
-    entries: Cache<Box<str>, CachedTarget>,
+    entries: Cache<Box<str>, Entry, ByWeight>,
+    /// Entries weigh their estimated bytes (else one each).
+    by_bytes: bool,
     ttl_ms: u64,
     counters: CacheCounters,
 }
 
 impl RedirectCache {
+    /// A cache of at most `capacity` entries (`cache.capacity`).
     pub fn new(capacity: usize, ttl_ms: u64) -> Self {
+        let capacity = capacity.max(1);
         Self {
-            entries: Cache::new(capacity.max(1)),
+            entries: Cache::with_weighter(capacity, capacity as u64, ByWeight),
+            by_bytes: false,
             ttl_ms,
             counters: CacheCounters::default(),
         }
     }
 
+    /// A cache whose entries weigh their estimated bytes, at most `bytes` together (its share
+    /// of `memory.budget`).
+    pub fn with_bytes(bytes: u64, ttl_ms: u64) -> Self {
+        let bytes = bytes.max(TYPICAL_ENTRY);
+        let items = usize::try_from(bytes / TYPICAL_ENTRY).unwrap_or(usize::MAX);
+        Self {
+            entries: Cache::with_weighter(items, bytes, ByWeight),
+            by_bytes: true,
+            ttl_ms,
+            counters: CacheCounters::default(),
+        }
+    }
+
+    /// What an entry for `code` holds, estimated: its strings, the entry, the link's state.
+    pub fn weight_of(code: &str, target: &CachedTarget) -> u64 {
+        let state = target.state.as_ref().map_or(0, |s| s.estimated_bytes());
+        (code.len() + target.url.len() + ENTRY_OVERHEAD + state) as u64
+    }
+
     /// A fresh entry for `code` that has not expired at `now`.
     pub fn get(&self, code: &str, now: Millis) -> Option<CachedTarget> {
-        let Some(hit) = self.entries.get(code) else {
+        let Some(Entry { target: hit, .. }) = self.entries.get(code) else {
             self.counters.misses.inc();
             return None;
         };
@@ -70,7 +124,17 @@ impl RedirectCache {
     }
 
     pub fn insert(&self, code: &str, target: CachedTarget) {
-        self.entries.insert(code.into(), target);
+        let weight = if self.by_bytes {
+            Self::weight_of(code, &target)
+        } else {
+            1
+        };
+        self.entries.insert(code.into(), Entry { target, weight });
+    }
+
+    /// The entries' weight: bytes, or entries with `cache.capacity`.
+    pub fn weight(&self) -> u64 {
+        self.entries.weight()
     }
 
     /// Forgets a code at once (update, delete, expiry).
@@ -122,5 +186,38 @@ mod tests {
         cache.insert("c", target(None, 0));
         cache.invalidate("c");
         assert!(cache.get("c", 1).is_none());
+    }
+
+    #[test]
+    fn a_cache_bounded_in_bytes_holds_fewer_long_urls() {
+        let url = |n: usize| -> CachedTarget {
+            CachedTarget {
+                url: format!("https://example.com/{}", "x".repeat(n)).into(),
+                ..target(None, 0)
+            }
+        };
+        let short = RedirectCache::with_bytes(64 * 1024, 1000);
+        let long = RedirectCache::with_bytes(64 * 1024, 1000);
+        for i in 0..2000 {
+            short.insert(&format!("s{i}"), url(10));
+            long.insert(&format!("l{i}"), url(2000));
+        }
+        assert!(short.weight() <= 64 * 1024 && long.weight() <= 64 * 1024);
+        assert!(long.len() < 40, "{} long entries", long.len());
+        assert!(
+            short.len() > 5 * long.len(),
+            "{} short entries",
+            short.len()
+        );
+        assert_eq!(
+            RedirectCache::weight_of("abc", &url(10)),
+            (3 + 30 + ENTRY_OVERHEAD) as u64
+        );
+        // Counted in entries, as `cache.capacity` asks.
+        let counted = RedirectCache::new(10, 1000);
+        for i in 0..100 {
+            counted.insert(&format!("c{i}"), url(2000));
+        }
+        assert!(counted.len() <= 10 && counted.weight() == counted.len() as u64);
     }
 }

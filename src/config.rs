@@ -43,9 +43,22 @@ pub struct Config {
     pub yourls: YourlsConfig,
     pub links: LinksConfig,
     pub review: ReviewConfig,
+    pub memory: MemoryConfig,
     /// `[[webhooks]]`: none by default.
     #[serde(default)]
     pub webhooks: Vec<WebhookConfig>,
+}
+
+/// `[memory]`: the budget every memory bound is derived from ([`crate::memory`]).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// What the process may hold: `256MB`, `1GB`, `512MiB`, or a number of bytes.
+    pub budget: ByteSize,
+    /// Derived from `budget` (and the keys that override parts) when the configuration is
+    /// loaded, so that a budget too small for it is a configuration error.
+    #[serde(skip)]
+    pub bounds: crate::memory::Bounds,
 }
 
 /// One `[[webhooks]]` endpoint.
@@ -188,7 +201,9 @@ pub struct StorageConfig {
     /// shared by several instances.
     pub backend: Backend,
     pub path: PathBuf,
-    pub cache_capacity_mb: u64,
+    /// sled's page cache; derived from `memory.budget` unless set.
+    #[serde(default)]
+    pub cache_capacity_mb: Option<u64>,
     pub durability: Durability,
     /// sled: writes are refused while the data directory's file system has less than this
     /// free (at most a twentieth of it), so that reads go on when the disk fills.
@@ -218,7 +233,10 @@ pub struct PostgresConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
-    pub capacity: usize,
+    /// Entries, each weighing 1; unset, the cache weighs entries in bytes against its share of
+    /// `memory.budget`.
+    #[serde(default)]
+    pub capacity: Option<usize>,
     pub ttl: Span,
 }
 
@@ -326,10 +344,26 @@ pub enum IpMode {
 #[serde(deny_unknown_fields)]
 pub struct VisitsConfig {
     pub enabled: bool,
-    pub queue: usize,
+    /// Queue slots; derived from `memory.budget` unless set (then the queue's bytes are that
+    /// many slots).
+    #[serde(default)]
+    pub queue: Option<usize>,
     pub ip: IpMode,
     pub retention: Span,
     pub geo_db: String,
+    /// The queue's bounds, derived at load ([`crate::memory::Bounds`]): the recorder is
+    /// started with this section alone.
+    #[serde(skip)]
+    pub bounds: QueueBounds,
+}
+
+/// The visit queue's bounds: slots, and bytes (slots and the headers that spill from them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueBounds {
+    pub entries: usize,
+    pub bytes: usize,
+    /// Parsed user agents the writer remembers.
+    pub user_agents: usize,
 }
 
 /// What an API key may do.
@@ -399,6 +433,25 @@ pub struct RatesConfig {
     pub form_per_ip: Rate,
 }
 
+impl RatesConfig {
+    /// How many limits are on (each remembers its own keys).
+    pub fn enabled(&self) -> usize {
+        [
+            self.redirect_per_ip,
+            self.not_found_per_ip,
+            self.create_per_key,
+            self.create_per_ip,
+            self.login_per_ip,
+            self.auth_per_ip,
+            self.password_per_ip,
+            self.form_per_ip,
+        ]
+        .iter()
+        .filter(|rate| **rate != Rate::Off)
+        .count()
+    }
+}
+
 /// The YOURLS-compatible API (`/yourls-api.php`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -454,6 +507,60 @@ impl<'de> Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
         text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A size in bytes, written `256MB`, `1GB`, `300000KB`, `512MiB` (KB, MB, GB and KiB, MiB, GiB
+/// are all powers of 1024) or a bare number of bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let text = s.trim();
+        let bad = || format!("`{text}` is not a size like 256MB, 1GB, 512MiB or 300000KB");
+        let digits = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(digits);
+        let number: u64 = number.parse().map_err(|_| bad())?;
+        let shift = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 0,
+            "kb" | "kib" | "k" => 10,
+            "mb" | "mib" | "m" => 20,
+            "gb" | "gib" | "g" => 30,
+            _ => return Err(bad()),
+        };
+        number
+            .checked_mul(1 << shift)
+            .map(ByteSize)
+            .ok_or_else(|| format!("`{text}` is too large"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size like 256MB, 1GB, 512MiB or a number of bytes")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ByteSize, E> {
+                Ok(ByteSize(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ByteSize, E> {
+                u64::try_from(n)
+                    .map(ByteSize)
+                    .map_err(|_| E::custom(format!("`{n}` is not a size")))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ByteSize, E> {
+                s.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -570,6 +677,14 @@ impl Config {
             config.derive_base_url(config.server.listen);
         }
         config.validate()?;
+        let bounds = crate::memory::Bounds::derive(&config).map_err(|e| ConfigError(e.0))?;
+        config.visits.bounds = QueueBounds {
+            entries: bounds.visit_queue_entries,
+            bytes: usize::try_from(bounds.visit_queue).unwrap_or(usize::MAX),
+            // The writer parses every visit; the rules only those of links with device rules.
+            user_agents: bounds.user_agents / 5 * 4,
+        };
+        config.memory.bounds = bounds;
         Ok(config)
     }
 
@@ -798,8 +913,17 @@ impl Config {
                 ),
             );
         }
-        if self.visits.queue == 0 {
+        if self.visits.queue == Some(0) {
             return fail("visits.queue", "must be at least 1".into());
+        }
+        if self.cache.capacity == Some(0) {
+            return fail("cache.capacity", "must be at least 1".into());
+        }
+        if self.memory.budget.0 < crate::memory::MIN_BUDGET {
+            return fail(
+                "memory.budget",
+                format!("must be at least 64MB, not {} bytes", self.memory.budget.0),
+            );
         }
         for (i, key) in self.auth.keys.iter().enumerate() {
             if key.key.len() < 8 {
@@ -943,6 +1067,11 @@ mod tests {
                 "server.max_header_bytes",
             ),
             ("[server]\nmax_connections = 0", "server.max_connections"),
+            ("[memory]\nbudget = \"63MB\"", "memory.budget"),
+            ("[memory]\nbudget = \"lots\"", "budget"),
+            ("[memory]\nbudget = \"12TB\"", "budget"),
+            ("[memory]\nbudget = -5", "budget"),
+            ("[visits]\nqueue = 0", "visits.queue"),
         ];
         for (toml, key) in cases {
             let err = Config::from_toml(toml).unwrap_err().to_string();
@@ -970,6 +1099,32 @@ mod tests {
         let c = Config::from_toml("[limits.rates]\ncreate_per_ip = \"5/h\"").unwrap();
         assert_eq!(c.limits.rates.create_per_ip, Rate::PerHour(5));
         assert!(Config::from_toml("[limits.rates]\ncreate_per_ip = \"0/s\"").is_err());
+    }
+
+    #[test]
+    fn sizes_parse_in_powers_of_1024() {
+        for (text, bytes) in [
+            ("256MB", 256 << 20),
+            ("1GB", 1 << 30),
+            ("512MiB", 512 << 20),
+            ("300000KB", 300_000 << 10),
+            ("2 GiB", 2 << 30),
+            ("67108864", 64 << 20),
+        ] {
+            assert_eq!(text.parse::<ByteSize>(), Ok(ByteSize(bytes)), "{text}");
+        }
+        for bad in ["", "MB", "1.5GB", "-1MB", "12PB", "99999999999999999999"] {
+            assert!(bad.parse::<ByteSize>().is_err(), "{bad:?}");
+        }
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.memory.budget, ByteSize(256 << 20));
+        assert_eq!(c.cache.capacity, None, "derived unless set");
+        assert_eq!(c.visits.queue, None);
+        assert_eq!(c.storage.cache_capacity_mb, None);
+        let c = Config::from_toml("[memory]\nbudget = 536870912").unwrap();
+        assert_eq!(c.memory.budget, ByteSize(512 << 20));
+        let c = Config::load_with_env(None, &[("VSL_MEMORY__BUDGET", "1GB")]).unwrap();
+        assert_eq!(c.memory.bounds.budget, 1 << 30);
     }
 
     /// Found by `fuzz/` (`config` target): figment panicked on this environment value.

@@ -28,6 +28,7 @@
 //!   Shlink CSV in, on a stopped store.
 //! - [`csv_safe`] writes every CSV the product makes, formula cells neutralised.
 //! - [`limits`] enforces `limits.rates` (governor); [`blocklist`] holds the blocked hosts.
+//! - [`memory`] derives every cache's, queue's and buffer's bound from `memory.budget`.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
 //!   into a graceful stop; [`state`] is what handlers can reach.
 //!
@@ -50,6 +51,7 @@ pub mod keys;
 pub mod leads;
 pub mod limits;
 pub mod links;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod ops;
@@ -225,13 +227,17 @@ pub async fn build(
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;
     links.use_geo(recorder.geo());
-    let limits = Arc::new(RateLimits::new(&config.limits.rates));
+    let limits = Arc::new(RateLimits::with_capacity(
+        &config.limits.rates,
+        config.memory.bounds.limiter_keys,
+    ));
     let mut metrics = Metrics::new(
         links.cache_counters(),
         &recorder,
         config.server.redirect_status,
     );
     metrics.register_rate_limits(&limits);
+    metrics.register_memory(&config.memory.bounds);
     // The review of destinations: checks only when enabled (an appliance sends nothing out
     // unless asked); overrides and listings work either way.
     let checker = if config.review.enabled {
@@ -248,6 +254,7 @@ pub async fn build(
         clock.clone(),
         &config.review,
         checker,
+        config.memory.bounds.review_totals,
     );
     let r = &config.review;
     if r.enabled {
@@ -426,6 +433,7 @@ impl Server {
             tokio::task::spawn_blocking(move || open_store(&config)).await??
         };
         let app = build(config.clone(), store.clone(), clock).await?;
+        config.memory.bounds.log();
         let counts = store.link_counts()?;
         let levels: Vec<String> = app
             .state

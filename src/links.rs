@@ -339,11 +339,6 @@ pub struct Links {
     geo: OnceLock<Arc<GeoDb>>,
 }
 
-/// Link states kept ([`Links::states`]): links with options that were visited lately.
-const STATES: usize = 16_384;
-/// User agents whose parse the rules remember.
-const AGENTS: usize = 1024;
-
 /// The metadata key of the `hash` strategy's secret.
 pub const HASH_SECRET_KEY: &str = "hash_secret";
 
@@ -374,11 +369,16 @@ impl Links {
             review_hook: OnceLock::new(),
             change_hook: OnceLock::new(),
             hash_secret: OnceLock::new(),
-            states: quick_cache::sync::Cache::new(STATES),
-            agents: UaParser::new(AGENTS),
+            // Links with options visited lately, and user agents the rules parsed: their
+            // shares of `memory.budget` (the writer's parser takes four fifths of the agents).
+            states: quick_cache::sync::Cache::new(config.memory.bounds.link_states),
+            agents: UaParser::new(config.memory.bounds.user_agents / 5),
             geo: OnceLock::new(),
             blocked,
-            cache: RedirectCache::new(config.cache.capacity, ttl),
+            cache: match config.cache.capacity {
+                Some(entries) => RedirectCache::new(entries, ttl),
+                None => RedirectCache::with_bytes(config.memory.bounds.redirect_cache, ttl),
+            },
             epoch: AtomicU64::new(0),
             store,
             pools,

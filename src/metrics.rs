@@ -41,6 +41,11 @@ struct LengthLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PartLabel {
+    part: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: &'static str,
 }
@@ -62,6 +67,7 @@ pub struct Metrics {
     links: Family<StatusLabel, Gauge>,
     queue_depth: Gauge,
     queue_capacity: Gauge,
+    queue_bytes: Gauge,
     review_queue: Gauge,
     webhook_outbox: Gauge,
     flushes: Gauge,
@@ -150,6 +156,7 @@ impl Metrics {
             links: Family::default(),
             queue_depth: Gauge::default(),
             queue_capacity: Gauge::default(),
+            queue_bytes: Gauge::default(),
             review_queue: Gauge::default(),
             webhook_outbox: Gauge::default(),
             flushes: Gauge::default(),
@@ -184,6 +191,11 @@ impl Metrics {
             self.queue_capacity.clone(),
         );
         r.register(
+            "visit_queue_bytes",
+            "Bytes of the visits waiting for the writer (bounded by memory.budget's share)",
+            self.queue_bytes.clone(),
+        );
+        r.register(
             "store_flushes",
             "Group-commit flushes since start",
             self.flushes.clone(),
@@ -199,6 +211,20 @@ impl Metrics {
             self.last_flush_seconds.clone(),
         );
         self
+    }
+
+    /// `vsl_memory_bound_bytes{part}`: each bound derived from `memory.budget` (fixed for the
+    /// process's life, so set once here).
+    pub fn register_memory(&mut self, bounds: &crate::memory::Bounds) {
+        let family = Family::<PartLabel, Gauge>::default();
+        for (part, bytes) in bounds.labelled() {
+            set(&family.get_or_create(&PartLabel { part }), bytes);
+        }
+        self.registry.register(
+            "memory_bound_bytes",
+            "Memory bounds derived from memory.budget, by part, in bytes",
+            family,
+        );
     }
 
     /// `vsl_rate_limited_total{limit}`: requests answered 429, per `limits.rates` key.
@@ -277,6 +303,7 @@ impl Metrics {
         }
         set(&self.queue_depth, recorder.depth() as u64);
         set(&self.queue_capacity, recorder.capacity() as u64);
+        set(&self.queue_bytes, recorder.queued_bytes() as u64);
         set(&self.review_queue, store.review_queue_depth()?);
         set(&self.webhook_outbox, store.outbox_depth()?);
         let flush = store.commit_stats();

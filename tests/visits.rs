@@ -389,6 +389,35 @@ fn a_full_queue_drops_and_counts_visits_and_never_fails_a_redirect() {
     }
 }
 
+/// The queue is bounded in bytes as well as entries. `visits.queue = 1` makes its byte bound
+/// one slot (`memory.budget` cannot go low enough to make the derived one tiny): a visit whose
+/// user agent does not fit a slot needs more than the whole bound, and is dropped and counted
+/// even with the queue empty, while its redirect still answers 302.
+#[test]
+fn visits_past_the_queue_byte_bound_are_dropped_and_counted_and_redirects_answer() {
+    let app = TestApp::start_with("[visits]\nqueue = 1\n", &[]);
+    let slot = metric(&app, "vsl_memory_bound_bytes{part=\"visit_queue\"}");
+    assert!(slot > 0.0 && slot < 1024.0, "one slot: {slot} bytes");
+    let code = new_code(&app, "https://example.com/heavy");
+    let long_agent = format!("{DESKTOP} {}", "x".repeat(2000));
+    for _ in 0..20 {
+        visit(&app, &code, &long_agent, Some("https://news.example.org/a"));
+    }
+    assert_eq!(metric(&app, "vsl_visits_dropped_total"), 20.0);
+    assert_eq!(metric(&app, "vsl_visits_queued_total"), 0.0);
+    assert_eq!(metric(&app, "vsl_visit_queue_bytes"), 0.0, "nothing held");
+    // A visit that fits its slot still goes in.
+    visit(&app, &code, DESKTOP, None);
+    assert_eq!(metric(&app, "vsl_visits_queued_total"), 1.0);
+    wait_visits(&app, &code, 1);
+    assert_eq!(metric(&app, "vsl_visits_dropped_total"), 20.0);
+    assert_eq!(
+        metric(&app, "vsl_visit_queue_bytes"),
+        0.0,
+        "the writer took it"
+    );
+}
+
 #[test]
 fn sigterm_drains_the_visit_queue_before_exit() {
     let mut app = TestApp::binary();

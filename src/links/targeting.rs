@@ -89,6 +89,33 @@ impl LinkState {
         }
     }
 
+    /// What the state holds, estimated for the redirect cache's weight: the struct, its
+    /// strings (the rules' and targets' URLs twice: in the options and shared), a fixed
+    /// allowance for the rest of the options (a form, a preview, the conditions of rules).
+    pub fn estimated_bytes(&self) -> usize {
+        const OPTIONS_EXTRA: usize = 128;
+        let o = &self.options;
+        let rules: usize = o
+            .rules
+            .iter()
+            .map(|r| std::mem::size_of_val(r) + 2 * r.url.len() + 16)
+            .sum();
+        let targets: usize = o
+            .targets
+            .iter()
+            .map(|t| std::mem::size_of_val(t) + 2 * t.url.len() + 16)
+            .sum();
+        std::mem::size_of::<Self>()
+            + self.code.len()
+            + self.url.len()
+            + o.password.as_ref().map_or(0, String::len)
+            + o.fallback_url.as_ref().map_or(0, String::len)
+            + rules
+            + targets
+            + self.full.len()
+            + OPTIONS_EXTRA
+    }
+
     /// Whether this state still describes a link as stored.
     pub fn describes(&self, url: &str, options: &LinkOptions) -> bool {
         &*self.url == url && &self.options == options

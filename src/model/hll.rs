@@ -139,6 +139,15 @@ impl Hll {
         }
     }
 
+    /// The heap bytes the sketch holds: 8 per hash while sparse (as allocated), the registers
+    /// when dense.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Sparse(hashes) => 8 * hashes.capacity(),
+            Repr::Dense(_) => REGISTERS,
+        }
+    }
+
     /// Whether [`Hll::estimate`] is an exact count (the sketch is still sparse).
     pub fn is_exact(&self) -> bool {
         matches!(self.repr, Repr::Sparse(_))

@@ -42,8 +42,6 @@ const RENEW_EVERY: Duration = Duration::from_secs(5);
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(90);
 /// Triggers waiting for the queue writer; past it a trigger is dropped (and logged).
 const TRIGGERS: usize = 4096;
-/// Links whose visit totals are remembered for the power-of-two trigger.
-const TOTALS: usize = 100_000;
 /// Reviews listed for one link at most.
 pub const MAX_LISTED: usize = 100;
 
@@ -62,7 +60,8 @@ pub struct Reviews {
     checker: Option<Checker>,
     triggers: mpsc::Sender<(u64, Trigger)>,
     wake: Notify,
-    /// Each link's visit total as last seen, for the power-of-two trigger.
+    /// Each link's visit total as last seen, for the power-of-two trigger; as many links as
+    /// the small caches' share of `memory.budget` allows ([`crate::memory`]).
     totals: quick_cache::sync::Cache<u64, u64>,
     stopping: AtomicBool,
     /// Reviews finished, by verdict.
@@ -82,6 +81,7 @@ impl Reviews {
         clock: Arc<dyn Clock>,
         config: &ReviewConfig,
         checker: Option<Checker>,
+        totals: usize,
     ) -> (Arc<Self>, mpsc::Receiver<(u64, Trigger)>) {
         let (triggers, received) = mpsc::channel(TRIGGERS);
         let finished = Family::<VerdictLabel, Counter>::default();
@@ -98,7 +98,7 @@ impl Reviews {
             checker,
             triggers,
             wake: Notify::new(),
-            totals: quick_cache::sync::Cache::new(TOTALS),
+            totals: quick_cache::sync::Cache::new(totals.max(1)),
             stopping: AtomicBool::new(false),
             finished,
             told: std::sync::OnceLock::new(),

@@ -40,13 +40,20 @@ pub fn sled_options(config: &Config) -> StoreOptions {
     StoreOptions {
         path: config.storage.path.clone(),
         durability: config.storage.durability,
-        cache_capacity_bytes: config.storage.cache_capacity_mb.saturating_mul(1024 * 1024),
+        // `memory.budget`'s share, or `storage.cache_capacity_mb` ([`crate::memory`]).
+        cache_capacity_bytes: config.memory.bounds.sled_cache,
         filter_capacity: config.codes.filter_capacity,
         filter_fp_rate: config.codes.filter_fp_rate,
         // A second process on the same directory fails at once with a clear message.
         lock_wait: Duration::ZERO,
         min_free_bytes: config.storage.min_free_mb.saturating_mul(1024 * 1024),
+        held_counts_bytes: bytes(config.memory.bounds.held_counts),
+        held_index_bytes: bytes(config.memory.bounds.held_index),
     }
+}
+
+fn bytes(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 fn log_open_report(report: &OpenReport) {

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -59,8 +60,9 @@ const MAX_HEADER_BYTES: usize = 4 * MAX_HEADER_CHARS;
 /// Bytes of a visit's code, user agent and referer held in its queue slot itself. A browser's
 /// user agent is 100 to 250 bytes and a referer usually less; longer ones go to the heap.
 const INLINE_BYTES: usize = 384;
-/// Distinct user agents whose parse is remembered.
-const UA_CACHE: usize = 4096;
+/// Bytes of a queue slot: a visit whose code and headers fit [`INLINE_BYTES`] takes this
+/// and no more; a longer one also takes its text's length ([`RawVisit::queued_bytes`]).
+pub const SLOT_BYTES: usize = std::mem::size_of::<RawVisit>();
 
 /// A visit as the redirect saw it; enriched later by the writer.
 ///
@@ -113,6 +115,17 @@ impl RawVisit {
         }
     }
 
+    /// What the visit holds while queued: its slot, and its text when that spilled to the
+    /// heap.
+    pub fn queued_bytes(&self) -> usize {
+        SLOT_BYTES
+            + if self.text.spilled() {
+                self.text.capacity()
+            } else {
+                0
+            }
+    }
+
     fn code(&self) -> &[u8] {
         &self.text[..usize::from(self.code_len)]
     }
@@ -155,6 +168,12 @@ pub struct Recorder {
     /// `None` when `visits.enabled` is off.
     sender: Option<mpsc::Sender<RawVisit>>,
     capacity: usize,
+    /// Bytes of the visits queued ([`RawVisit::queued_bytes`]), shared with the writer, which
+    /// subtracts what it takes; a visit that would take it past `max_bytes` is dropped as a
+    /// full queue drops it. An atomic, not a lock: the redirect adds, checks, and takes back
+    /// what it added if the visit does not go in.
+    queued_bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
     clock: Arc<dyn Clock>,
     metrics: VisitMetrics,
     stop: Arc<Notify>,
@@ -192,6 +211,8 @@ impl Recorder {
             return Ok(Arc::new(Recorder {
                 sender: None,
                 capacity: 0,
+                queued_bytes: Arc::default(),
+                max_bytes: 0,
                 clock,
                 metrics,
                 stop,
@@ -205,14 +226,18 @@ impl Recorder {
             path => Some(Arc::new(GeoDb::open(std::path::Path::new(path))?)),
         };
         let enricher = Arc::new(Enricher {
-            ua: UaParser::new(UA_CACHE),
+            ua: UaParser::new(config.bounds.user_agents),
             geo: geo.clone(),
             ip_mode: config.ip,
         });
-        let (sender, receiver) = mpsc::channel(config.queue);
+        // Set when the configuration is loaded (`memory.budget`, or `visits.queue`).
+        let capacity = config.bounds.entries.max(1);
+        let (sender, receiver) = mpsc::channel(capacity);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
         let written = Hooks::default();
         let writer = tokio::spawn(write_loop(
             receiver,
+            queued_bytes.clone(),
             enricher,
             Writer {
                 store,
@@ -223,7 +248,9 @@ impl Recorder {
         ));
         Ok(Arc::new(Recorder {
             sender: Some(sender),
-            capacity: config.queue,
+            capacity,
+            queued_bytes,
+            max_bytes: config.bounds.bytes,
             clock,
             metrics,
             stop,
@@ -266,10 +293,24 @@ impl Recorder {
             referer.map(HeaderValue::as_bytes),
         );
         visit.route = route;
+        let bytes = visit.queued_bytes();
+        if self.queued_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes > self.max_bytes {
+            self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.metrics.dropped.inc();
+            return;
+        }
         match sender.try_send(visit) {
             Ok(()) => self.metrics.accepted.inc(),
-            Err(_) => self.metrics.dropped.inc(),
+            Err(_) => {
+                self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                self.metrics.dropped.inc()
+            }
         };
+    }
+
+    /// Bytes of the visits in the queue ([`RawVisit::queued_bytes`]).
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes.load(Ordering::Relaxed)
     }
 
     /// Is recording on?
@@ -317,6 +358,7 @@ impl Recorder {
 
 async fn write_loop(
     mut receiver: mpsc::Receiver<RawVisit>,
+    queued_bytes: Arc<AtomicUsize>,
     enricher: Arc<Enricher>,
     writer: Writer,
     stop: Arc<Notify>,
@@ -345,6 +387,8 @@ async fn write_loop(
         }
         let received = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
         let full = received.len() == BATCH;
+        let taken: usize = received.iter().map(RawVisit::queued_bytes).sum();
+        queued_bytes.fetch_sub(taken, Ordering::Relaxed);
         if !received.is_empty() {
             // Enrichment is CPU work (user agents, hashes, geolocation): off the runtime's
             // workers, so that it never delays a redirect.

@@ -104,6 +104,12 @@ pub struct StoreOptions {
     /// Writes are refused while the file system has less than this free (at most a
     /// twentieth of it), so that sled never fails a write ([`space`]).
     pub min_free_bytes: u64,
+    /// Estimated bytes of visit counters held in memory before a fold starts early, and past
+    /// which each write folds more ([`visit_counts`]).
+    pub held_counts_bytes: usize,
+    /// Estimated bytes of visit-index references held before a fold comes early
+    /// ([`visit_index`]).
+    pub held_index_bytes: usize,
 }
 
 impl StoreOptions {
@@ -117,6 +123,8 @@ impl StoreOptions {
             filter_fp_rate: 0.01,
             lock_wait: std::time::Duration::from_secs(3),
             min_free_bytes: 64 * 1024 * 1024,
+            held_counts_bytes: visit_counts::DEFAULT_HELD_BYTES,
+            held_index_bytes: visit_index::DEFAULT_HELD_BYTES,
         }
     }
 }
@@ -191,6 +199,9 @@ pub struct SledStore {
     unwritten_counts: RwLock<visit_counts::Unwritten>,
     /// Held by a count fold, and by a write adding counts (never during a fold).
     count_fold: Mutex<()>,
+    /// The held bounds of [`StoreOptions`]: counts' bytes, index bytes.
+    held_counts_bytes: usize,
+    held_index_bytes: usize,
     /// `pool/<L>` for L in 1..=16, index L-1.
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.

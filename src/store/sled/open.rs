@@ -115,6 +115,8 @@ impl SledStore {
             index_fold: Mutex::new(()),
             unwritten_counts: RwLock::new(super::visit_counts::Unwritten::default()),
             count_fold: Mutex::new(()),
+            held_counts_bytes: options.held_counts_bytes,
+            held_index_bytes: options.held_index_bytes,
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
             committer: group::Committer::default(),

@@ -1,11 +1,11 @@
 //! The per-link day counters (`visit_days`) not yet written, held in memory, and their fold.
 //!
 //! Each write of visits (about a second) adds its counts per (link, day) to [`Unwritten`];
-//! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held days) a fold starts, which adds
-//! them to the stored records in key order, a share at each of the writes that follow
-//! ([`FOLD_SLICE`]) while new counts gather beside it. A link visited every second costs one
-//! record write per fold instead of one per second, and a fold that touches many records of
-//! one tree node does so while the node is in memory. With a read and a write of every dirty record every second,
+//! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held days, or past their bytes' bound,
+//! `memory.budget`'s share) a fold starts, which adds them to the stored records in key order,
+//! a share at each of the writes that follow ([`FOLD_SLICE`]) while new counts gather beside it.
+//! A link visited every second costs one record write per fold instead of one per second, and
+//! a fold that touches many records of one tree node does so while the node is in memory. With a read and a write of every dirty record every second,
 //! the counters were the largest cost of recording visits: switching them off (an experiment)
 //! took redirects from 0.69 to 0.75 of the ceiling under Zipf traffic over 1 M links, and from
 //! 0.41 to 0.55 under uniform traffic.
@@ -47,6 +47,20 @@ pub(super) const MAX_HELD: usize = 1 << 17;
 /// follow it rather than made at once: 131,072 records at once kept the writer from the
 /// queue for seconds, and at 80,000 redirects a second the queue overflowed.
 const FOLD_SLICE: Duration = Duration::from_millis(250);
+/// Bytes of a held (link, day) besides its counts' lists and sketch: its place in the map of
+/// links and their days, the [`DayDelta`] itself, its key while a fold is under way.
+const ENTRY_BYTES: usize = 160;
+/// The bound of [`super::StoreOptions::new`]: [`MAX_HELD`] days of a few hundred bytes.
+pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * 256;
+
+/// What a held (link, day) takes, estimated: its lists as allocated, its sketch, the entry.
+/// The dimensions' strings are shared with the visits' (nothing is counted for them).
+fn delta_bytes(delta: &DayDelta) -> usize {
+    delta.hours.capacity() * std::mem::size_of::<(u8, u64, u64)>()
+        + delta.dims.capacity() * std::mem::size_of::<(u8, std::sync::Arc<str>, u64)>()
+        + delta.uniques.heap_bytes()
+        + ENTRY_BYTES
+}
 
 /// Counts per link and day.
 #[derive(Default)]
@@ -55,6 +69,8 @@ struct Days {
     links: FastMap<u64, SmallVec<[(u64, DayDelta); 1]>>,
     /// (link, day) pairs.
     len: usize,
+    /// Their bytes ([`delta_bytes`]).
+    bytes: usize,
 }
 
 impl Days {
@@ -63,10 +79,13 @@ impl Days {
         let days = self.links.entry(link_id).or_default();
         match days.iter_mut().find(|(d, _)| *d == day) {
             Some((_, held)) => {
+                let before = delta_bytes(held);
                 held.merge(&delta);
+                self.bytes = (self.bytes + delta_bytes(held)).saturating_sub(before);
                 false
             }
             None => {
+                self.bytes += delta_bytes(&delta);
                 days.push((day, delta));
                 self.len += 1;
                 true
@@ -86,6 +105,7 @@ impl Days {
             self.links.remove(&link_id);
         }
         self.len -= 1;
+        self.bytes = self.bytes.saturating_sub(delta_bytes(&delta));
         Some(delta)
     }
 
@@ -94,11 +114,14 @@ impl Days {
         let (link_id, day) = (new.visit.link_id, new.visit.at / super::DAY_MS);
         let days = self.links.entry(link_id).or_default();
         if let Some((_, held)) = days.iter_mut().find(|(d, _)| *d == day) {
+            let before = delta_bytes(held);
             held.add(new);
+            self.bytes = (self.bytes + delta_bytes(held)).saturating_sub(before);
             return false;
         }
         let mut delta = DayDelta::default();
         delta.add(new);
+        self.bytes += delta_bytes(&delta);
         days.push((day, delta));
         self.len += 1;
         true
@@ -141,8 +164,17 @@ impl Unwritten {
         self.held.add_visit(new)
     }
 
-    fn due(&self) -> bool {
-        self.held.len >= MAX_HELD || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
+    /// Held and folding together.
+    fn bytes(&self) -> usize {
+        self.held.bytes + self.folding.bytes
+    }
+
+    /// Whether a fold should start: past either bound, or when the oldest counts have waited
+    /// [`FOLD_EVERY`].
+    fn due(&self, max_bytes: usize) -> bool {
+        self.held.len >= MAX_HELD
+            || self.bytes() >= max_bytes
+            || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
     }
 
     /// The link's days not yet in the tree, with their counts (a (link, day) may be in both
@@ -213,7 +245,7 @@ impl SledStore {
             let mut unwritten = self.unwritten_counts.write();
             if unwritten.folding_keys.is_empty() {
                 let start = match pace {
-                    Pace::Slice(_) => unwritten.due(),
+                    Pace::Slice(_) => unwritten.due(self.held_counts_bytes),
                     _ => unwritten.held.len > 0,
                 };
                 if !start {
@@ -239,7 +271,9 @@ impl SledStore {
             // Out of memory and into the record under one write lock: a reader sees the
             // counts in one place or the other.
             let mut unwritten = self.unwritten_counts.write();
-            if enough && unwritten.held.len < MAX_HELD {
+            // Past a bound, the write goes on folding until back under it (or the fold ends).
+            if enough && unwritten.held.len < MAX_HELD && unwritten.bytes() < self.held_counts_bytes
+            {
                 return Ok(());
             }
             let Some((link_id, day)) = unwritten.folding_keys.pop() else {
@@ -482,6 +516,37 @@ mod tests {
         assert_eq!(seen(&store, 8), eight);
     }
 
+    /// Past the bytes' bound a fold starts at the next write, however young the counts, and
+    /// the write folds until back under it; under the default bound the same write holds them.
+    #[test]
+    fn a_small_byte_bound_makes_a_fold_start_early() {
+        let visits = || -> Vec<NewVisit> {
+            (0..50)
+                .map(|link| new(link, 1_000 + link, "a", false))
+                .collect()
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SledStore::open(&super::super::StoreOptions::new(dir.path())).expect("open");
+        store.record_visits(&mut visits()).expect("record");
+        assert!(store.visit_days.is_empty(), "held under the default bound");
+        let held = store.unwritten_counts.read().bytes();
+        assert!(held >= 50 * ENTRY_BYTES, "{held} bytes held for 50 days");
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = super::super::StoreOptions {
+            held_counts_bytes: 10 * ENTRY_BYTES,
+            ..super::super::StoreOptions::new(dir.path())
+        };
+        let store = SledStore::open(&options).expect("open");
+        store.record_visits(&mut visits()).expect("record");
+        assert!(
+            store.unwritten_counts.read().bytes() < 10 * ENTRY_BYTES,
+            "folded back under the bound"
+        );
+        assert!(!store.visit_days.is_empty(), "a fold started early");
+        assert_eq!(seen(&store, 3).0, (1, 0), "every visit counted once");
+    }
+
     #[test]
     fn a_link_day_held_over_many_writes_is_one_entry() {
         let mut days = Days::default();
@@ -491,6 +556,13 @@ mod tests {
             assert_eq!(days.add(link, day, delta), new_here);
         }
         assert_eq!(days.len, 3);
+        let bytes: usize = [(7, 1), (8, 1), (7, 2)]
+            .iter()
+            .map(|&(link, day)| {
+                delta_bytes(&days.of(link).iter().find(|d| d.0 == day).expect("held").1)
+            })
+            .sum();
+        assert_eq!(days.bytes, bytes);
         assert_eq!(days.of(7)[0].1.counts(), (2, 0));
         assert_eq!(days.of(7)[0].1.uniques.estimate(), 1);
         assert_eq!(days.keys_descending(), vec![(8, 1), (7, 2), (7, 1)]);

@@ -4,12 +4,12 @@
 //! A listing of one link's visits reads only the blocks that hold them, found through entries
 //! `(link id, first block) → first id, last id, last block [, every block]` (see [`Span`]).
 //! The writer writes blocks every interval (about a second), but a link's entry is written once
-//! per fold ([`FOLD_EVERY`], or sooner past [`MAX_REFS`]): until then the link's blocks are
-//! held in [`Recent`], and listings read both. A link visited every second costs one index
-//! write per fold instead of one per second. With an entry per link per write, the index
-//! inserts were a fifth of the process's CPU under Zipf redirects over 1 M links (random
-//! inserts into a growing tree, with node splits), and two fifths of the data directory's
-//! growth.
+//! per fold ([`FOLD_EVERY`], or sooner past its bytes' bound, `memory.budget`'s share): until
+//! then the link's blocks are held in [`Recent`], and listings read both. A link visited every
+//! second costs one index write per fold instead of one per second. With an entry per link per
+//! write, the index inserts were a fifth of the process's CPU under Zipf redirects over 1 M
+//! links (random inserts into a growing tree, with node splits), and two fifths of the data
+//! directory's growth.
 //!
 //! Crash safety: blocks are durable at every write. The fold point (counter
 //! `visit_indexed_block`: the last block whose entries are in the tree) moves only after a
@@ -31,8 +31,16 @@ use crate::store::StoreResult;
 /// visits/s), and a fold's pause: at most one entry per link visited in the period, written
 /// in key order.
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
-/// Block references held in memory before a fold comes early (8 bytes each).
+/// Block references held in memory before a fold comes early, without a configured bound.
 pub(super) const MAX_REFS: usize = 1 << 20;
+/// Bytes of a held block reference.
+const REF_BYTES: usize = 8;
+/// Bytes of a link's held entry besides its references: the map's key and slot, the
+/// [`Span`], its list's allocation.
+const SPAN_BYTES: usize = 80;
+/// The bound of [`super::StoreOptions::new`]: [`MAX_REFS`] references, and about as much
+/// again of their links' entries.
+pub(super) const DEFAULT_HELD_BYTES: usize = MAX_REFS * 2 * REF_BYTES;
 /// Longest run of blocks one stored entry is read as (256 M visits of one link in one write).
 const MAX_RUN: u64 = 1 << 20;
 
@@ -139,8 +147,13 @@ impl Recent {
         }
     }
 
-    fn due(&self) -> bool {
-        self.refs >= MAX_REFS || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
+    /// What the entries hold, estimated.
+    fn bytes(&self) -> usize {
+        self.refs * REF_BYTES + self.links.len() * SPAN_BYTES
+    }
+
+    fn due(&self, max_bytes: usize) -> bool {
+        self.bytes() >= max_bytes || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
     }
 
     /// The fold point, and the link's entry held here.
@@ -206,7 +219,7 @@ impl SledStore {
                     recent.add(link_id, block, first_id, last_id);
                 }
             }
-            recent.due()
+            recent.due(self.held_index_bytes)
         };
         if due {
             self.fold_index()?;
@@ -415,6 +428,8 @@ mod tests {
             })
         );
         assert_eq!(recent.refs, 4);
+        assert_eq!(recent.bytes(), 4 * REF_BYTES + 2 * SPAN_BYTES);
+        assert!(recent.due(recent.bytes()) && !recent.due(recent.bytes() + 1));
         recent.folded_through(11);
         assert_eq!(recent.of(7).1.map(|s| s.blocks), Some(vec![20]));
         assert_eq!(recent.of(8), (11, None));

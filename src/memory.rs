@@ -1,0 +1,352 @@
+//! `memory.budget`: the one place where every memory bound of the process is derived from the
+//! budget. Pure (no I/O, no runtime objects): [`Bounds::derive`] turns a configuration into
+//! numbers, which the config loader checks and keeps, the start-up log prints, `/metrics`
+//! exports (`vsl_memory_bound_bytes{part}`), and the components that hold memory (the sled
+//! cache, the redirect cache, the visit queue, the held visit counters and index references,
+//! the small caches) take as their bounds.
+//!
+//! Fixed parts come first (a reserve for the binary and runtime, the code filter, the
+//! connections' buffers); what is left (R) is shared out by [`SHARES`]; what no share takes is
+//! headroom for what no bound covers (allocator fragmentation, sled's page table and
+//! snapshots beyond its cache, the visit writer's enriched batches).
+
+use crate::config::{Backend, Config};
+
+const MIB: u64 = 1024 * 1024;
+
+/// The smallest budget accepted at all (`memory.budget`).
+pub const MIN_BUDGET: u64 = 64 * MIB;
+/// The binary, the tokio runtime and its threads, the blocking pool's stacks, the allocator's
+/// own slack: what the process costs before it holds anything (an idle server measured a
+/// little over 20 MB of RSS; the rest is margin for threads woken under load).
+pub const BASE: u64 = 40 * MIB;
+/// Per connection beyond its header buffer: hyper's write buffer, the socket's task, TLS-free
+/// framing state.
+pub const CONNECTION_EXTRA: u64 = 16 * 1024;
+/// The least R (budget less the fixed parts) that leaves every cache and queue room to work.
+pub const MIN_REST: u64 = 16 * MIB;
+
+/// The shares of R, in percent. Tuned from the measurements in benches/RESULTS.md (RSS at 1 M
+/// links under Zipf and uniform traffic); change them here and nowhere else. What they leave
+/// (100 less their sum) is headroom.
+pub mod shares {
+    /// sled's page cache (`cache_capacity`); sled only.
+    pub const SLED_CACHE: u64 = 25;
+    /// The redirect cache (code → target), weighed in bytes.
+    pub const REDIRECT_CACHE: u64 = 15;
+    /// The visit queue between redirects and the writer, in bytes.
+    pub const VISIT_QUEUE: u64 = 10;
+    /// sled's per-(link, day) counters held until a fold (`visit_counts.rs`).
+    pub const HELD_COUNTS: u64 = 15;
+    /// sled's visit-index references held until a fold (`visit_index.rs`).
+    pub const HELD_INDEX: u64 = 5;
+    /// The small caches: rate-limiter keys, parsed user agents, link states, review totals.
+    pub const SMALL_CACHES: u64 = 5;
+}
+
+/// How the small caches' share is split, in percent of it.
+mod small {
+    pub const LIMITER_KEYS: u64 = 40;
+    pub const USER_AGENTS: u64 = 25;
+    pub const LINK_STATES: u64 = 20;
+    pub const REVIEW_TOTALS: u64 = 15;
+}
+
+/// Estimated bytes of one entry of each small cache (key, value, the cache's own slot).
+pub mod entry {
+    /// A rate limiter's key: `src/limits.rs` measured about 100 bytes.
+    pub const LIMITER_KEY: u64 = 100;
+    /// A parsed user agent: the string (a browser's is 100 to 250 bytes, at most 1,024 are
+    /// cached), its `Agent` of shared strings, the slot.
+    pub const USER_AGENT: u64 = 640;
+    /// A link's state with its options (rules, targets, caps).
+    pub const LINK_STATE: u64 = 512;
+    /// A link's visit total for the review trigger (two u64s in a slot).
+    pub const REVIEW_TOTAL: u64 = 48;
+    /// A redirect cache entry when `cache.capacity` counts entries: a code, a URL of about a
+    /// hundred bytes, the entry.
+    pub const REDIRECT: u64 = 256;
+}
+
+/// Least entries of each small cache, whatever the budget.
+const MIN_ENTRIES: usize = 64;
+
+/// Every bound, in bytes unless named otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bounds {
+    pub budget: u64,
+    pub base: u64,
+    /// The code filter's Bloom bits (sled; PostgreSQL keeps none).
+    pub code_filter: u64,
+    /// `server.max_connections` × (`server.max_header_bytes` + [`CONNECTION_EXTRA`]).
+    pub connections: u64,
+    /// sled's page cache; `storage.cache_capacity_mb` when set; 0 on PostgreSQL.
+    pub sled_cache: u64,
+    /// The redirect cache's weight capacity (its entries weigh their bytes), or, with
+    /// `cache.capacity` set, that many entries at an estimated [`entry::REDIRECT`] each.
+    pub redirect_cache: u64,
+    /// `cache.capacity` when set: the cache then counts entries, not bytes.
+    pub redirect_cache_entries: Option<usize>,
+    /// The visit queue's bytes (slots and the headers that do not fit a slot).
+    pub visit_queue: u64,
+    /// The visit queue's slots.
+    pub visit_queue_entries: usize,
+    /// sled's held visit counters (0 on PostgreSQL).
+    pub held_counts: u64,
+    /// sled's held visit-index references (0 on PostgreSQL).
+    pub held_index: u64,
+    /// The small caches together; their entry counts follow.
+    pub small_caches: u64,
+    /// Keys each rate limit remembers.
+    pub limiter_keys: usize,
+    /// Parsed user agents remembered (the visit writer's and the rules' caches together).
+    pub user_agents: usize,
+    /// Link states kept.
+    pub link_states: usize,
+    /// Links whose visit totals the review remembers.
+    pub review_totals: usize,
+    /// What the parts leave of the budget.
+    pub headroom: u64,
+}
+
+/// A budget too small for the configuration: the message names `memory.budget` and the
+/// fixed parts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BudgetError(pub String);
+
+impl Bounds {
+    /// The bounds of a configuration (its `memory.budget` and the keys that override parts).
+    pub fn derive(config: &Config) -> Result<Bounds, BudgetError> {
+        let budget = config.memory.budget.0;
+        let sled = config.storage.backend == Backend::Sled;
+        let code_filter = if sled {
+            bloom_bytes(config.codes.filter_capacity, config.codes.filter_fp_rate)
+        } else {
+            0
+        };
+        let connections = (config.server.max_connections as u64).saturating_mul(
+            (config.server.max_header_bytes as u64).saturating_add(CONNECTION_EXTRA),
+        );
+        let fixed = BASE.saturating_add(code_filter).saturating_add(connections);
+        let rest = budget.saturating_sub(fixed);
+        if rest < MIN_REST {
+            let needed = fixed.saturating_add(MIN_REST).div_ceil(MIB);
+            return Err(BudgetError(format!(
+                "`memory.budget`: at least {needed} MB for this configuration (fixed reserve {} \
+                 MB + code filter {} MB (codes.filter_capacity, codes.filter_fp_rate) + \
+                 connection buffers {} MB (server.max_connections × (server.max_header_bytes \
+                 + 16 KiB)) + {} MB for caches and queues)",
+                mb(BASE),
+                mb(code_filter),
+                mb(connections),
+                mb(MIN_REST)
+            )));
+        }
+        let share = |percent: u64| rest / 100 * percent;
+
+        let sled_cache = match config.storage.cache_capacity_mb {
+            Some(mb) => mb.saturating_mul(MIB),
+            None if sled => share(shares::SLED_CACHE),
+            None => 0,
+        };
+        let (redirect_cache, redirect_cache_entries) = match config.cache.capacity {
+            Some(n) => ((n as u64).saturating_mul(entry::REDIRECT), Some(n)),
+            None => (share(shares::REDIRECT_CACHE), None),
+        };
+        let slot = crate::visits::recorder::SLOT_BYTES as u64;
+        let (visit_queue, visit_queue_entries) = match config.visits.queue {
+            // An entry count given: the bytes are that many slots, so that visits whose
+            // headers do not fit a slot take the room of others rather than add to it.
+            Some(n) => ((n as u64).saturating_mul(slot), n),
+            None => {
+                let bytes = share(shares::VISIT_QUEUE);
+                (
+                    bytes,
+                    usize::try_from(bytes / slot).unwrap_or(usize::MAX).max(1),
+                )
+            }
+        };
+        let (held_counts, held_index) = if sled {
+            (share(shares::HELD_COUNTS), share(shares::HELD_INDEX))
+        } else {
+            (0, 0)
+        };
+        let small_caches = share(shares::SMALL_CACHES);
+        let count = |percent: u64, per_entry: u64, caches: u64| {
+            let n = small_caches / 100 * percent / per_entry / caches.max(1);
+            usize::try_from(n).unwrap_or(usize::MAX).max(MIN_ENTRIES)
+        };
+        let limits = config.limits.rates.enabled() as u64 + 1; // + the auth block list
+        let mut bounds = Bounds {
+            budget,
+            base: BASE,
+            code_filter,
+            connections,
+            sled_cache,
+            redirect_cache,
+            redirect_cache_entries,
+            visit_queue,
+            visit_queue_entries,
+            held_counts,
+            held_index,
+            small_caches,
+            limiter_keys: count(small::LIMITER_KEYS, entry::LIMITER_KEY, limits),
+            user_agents: count(small::USER_AGENTS, entry::USER_AGENT, 1),
+            link_states: count(small::LINK_STATES, entry::LINK_STATE, 1),
+            review_totals: count(small::REVIEW_TOTALS, entry::REVIEW_TOTAL, 1),
+            headroom: 0,
+        };
+        let bound: u64 = bounds.parts().iter().map(|(_, bytes)| bytes).sum();
+        bounds.headroom = budget.saturating_sub(bound);
+        Ok(bounds)
+    }
+
+    /// Every part but the headroom, by its `/metrics` label.
+    pub fn parts(&self) -> [(&'static str, u64); 9] {
+        [
+            ("base", self.base),
+            ("code_filter", self.code_filter),
+            ("connections", self.connections),
+            ("sled_cache", self.sled_cache),
+            ("redirect_cache", self.redirect_cache),
+            ("visit_queue", self.visit_queue),
+            ("held_counts", self.held_counts),
+            ("held_index", self.held_index),
+            ("small_caches", self.small_caches),
+        ]
+    }
+
+    /// The parts and the headroom, for `/metrics`.
+    pub fn labelled(&self) -> Vec<(&'static str, u64)> {
+        let mut parts = self.parts().to_vec();
+        parts.push(("headroom", self.headroom));
+        parts
+    }
+
+    /// The start-up log line: each part in MB.
+    pub fn log(&self) {
+        tracing::info!(
+            budget_mb = mb(self.budget),
+            base_mb = mb(self.base),
+            code_filter_mb = mb(self.code_filter),
+            connections_mb = mb(self.connections),
+            sled_cache_mb = mb(self.sled_cache),
+            redirect_cache_mb = mb(self.redirect_cache),
+            visit_queue_mb = mb(self.visit_queue),
+            visit_queue_entries = self.visit_queue_entries,
+            held_counts_mb = mb(self.held_counts),
+            held_index_mb = mb(self.held_index),
+            small_caches_mb = mb(self.small_caches),
+            headroom_mb = mb(self.headroom),
+            "memory bounds (memory.budget)"
+        );
+    }
+}
+
+/// Bytes in MB, one decimal, for the log.
+fn mb(bytes: u64) -> f64 {
+    (bytes as f64 / MIB as f64 * 10.0).round() / 10.0
+}
+
+/// The Bloom filter's bitmap for `capacity` codes at `fp_rate`, as `bloomfilter` sizes it
+/// (`Bloom::compute_bitmap_size`: m = −n·ln p / (ln 2)² bits), with the same clamps as
+/// [`crate::codes::filter::CodeFilter::new`]. A filter found over capacity is rebuilt for twice
+/// the codes issued; that growth is not foreseen here.
+pub fn bloom_bytes(capacity: u64, fp_rate: f64) -> u64 {
+    use crate::codes::filter::{MAX_CAPACITY, MAX_FP_RATE, MIN_CAPACITY, MIN_FP_RATE};
+    let n = capacity.clamp(MIN_CAPACITY, MAX_CAPACITY) as f64;
+    let p = if fp_rate.is_nan() {
+        crate::codes::filter::DEFAULT_FP_RATE
+    } else {
+        fp_rate.clamp(MIN_FP_RATE, MAX_FP_RATE)
+    };
+    let ln2 = std::f64::consts::LN_2;
+    (n * p.ln() / (-8.0 * ln2 * ln2)).ceil() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration whose fixed parts fit the smallest budget.
+    const SMALL: &str = "[server]\nmax_connections = 50\nmax_header_bytes = 16384\n\
+                         [codes]\nfilter_capacity = 1000000\n[memory]\n";
+
+    fn bounds(overlay: &str) -> Result<Bounds, String> {
+        Config::from_toml(overlay)
+            .map(|c| c.memory.bounds.clone())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parts_fit_every_budget_from_64_mb_to_4_gb() {
+        let mut budget = 64 * MIB;
+        while budget <= 4096 * MIB {
+            let b = bounds(&format!("{SMALL}budget = {budget}")).expect("budget");
+            let sum: u64 = b.labelled().iter().map(|(_, bytes)| bytes).sum();
+            assert_eq!(sum, budget, "{budget}: the headroom takes what is left");
+            let parts: u64 = b.parts().iter().map(|(_, bytes)| bytes).sum();
+            assert!(parts <= budget, "{budget}: {b:?}");
+            assert!(b.headroom >= (budget - b.base - b.code_filter - b.connections) / 4);
+            assert!(b.visit_queue_entries >= 1 && b.limiter_keys >= MIN_ENTRIES);
+            budget += 61 * MIB;
+        }
+    }
+
+    #[test]
+    fn the_default_budget_fits_the_default_configuration() {
+        let b = bounds("").expect("defaults");
+        assert_eq!(b.budget, 256 * MIB);
+        assert_eq!(b.code_filter, 11_981_323, "10 M codes at 1 %");
+        assert_eq!(b.connections, 1000 * (65_536 + 16_384));
+        assert!(b.sled_cache > 30 * MIB && b.headroom > 30 * MIB, "{b:?}");
+        assert_eq!(b.redirect_cache_entries, None);
+    }
+
+    #[test]
+    fn a_budget_too_small_for_the_configuration_is_an_error_naming_it() {
+        let err = bounds("[memory]\nbudget = \"128MB\"").unwrap_err();
+        assert!(err.contains("memory.budget"), "{err}");
+        assert!(err.contains("at least 146 MB"), "{err}");
+        assert!(err.contains("connection buffers 78.1 MB"), "{err}");
+        let err = bounds("[memory]\nbudget = \"32MB\"").unwrap_err();
+        assert!(err.contains("memory.budget"), "{err}");
+        // The same budget fits fewer connections.
+        assert!(bounds("[server]\nmax_connections = 100\n[memory]\nbudget = \"128MB\"").is_ok());
+    }
+
+    #[test]
+    fn explicit_keys_override_their_parts() {
+        let b = bounds(
+            "[storage]\ncache_capacity_mb = 100\n[cache]\ncapacity = 10\n[visits]\nqueue = 4\n",
+        )
+        .expect("overrides");
+        assert_eq!(b.sled_cache, 100 * MIB);
+        assert_eq!(b.redirect_cache_entries, Some(10));
+        assert_eq!(b.redirect_cache, 10 * entry::REDIRECT);
+        assert_eq!(b.visit_queue_entries, 4);
+        assert_eq!(
+            b.visit_queue,
+            4 * crate::visits::recorder::SLOT_BYTES as u64
+        );
+    }
+
+    #[test]
+    fn postgres_holds_no_sled_parts() {
+        let b = bounds(
+            "[storage]\nbackend = \"postgres\"\n[storage.postgres]\nurl = \"postgres://u@h/db\"\n",
+        )
+        .expect("postgres");
+        assert_eq!((b.sled_cache, b.code_filter), (0, 0));
+        assert_eq!((b.held_counts, b.held_index), (0, 0));
+    }
+
+    #[test]
+    fn the_filter_is_sized_as_bloomfilter_sizes_it() {
+        assert_eq!(
+            bloom_bytes(10_000_000, 0.01) as usize,
+            bloomfilter::Bloom::<str>::compute_bitmap_size(10_000_000, 0.01)
+        );
+    }
+}
