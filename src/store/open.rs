@@ -41,7 +41,7 @@ pub fn sled_options(config: &Config) -> StoreOptions {
         path: config.storage.path.clone(),
         durability: config.storage.durability,
         // `memory.budget`'s share, or `storage.cache_capacity_mb` ([`crate::memory`]).
-        cache_capacity_bytes: config.memory.bounds.sled_cache,
+        cache_capacity_bytes: config.memory.bounds.sled_cache_capacity,
         filter_capacity: config.codes.filter_capacity,
         filter_fp_rate: config.codes.filter_fp_rate,
         // A second process on the same directory fails at once with a clear message.
