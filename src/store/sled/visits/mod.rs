@@ -3,7 +3,7 @@
 //!
 //! | tree           | key                          | value                                      |
 //! |----------------|------------------------------|--------------------------------------------|
-//! | `visit_blocks` | block id u64                 | [`Block`]: up to [`BLOCK_ROWS`] visits of any links |
+//! | `visit_blocks` | block id u64                 | [`Block`]: up to [`BLOCK_ROWS`] visits of any links, one zstd frame |
 //! | `visit_index`  | link id u64, first block u64 | the link's first and last visit id in the blocks named, the last block, and (when not one run) every block: [`super::visit_index`] |
 //! | `visit_days`   | link id u64, day u64         | [`DayRecord`]: hours, top values, sketch, running totals |
 //! | `visit_totals` | link id u64                  | visits u64, bots u64: read only, for links last counted before totals moved into `visit_days` |
