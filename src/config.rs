@@ -364,6 +364,8 @@ pub struct QueueBounds {
     pub bytes: usize,
     /// Parsed user agents the writer remembers.
     pub user_agents: usize,
+    /// Most enriched visits the writer gathers for one write.
+    pub writer_visits: usize,
 }
 
 /// What an API key may do.
@@ -683,6 +685,7 @@ impl Config {
             bytes: usize::try_from(bounds.visit_queue).unwrap_or(usize::MAX),
             // The writer parses every visit; the rules only those of links with device rules.
             user_agents: bounds.user_agents / 5 * 4,
+            writer_visits: bounds.writer_visits,
         };
         config.memory.bounds = bounds;
         Ok(config)
@@ -922,7 +925,7 @@ impl Config {
         if self.memory.budget.0 < crate::memory::MIN_BUDGET {
             return fail(
                 "memory.budget",
-                format!("must be at least 64MB, not {} bytes", self.memory.budget.0),
+                format!("must be at least 96MB, not {} bytes", self.memory.budget.0),
             );
         }
         for (i, key) in self.auth.keys.iter().enumerate() {

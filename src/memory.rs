@@ -15,11 +15,23 @@ use crate::config::{Backend, Config};
 const MIB: u64 = 1024 * 1024;
 
 /// The smallest budget accepted at all (`memory.budget`).
-pub const MIN_BUDGET: u64 = 64 * MIB;
+pub const MIN_BUDGET: u64 = 96 * MIB;
 /// The binary, the tokio runtime and its threads, the blocking pool's stacks, the allocator's
 /// own slack: what the process costs before it holds anything (an idle server measured a
 /// little over 20 MB of RSS; the rest is margin for threads woken under load).
 pub const BASE: u64 = 40 * MIB;
+/// sled 0.34's page table: every page of the store has an entry that lives as long as the
+/// store is open, built from the snapshot at open, whatever `cache_capacity` says. A heap
+/// profile (heaptrack) of a server on 1 M links held 74 MB there (about 74 bytes a link, the
+/// links' four trees together). A reserve for stores of up to about a million links, at most
+/// [`SLED_PAGE_TABLE_PERCENT`] of the budget; larger stores need a larger budget.
+pub const SLED_PAGE_TABLE: u64 = 72 * MIB;
+/// The page table's reserve is at most this share of the budget (a small budget is for a
+/// small store).
+pub const SLED_PAGE_TABLE_PERCENT: u64 = 30;
+/// Bytes of a visit once enriched and waiting for the writer (`NewVisit`: the visit's fields,
+/// its shared strings' handles, the derived hash and host).
+pub const ENRICHED_VISIT: u64 = 400;
 /// Per connection beyond its header buffer: hyper's write buffer, the socket's task, TLS-free
 /// framing state.
 pub const CONNECTION_EXTRA: u64 = 16 * 1024;
@@ -38,13 +50,16 @@ pub const MIN_REST: u64 = 16 * MIB;
 pub mod shares {
     /// sled's page cache and what sled holds beside it; sled only. sled is handed a fifth of
     /// this as its `cache_capacity` ([`super::SLED_CACHE_FACTOR`]).
-    pub const SLED_CACHE: u64 = 35;
+    pub const SLED_CACHE: u64 = 30;
     /// The redirect cache (code → target), weighed in bytes.
     pub const REDIRECT_CACHE: u64 = 15;
     /// The visit queue between redirects and the writer, in bytes.
     pub const VISIT_QUEUE: u64 = 10;
+    /// The writer's enriched visits: one write's worth gathering and one being written, each
+    /// at most this share's half ([`super::ENRICHED_VISIT`] a visit).
+    pub const WRITER_BATCHES: u64 = 15;
     /// sled's per-(link, day) counters held until a fold (`visit_counts.rs`).
-    pub const HELD_COUNTS: u64 = 15;
+    pub const HELD_COUNTS: u64 = 12;
     /// sled's visit-index references held until a fold (`visit_index.rs`).
     pub const HELD_INDEX: u64 = 5;
     /// The small caches: rate-limiter keys, parsed user agents, link states, review totals.
@@ -75,6 +90,10 @@ pub mod entry {
     pub const REDIRECT: u64 = 256;
 }
 
+/// Least visits the writer gathers for one write: fewer would make writes (and their
+/// flushes) so frequent that the writer falls behind.
+const MIN_WRITER_VISITS: usize = 4096;
+
 /// Least entries of each small cache, whatever the budget.
 const MIN_ENTRIES: usize = 64;
 
@@ -87,6 +106,8 @@ pub struct Bounds {
     pub code_filter: u64,
     /// `server.max_connections` × (`server.max_header_bytes` + [`CONNECTION_EXTRA`]).
     pub connections: u64,
+    /// sled's page table ([`SLED_PAGE_TABLE`]; 0 on PostgreSQL).
+    pub sled_pages: u64,
     /// sled's page cache and its overhead, as real memory: [`SLED_CACHE_FACTOR`] × the
     /// capacity; 0 on PostgreSQL.
     pub sled_cache: u64,
@@ -102,6 +123,10 @@ pub struct Bounds {
     pub visit_queue: u64,
     /// The visit queue's slots.
     pub visit_queue_entries: usize,
+    /// The writer's enriched batches, two of at most [`Bounds::writer_visits`] visits.
+    pub writer_batches: u64,
+    /// Most enriched visits the writer gathers for one write before writing sooner.
+    pub writer_visits: usize,
     /// sled's held visit counters (0 on PostgreSQL).
     pub held_counts: u64,
     /// sled's held visit-index references (0 on PostgreSQL).
@@ -139,7 +164,15 @@ impl Bounds {
         let connections = (config.server.max_connections as u64).saturating_mul(
             (config.server.max_header_bytes as u64).saturating_add(CONNECTION_EXTRA),
         );
-        let fixed = BASE.saturating_add(code_filter).saturating_add(connections);
+        let sled_pages = if sled {
+            SLED_PAGE_TABLE.min(budget / 100 * SLED_PAGE_TABLE_PERCENT)
+        } else {
+            0
+        };
+        let fixed = BASE
+            .saturating_add(code_filter)
+            .saturating_add(connections)
+            .saturating_add(sled_pages);
         let rest = budget.saturating_sub(fixed);
         if rest < MIN_REST {
             let needed = fixed.saturating_add(MIN_REST).div_ceil(MIB);
@@ -147,10 +180,11 @@ impl Bounds {
                 "`memory.budget`: at least {needed} MB for this configuration (fixed reserve {} \
                  MB + code filter {} MB (codes.filter_capacity, codes.filter_fp_rate) + \
                  connection buffers {} MB (server.max_connections × (server.max_header_bytes \
-                 + 16 KiB)) + {} MB for caches and queues)",
+                 + 16 KiB)) + sled's page table {} MB + {} MB for caches and queues)",
                 mb(BASE),
                 mb(code_filter),
                 mb(connections),
+                mb(sled_pages),
                 mb(MIN_REST)
             )));
         }
@@ -179,6 +213,10 @@ impl Bounds {
                 )
             }
         };
+        let writer_batches = share(shares::WRITER_BATCHES);
+        let writer_visits = usize::try_from(writer_batches / 2 / ENRICHED_VISIT)
+            .unwrap_or(usize::MAX)
+            .max(MIN_WRITER_VISITS);
         let (held_counts, held_index) = if sled {
             (share(shares::HELD_COUNTS), share(shares::HELD_INDEX))
         } else {
@@ -195,12 +233,15 @@ impl Bounds {
             base: BASE,
             code_filter,
             connections,
+            sled_pages,
             sled_cache,
             sled_cache_capacity,
             redirect_cache,
             redirect_cache_entries,
             visit_queue,
             visit_queue_entries,
+            writer_batches,
+            writer_visits,
             held_counts,
             held_index,
             small_caches,
@@ -216,14 +257,16 @@ impl Bounds {
     }
 
     /// Every part but the headroom, by its `/metrics` label.
-    pub fn parts(&self) -> [(&'static str, u64); 9] {
+    pub fn parts(&self) -> [(&'static str, u64); 11] {
         [
             ("base", self.base),
             ("code_filter", self.code_filter),
             ("connections", self.connections),
+            ("sled_pages", self.sled_pages),
             ("sled_cache", self.sled_cache),
             ("redirect_cache", self.redirect_cache),
             ("visit_queue", self.visit_queue),
+            ("writer_batches", self.writer_batches),
             ("held_counts", self.held_counts),
             ("held_index", self.held_index),
             ("small_caches", self.small_caches),
@@ -244,10 +287,14 @@ impl Bounds {
             base_mb = mb(self.base),
             code_filter_mb = mb(self.code_filter),
             connections_mb = mb(self.connections),
+            sled_pages_mb = mb(self.sled_pages),
             sled_cache_mb = mb(self.sled_cache),
+            sled_cache_capacity_mb = mb(self.sled_cache_capacity),
             redirect_cache_mb = mb(self.redirect_cache),
             visit_queue_mb = mb(self.visit_queue),
             visit_queue_entries = self.visit_queue_entries,
+            writer_batches_mb = mb(self.writer_batches),
+            writer_visits = self.writer_visits,
             held_counts_mb = mb(self.held_counts),
             held_index_mb = mb(self.held_index),
             small_caches_mb = mb(self.small_caches),
@@ -294,14 +341,15 @@ mod tests {
 
     #[test]
     fn parts_fit_every_budget_from_64_mb_to_4_gb() {
-        let mut budget = 64 * MIB;
+        let mut budget = MIN_BUDGET;
         while budget <= 4096 * MIB {
             let b = bounds(&format!("{SMALL}budget = {budget}")).expect("budget");
             let sum: u64 = b.labelled().iter().map(|(_, bytes)| bytes).sum();
             assert_eq!(sum, budget, "{budget}: the headroom takes what is left");
             let parts: u64 = b.parts().iter().map(|(_, bytes)| bytes).sum();
             assert!(parts <= budget, "{budget}: {b:?}");
-            assert!(b.headroom >= (budget - b.base - b.code_filter - b.connections) / 8);
+            let rest = budget - b.base - b.code_filter - b.connections - b.sled_pages;
+            assert!(b.headroom >= rest / 20, "{budget}: {b:?}");
             assert!(b.visit_queue_entries >= 1 && b.limiter_keys >= MIN_ENTRIES);
             budget += 61 * MIB;
         }
@@ -312,17 +360,20 @@ mod tests {
         let b = bounds("").expect("defaults");
         assert_eq!(b.budget, 256 * MIB);
         assert_eq!(b.code_filter, 11_981_323, "10 M codes at 1 %");
-        assert_eq!(b.connections, 1000 * (65_536 + 16_384));
-        assert!(b.sled_cache > 40 * MIB && b.headroom > 15 * MIB, "{b:?}");
+        assert_eq!(b.connections, 1000 * (16_384 + 16_384));
+        assert_eq!(b.sled_pages, SLED_PAGE_TABLE);
+        assert!(b.sled_cache > 25 * MIB && b.headroom > 5 * MIB, "{b:?}");
+        assert!(b.writer_visits >= MIN_WRITER_VISITS, "{b:?}");
         assert_eq!(b.sled_cache_capacity, b.sled_cache / SLED_CACHE_FACTOR);
         assert_eq!(b.redirect_cache_entries, None);
     }
 
     #[test]
     fn a_budget_too_small_for_the_configuration_is_an_error_naming_it() {
-        let err = bounds("[memory]\nbudget = \"128MB\"").unwrap_err();
+        let err =
+            bounds("[server]\nmax_header_bytes = 65536\n[memory]\nbudget = \"128MB\"").unwrap_err();
         assert!(err.contains("memory.budget"), "{err}");
-        assert!(err.contains("at least 146 MB"), "{err}");
+        assert!(err.contains("at least 184 MB"), "{err}");
         assert!(err.contains("connection buffers 78.1 MB"), "{err}");
         let err = bounds("[memory]\nbudget = \"32MB\"").unwrap_err();
         assert!(err.contains("memory.budget"), "{err}");

@@ -48,9 +48,10 @@ pub const GATHER: Duration = Duration::from_millis(25);
 /// the visits of the interval not yet written. Visits are acknowledged to no one, so the
 /// delay is invisible except to a statistic read within the second.
 pub const INTERVAL: Duration = Duration::from_secs(1);
-/// Most enriched visits held for one write: under a load that fills this before the
-/// interval ends, writes come sooner, so the memory held stays bounded (about 400 bytes a
-/// visit; at most twice this, one write's worth in flight and one gathering).
+/// Most enriched visits held for one write without a configured bound (`memory.budget`
+/// derives one: `writer_visits`): under a load that fills this before the interval ends,
+/// writes come sooner, so the memory held stays bounded (about 400 bytes a visit; at most
+/// twice this, one write's worth in flight and one gathering).
 pub const MAX_PENDING: usize = 65_536;
 /// Longest user agent or referer kept; longer ones are cut (at a character boundary).
 const MAX_HEADER_CHARS: usize = 1024;
@@ -245,6 +246,10 @@ impl Recorder {
                 written: written.clone(),
             },
             stop.clone(),
+            match config.bounds.writer_visits {
+                0 => MAX_PENDING,
+                n => n,
+            },
         ));
         Ok(Arc::new(Recorder {
             sender: Some(sender),
@@ -362,6 +367,7 @@ async fn write_loop(
     enricher: Arc<Enricher>,
     writer: Writer,
     stop: Arc<Notify>,
+    max_pending: usize,
 ) {
     let mut batch = Vec::with_capacity(BATCH);
     // Enriched visits waiting for the next write.
@@ -399,13 +405,13 @@ async fn write_loop(
             }
         }
         let now = tokio::time::Instant::now();
-        let due = now >= next_write || closed || pending.len() >= MAX_PENDING;
+        let due = now >= next_write || closed || pending.len() >= max_pending;
         if due && !pending.is_empty() {
             // One write at a time (ids and counters are assigned in write order), but the
             // queue keeps draining while it runs, so a slow write delays visits instead of
             // dropping them. Only when a whole second more is waiting does the loop wait for it.
             if let Some(running) = writing.take() {
-                if running.is_finished() || closed || pending.len() >= MAX_PENDING {
+                if running.is_finished() || closed || pending.len() >= max_pending {
                     finish(running).await;
                 } else {
                     writing = Some(running);

@@ -48,8 +48,11 @@ pub(super) const MAX_HELD: usize = 1 << 17;
 /// queue for seconds, and at 80,000 redirects a second the queue overflowed.
 const FOLD_SLICE: Duration = Duration::from_millis(250);
 /// Bytes of a held (link, day) besides its counts' lists and sketch: its place in the map of
-/// links and their days, the [`DayDelta`] itself, its key while a fold is under way.
-const ENTRY_BYTES: usize = 160;
+/// links and their days, the [`DayDelta`] itself, its key while a fold is under way. The map
+/// is at most 7/8 full and doubles when it grows, holding both tables while it moves: a heap
+/// profile (heaptrack) of the server under uniform traffic over 1 M links held 67 MB of
+/// counts bounded at 19 MB with 160 here, so this is the slot's share at its worst.
+const ENTRY_BYTES: usize = 420;
 /// The bound of [`super::StoreOptions::new`]: [`MAX_HELD`] days of a few hundred bytes.
 pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * 256;
 
