@@ -19,12 +19,15 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options (the crate prefixes its symbols with `_rjem_`): a background thread
-/// returns freed pages to the system after a second rather than on some later allocation, so
-/// memory freed after a burst leaves the process. `_RJEM_MALLOC_CONF` in the environment
+/// returns freed pages to the system after 100 ms rather than on some later allocation, so
+/// memory freed after a burst leaves the process. sled frees and allocates its nodes at a
+/// high rate under traffic that misses the redirect cache: with pages kept for a second
+/// (1000 ms, before) the RSS peak at 1 M links under the Zipf and uniform rows was about 100 MB
+/// higher (benches/RESULTS.md, "Footprint"), for no throughput this machine could tell. `_RJEM_MALLOC_CONF` in the environment
 /// overrides these.
 #[allow(non_upper_case_globals, unsafe_code)]
 #[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+pub static malloc_conf: &[u8] = b"background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0\0";
 
 /// A URL shortener in one binary with its storage embedded.
 #[derive(Parser)]
