@@ -447,9 +447,14 @@ fn the_header_limit_is_the_configured_one() {
         head.push_str("\r\n");
         head
     };
+    // The default, 16 KiB.
+    assert_eq!(raw_status(&app, &head(15_000)), 200);
+    assert_eq!(raw_status(&app, &head(17_000)), 431);
+    assert_eq!(raw_status(&app, &head(114_688)), 431);
+    // A configured one, larger than the default.
+    let app = TestApp::start_with("", &[("VSL_SERVER__MAX_HEADER_BYTES", "65536")]);
     assert_eq!(raw_status(&app, &head(60_000)), 200);
     assert_eq!(raw_status(&app, &head(66_000)), 431);
-    assert_eq!(raw_status(&app, &head(114_688)), 431);
 }
 
 /// Finding 9: behind a trusted proxy, the client is the address the proxy saw, not what the
