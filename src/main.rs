@@ -21,9 +21,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options (the crate prefixes its symbols with `_rjem_`): a background thread
 /// returns freed pages to the system after 100 ms rather than on some later allocation, so
 /// memory freed after a burst leaves the process. sled frees and allocates its nodes at a
-/// high rate under traffic that misses the redirect cache: with pages kept for a second
-/// (1000 ms, before) the RSS peak at 1 M links under the Zipf and uniform rows was about 100 MB
-/// higher (benches/RESULTS.md, "Footprint"), for no throughput this machine could tell. `_RJEM_MALLOC_CONF` in the environment
+/// high rate under traffic that misses the redirect cache. Against 1000 ms (before), the RSS
+/// peak at 1 M links under the Zipf and uniform rows was 541 against 558 MB, the throughput
+/// the same (benches/RESULTS.md, "Footprint"): a small gain, at no cost this machine showed. `_RJEM_MALLOC_CONF` in the environment
 /// overrides these.
 #[allow(non_upper_case_globals, unsafe_code)]
 #[export_name = "_rjem_malloc_conf"]
