@@ -142,6 +142,8 @@ class RssPeak:
 
     def __init__(self):
         self.pids, self.peak, self._stop = [], 0.0, threading.Event()
+        # The row under way (set by the rows), and the one under way at the peak.
+        self.label, self.peak_label = "seeding", "-"
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -152,7 +154,9 @@ class RssPeak:
         while not self._stop.wait(0.1):
             for pid in self.pids:
                 try:
-                    self.peak = max(self.peak, rss_mb(pid))
+                    rss = rss_mb(pid)
+                    if rss > self.peak:
+                        self.peak, self.peak_label = rss, self.label
                 except OSError:
                     pass
 
@@ -369,6 +373,7 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
     def measure(row, target, script, ours_args, bare_args, p99_target=None, drops=True,
                 no_drops=False):
         """One redirect row; `no_drops`: the target also asks that no visit be dropped."""
+        peak.label = row
         for server, a in ((ours, ours_args), (bare, bare_args)):
             wrk(args, server.base, script, a, warmup)
         settle(ours)
@@ -424,21 +429,26 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
             measure(f"redirect, uniform over {len(codes7):,} {what}", 0.60, "zipf.lua",
                     [os.path.join(tmp, f"codes{name}.txt"), "uniform"], [bare_check, "uniform"])
     if "options" in args.rows:
+        peak.label = "options"
         options_row(args, ours, bare, tmp, duration, warmup, rows)
     if "capped" in args.rows:
+        peak.label = "capped"
         capped_rows(args, ours, tmp, duration, warmup, rows)
     if "unknown" in args.rows:
         measure("unknown code", 0.85, "unknown.lua", [live_file], [], drops=False)
     if "job" in args.rows:
+        peak.label = "daily job"
         job_row(args, ours, live_file, duration, rows)
     # The RSS of each of our servers when its last row ended: the create rows restart the
     # server for `power`, and the one that served the redirect rows must count too.
     rss_ends = []
     if "create" in args.rows:
+        peak.label = "create"
         ours = create_rows(args, ours, duration, rows, servers, start_ours, rss_ends)
 
     rss_after = max(rss_ends + [rss_mb(ours.proc.pid)])
     if "crash" in args.rows:
+        peak.label = "kill -9"
         ours = crash_row(args, ours, live_file, links, servers, start_ours, rows)
     ours.stop()
     servers.remove(ours)
@@ -448,10 +458,12 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
     ours.stop()
     servers.remove(ours)
     if "disk" in args.rows:
+        peak.label = "disk per visit (its own 100,000-link store)"
         disk_row(args, ours_bin, env, tmp, servers, peak, rows)
     rss_peak = peak.stop()
     rows.append({"row": f"{links:,} links: RSS seeded / after the rows / highest during them",
-                 "ours": f"{rss_seeded:.0f} / {rss_after:.0f} / {rss_peak:.0f} MB",
+                 "ours": f"{rss_seeded:.0f} / {rss_after:.0f} / {rss_peak:.0f} MB "
+                         f"(peak in: {peak.peak_label})",
                  "ceiling": "-", "ratio": "-", "target": "≤ 256 MB", "p99": "-", "dropped": "-",
                  "ok": "yes" if max(rss_seeded, rss_after, rss_peak) <= 256 else "NO"})
     rows.append({"row": f"{links:,} links: data directory seeded / after the rows",

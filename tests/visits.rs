@@ -389,6 +389,21 @@ fn a_full_queue_drops_and_counts_visits_and_never_fails_a_redirect() {
     }
 }
 
+/// `/metrics` carries the binary's allocator counts (jemalloc's, which the binary runs on),
+/// not the near-zero counts of a jemalloc nothing allocates from: what it holds covers what
+/// is allocated, and an idle server holds megabytes, not gigabytes.
+#[test]
+fn metrics_carry_the_binarys_allocator_counts() {
+    let app = TestApp::binary();
+    let allocated = metric(&app, "vsl_allocator_bytes{kind=\"allocated\"}");
+    let resident = metric(&app, "vsl_allocator_bytes{kind=\"resident\"}");
+    assert!(allocated > 1e6 && allocated < 1e9, "allocated {allocated}");
+    assert!(
+        resident >= allocated,
+        "resident {resident} < allocated {allocated}"
+    );
+}
+
 /// The queue is bounded in bytes as well as entries. `visits.queue = 1` makes its byte bound
 /// one slot (`memory.budget` cannot go low enough to make the derived one tiny): a visit whose
 /// user agent does not fit a slot needs more than the whole bound, and is dropped and counted

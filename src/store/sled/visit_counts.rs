@@ -4,6 +4,9 @@
 //! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held days, or past their bytes' bound,
 //! `memory.budget`'s share) a fold starts, which adds them to the stored records in key order,
 //! a share at each of the writes that follow ([`FOLD_SLICE`]) while new counts gather beside it.
+//! A write whose counts could take what is held past the bytes' bound waits for the fold
+//! under way and what is held to be written first, so the bound holds (the visit queue sheds
+//! meanwhile).
 //! A link visited every second costs one record write per fold instead of one per second, and
 //! a fold that touches many records of one tree node does so while the node is in memory. With a read and a write of every dirty record every second,
 //! the counters were the largest cost of recording visits: switching them off (an experiment)
@@ -47,12 +50,19 @@ pub(super) const MAX_HELD: usize = 1 << 17;
 /// follow it rather than made at once: 131,072 records at once kept the writer from the
 /// queue for seconds, and at 80,000 redirects a second the queue overflowed.
 const FOLD_SLICE: Duration = Duration::from_millis(250);
-/// Bytes of a held (link, day) besides its counts' lists and sketch: its place in the map of
-/// links and their days, the [`DayDelta`] itself, its key while a fold is under way. The map
-/// is at most 7/8 full and doubles when it grows, holding both tables while it moves: a heap
-/// profile (heaptrack) of the server under uniform traffic over 1 M links held 67 MB of
-/// counts bounded at 19 MB with 160 here, so this is the slot's share at its worst.
-const ENTRY_BYTES: usize = 420;
+/// Bytes of a held (link, day) besides its counts' lists and sketch and its map slot (counted
+/// from the table, [`SLOT_BYTES`]): its key while a fold is under way, the allocator's
+/// rounding of its three small lists.
+const ENTRY_BYTES: usize = 64;
+/// Bytes of one slot of the map of links (its key, its days inline, the table's control
+/// byte). The table is counted whole, from its capacity: it is at most 7/8 full, doubles when
+/// it grows, and a fold's table keeps its size until the fold ends. A heap profile (jemalloc's,
+/// 1 M links, uniform redirects, `memory.budget = "256MB"`) showed the tables at 21 MB and
+/// the counts at 40 MB against a bound of 15 MB while they were estimated per entry.
+const SLOT_BYTES: usize = std::mem::size_of::<(u64, SmallVec<[(u64, DayDelta); 1]>)>() + 1;
+/// The most bytes one new (link, day) can add before the write's counts are in: its slot
+/// (twice over while the table doubles), its lists and sketch at their first sizes.
+const NEW_DAY_BYTES: usize = 2 * SLOT_BYTES + ENTRY_BYTES + 256;
 /// The bound of [`super::StoreOptions::new`]: [`MAX_HELD`] days of a few hundred bytes.
 pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * 256;
 
@@ -72,11 +82,28 @@ struct Days {
     links: FastMap<u64, SmallVec<[(u64, DayDelta); 1]>>,
     /// (link, day) pairs.
     len: usize,
-    /// Their bytes ([`delta_bytes`]).
+    /// Their bytes ([`delta_bytes`]), the map's table aside ([`Days::bytes`]).
     bytes: usize,
 }
 
 impl Days {
+    /// What the days hold: their counts, and the map's table at its capacity.
+    fn bytes(&self) -> usize {
+        self.bytes + self.links.capacity() * 8 / 7 * SLOT_BYTES
+    }
+
+    /// How many (link, day) pairs of `visits` are not held here.
+    fn new_days(&self, visits: &[NewVisit]) -> usize {
+        let mut new: FastMap<(u64, u64), ()> = FastMap::default();
+        for v in visits {
+            let (link_id, day) = (v.visit.link_id, v.visit.at / super::DAY_MS);
+            if !self.of(link_id).iter().any(|(d, _)| *d == day) {
+                new.insert((link_id, day), ());
+            }
+        }
+        new.len()
+    }
+
     /// Adds counts; whether the (link, day) is new here.
     fn add(&mut self, link_id: u64, day: u64, delta: DayDelta) -> bool {
         let days = self.links.entry(link_id).or_default();
@@ -167,9 +194,11 @@ impl Unwritten {
         self.held.add_visit(new)
     }
 
-    /// Held and folding together.
+    /// Held and folding together, with their tables and the fold's keys.
     fn bytes(&self) -> usize {
-        self.held.bytes + self.folding.bytes
+        self.held.bytes()
+            + self.folding.bytes()
+            + self.folding_keys.capacity() * std::mem::size_of::<(u64, u64)>()
     }
 
     /// Whether a fold should start: past either bound, or when the oldest counts have waited
@@ -217,8 +246,21 @@ enum Pace {
 impl SledStore {
     /// Holds a write's counts; `through` is the write's last block. Then writes a share of the
     /// fold under way, starting one when due.
+    ///
+    /// When the write's counts could take what is held past its bound, the fold under way and
+    /// then everything held are written first, however long that takes: the held counts stay
+    /// within the bound and one write's worth, and meanwhile the visit queue fills and sheds
+    /// (dropped visits are counted). Folding in the middle of a write's counts would leave a
+    /// record counting part of the write's blocks, which a crash could count again or lose.
     pub(super) fn hold_counts(&self, visits: &[NewVisit], through: u64) -> StoreResult<()> {
         let _one_at_a_time = self.count_fold.lock();
+        let (held, new_days) = {
+            let unwritten = self.unwritten_counts.read();
+            (unwritten.bytes(), unwritten.held.new_days(visits))
+        };
+        if held + new_days * NEW_DAY_BYTES > self.held_counts_bytes {
+            self.fold_counts_locked()?;
+        }
         let added = {
             let mut unwritten = self.unwritten_counts.write();
             let mut added = 0;
@@ -234,6 +276,11 @@ impl SledStore {
     /// Writes every held count into its record (closing, migrating).
     pub(super) fn fold_counts(&self) -> StoreResult<()> {
         let _one_at_a_time = self.count_fold.lock();
+        self.fold_counts_locked()
+    }
+
+    /// [`Self::fold_counts`], `count_fold` held.
+    fn fold_counts_locked(&self) -> StoreResult<()> {
         self.fold_step(Pace::All)?;
         // What was gathered while that fold was under way.
         self.fold_step(Pace::All)
@@ -296,7 +343,11 @@ impl SledStore {
         self.counters
             .insert(counter::VISIT_COUNTED_BLOCK, &through.to_be_bytes()[..])
             .map_err(backend)?;
-        self.unwritten_counts.write().counted = through;
+        let mut unwritten = self.unwritten_counts.write();
+        unwritten.counted = through;
+        // The fold's table and keys, empty now, go rather than wait for the next fold.
+        unwritten.folding = Days::default();
+        unwritten.folding_keys = Vec::new();
         Ok(())
     }
 
@@ -548,6 +599,69 @@ mod tests {
         );
         assert!(!store.visit_days.is_empty(), "a fold started early");
         assert_eq!(seen(&store, 3).0, (1, 0), "every visit counted once");
+    }
+
+    fn hundred_links_from(first: u64) -> Vec<NewVisit> {
+        (first..first + 100)
+            .map(|link| new(link, 1_000 + link, "a", false))
+            .collect()
+    }
+
+    /// A write whose counts could take the held ones past their bound writes the fold under
+    /// way, and what is held, before its own counts go in; every visit is still counted once.
+    #[test]
+    fn a_write_past_the_bound_writes_what_is_held_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bound = 150 * NEW_DAY_BYTES;
+        let options = super::super::StoreOptions {
+            held_counts_bytes: bound,
+            ..super::super::StoreOptions::new(dir.path())
+        };
+        let store = SledStore::open(&options).expect("open");
+        store
+            .record_visits(&mut hundred_links_from(0))
+            .expect("record");
+        {
+            // A fold under way, a tenth written.
+            let _one_at_a_time = store.count_fold.lock();
+            store.fold_step(Pace::Records(10)).expect("part of a fold");
+        }
+        assert_eq!(store.unwritten_counts.read().folding.len, 90);
+        store
+            .record_visits(&mut hundred_links_from(100))
+            .expect("record");
+        let unwritten = store.unwritten_counts.read();
+        assert_eq!(unwritten.folding.len, 0, "the fold under way was written");
+        assert_eq!(unwritten.held.len, 100, "the write's own counts are held");
+        assert!(
+            unwritten.bytes() <= bound,
+            "{} > {bound}",
+            unwritten.bytes()
+        );
+        drop(unwritten);
+        for link in [0, 99, 100, 199] {
+            assert_eq!(seen(&store, link).0, (1, 0), "link {link}");
+        }
+    }
+
+    /// What is held counts the maps' tables, and a finished fold lets its table and keys go.
+    #[test]
+    fn held_bytes_count_the_tables_and_a_finished_fold_frees_them() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SledStore::open(&super::super::StoreOptions::new(dir.path())).expect("open");
+        store
+            .record_visits(&mut hundred_links_from(0))
+            .expect("record");
+        {
+            let unwritten = store.unwritten_counts.read();
+            let table = unwritten.held.links.capacity() * SLOT_BYTES;
+            assert!(unwritten.bytes() >= table + 100 * ENTRY_BYTES);
+        }
+        store.fold_counts().expect("fold");
+        let unwritten = store.unwritten_counts.read();
+        assert_eq!(unwritten.folding.links.capacity(), 0);
+        assert_eq!(unwritten.folding_keys.capacity(), 0);
+        assert_eq!(unwritten.bytes(), 0);
     }
 
     #[test]

@@ -35,11 +35,14 @@ pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
 pub(super) const MAX_REFS: usize = 1 << 20;
 /// Bytes of a held block reference: 8, in a list that doubles as it grows.
 const REF_BYTES: usize = 16;
-/// Bytes of a link's held entry besides its references: the map's key and slot (at most 7/8
-/// full, both tables held while it grows), the [`Span`], its list's allocation. A heap
-/// profile (heaptrack) of the server under uniform traffic over 1 M links held 15 MB of
-/// references bounded at 6.3 MB with 8 and 80 here.
-const SPAN_BYTES: usize = 200;
+/// Bytes of a link's held entry besides its references and its map slot (counted from the
+/// table, [`SLOT_BYTES`]): its list's allocation, rounded.
+const SPAN_BYTES: usize = 32;
+/// Bytes of one slot of the map of links: the key, the [`Span`], the table's control byte.
+/// The table is counted whole, from its capacity (at most 7/8 full, doubling as it grows),
+/// and shrinks after a fold: a heap profile of the server under uniform traffic over 1 M
+/// links held 15 MB of references bounded at 6.3 MB while entries were counted one by one.
+const SLOT_BYTES: usize = std::mem::size_of::<(u64, Span)>() + 1;
 /// The bound of [`super::StoreOptions::new`]: [`MAX_REFS`] references, and about as much
 /// again of their links' entries.
 pub(super) const DEFAULT_HELD_BYTES: usize = MAX_REFS * 2 * REF_BYTES;
@@ -149,9 +152,11 @@ impl Recent {
         }
     }
 
-    /// What the entries hold, estimated.
+    /// What the entries hold, estimated, with the map's table at its capacity.
     fn bytes(&self) -> usize {
-        self.refs * REF_BYTES + self.links.len() * SPAN_BYTES
+        self.refs * REF_BYTES
+            + self.links.len() * SPAN_BYTES
+            + self.links.capacity() * 8 / 7 * SLOT_BYTES
     }
 
     fn due(&self, max_bytes: usize) -> bool {
@@ -170,6 +175,8 @@ impl Recent {
             span.blocks.retain(|&b| b > through);
             !span.blocks.is_empty()
         });
+        // The table sized for the fold's links would otherwise stay as large.
+        self.links.shrink_to_fit();
         self.refs = self.links.values().map(|s| s.blocks.len()).sum();
         self.since = (!self.links.is_empty()).then(Instant::now);
     }
@@ -412,6 +419,21 @@ mod tests {
         assert!(store.visit_index.is_empty());
     }
 
+    /// After a fold the table shrinks to the links still held, and its bytes with it.
+    #[test]
+    fn a_fold_lets_the_table_shrink() {
+        let mut recent = Recent::default();
+        for link in 0..1000 {
+            recent.add(link, 10, link, link);
+        }
+        recent.add(7, 11, 2000, 2000);
+        let before = recent.bytes();
+        assert!(before >= 1000 * SLOT_BYTES);
+        recent.folded_through(10);
+        assert!(recent.links.capacity() <= 3, "{}", recent.links.capacity());
+        assert!(recent.bytes() < before / 100);
+    }
+
     #[test]
     fn a_link_seen_in_many_writes_is_one_entry_until_the_fold() {
         let mut recent = Recent::default();
@@ -430,7 +452,8 @@ mod tests {
             })
         );
         assert_eq!(recent.refs, 4);
-        assert_eq!(recent.bytes(), 4 * REF_BYTES + 2 * SPAN_BYTES);
+        let table = recent.links.capacity() * 8 / 7 * SLOT_BYTES;
+        assert_eq!(recent.bytes(), 4 * REF_BYTES + 2 * SPAN_BYTES + table);
         assert!(recent.due(recent.bytes()) && !recent.due(recent.bytes() + 1));
         recent.folded_through(11);
         assert_eq!(recent.of(7).1.map(|s| s.blocks), Some(vec![20]));
