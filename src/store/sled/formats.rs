@@ -19,6 +19,14 @@ use crate::store::{Millis, NewVisit, StoreError, StoreResult, Visit};
 /// hash (SipHash on every user agent of every visit was 3 % of a hot redirect profile).
 pub(super) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The bytes of a [`FastMap`]'s table: its slots (`slot` bytes each, the control byte
+/// included) at its capacity, which is at most 7/8 of them. The memory bounds of what the
+/// visit writer holds count a map this way: a table keeps its size however few entries are
+/// left in it, and doubles as it grows.
+pub(super) fn table_bytes<K, V>(map: &FastMap<K, V>, slot: usize) -> usize {
+    map.capacity() * 8 / 7 * slot
+}
+
 /// The key of a per-link record: link id, then a number (a block, a day), big-endian.
 pub(super) fn link_key(link_id: u64, n: u64) -> [u8; 16] {
     let mut key = [0u8; 16];

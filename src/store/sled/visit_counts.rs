@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::formats::{decode_day_record, link_key, DayDelta, FastMap};
+use super::formats::{decode_day_record, link_key, table_bytes, DayDelta, FastMap};
 use super::keys::counter;
 use super::{backend, SledStore};
 use crate::model::client_hash_of;
@@ -89,7 +89,7 @@ struct Days {
 impl Days {
     /// What the days hold: their counts, and the map's table at its capacity.
     fn bytes(&self) -> usize {
-        self.bytes + self.links.capacity() * 8 / 7 * SLOT_BYTES
+        self.bytes + table_bytes(&self.links, SLOT_BYTES)
     }
 
     /// How many (link, day) pairs of `visits` are not held here.
@@ -254,11 +254,15 @@ impl SledStore {
     /// record counting part of the write's blocks, which a crash could count again or lose.
     pub(super) fn hold_counts(&self, visits: &[NewVisit], through: u64) -> StoreResult<()> {
         let _one_at_a_time = self.count_fold.lock();
-        let (held, new_days) = {
+        let past_bound = {
             let unwritten = self.unwritten_counts.read();
-            (unwritten.bytes(), unwritten.held.new_days(visits))
+            let (held, bound) = (unwritten.bytes(), self.held_counts_bytes);
+            // Counting the write's new days takes a map of them: only when a write of new
+            // days only might not fit (new days are at most the visits).
+            held + visits.len() * NEW_DAY_BYTES > bound
+                && held + unwritten.held.new_days(visits) * NEW_DAY_BYTES > bound
         };
-        if held + new_days * NEW_DAY_BYTES > self.held_counts_bytes {
+        if past_bound {
             self.fold_counts_locked()?;
         }
         let added = {

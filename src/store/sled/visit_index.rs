@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::formats::{link_key, FastMap};
+use super::formats::{link_key, table_bytes, FastMap};
 use super::keys::{counter, read_u64};
 use super::{backend, SledStore};
 use crate::store::StoreResult;
@@ -154,9 +154,7 @@ impl Recent {
 
     /// What the entries hold, estimated, with the map's table at its capacity.
     fn bytes(&self) -> usize {
-        self.refs * REF_BYTES
-            + self.links.len() * SPAN_BYTES
-            + self.links.capacity() * 8 / 7 * SLOT_BYTES
+        self.refs * REF_BYTES + self.links.len() * SPAN_BYTES + table_bytes(&self.links, SLOT_BYTES)
     }
 
     fn due(&self, max_bytes: usize) -> bool {
@@ -452,7 +450,7 @@ mod tests {
             })
         );
         assert_eq!(recent.refs, 4);
-        let table = recent.links.capacity() * 8 / 7 * SLOT_BYTES;
+        let table = table_bytes(&recent.links, SLOT_BYTES);
         assert_eq!(recent.bytes(), 4 * REF_BYTES + 2 * SPAN_BYTES + table);
         assert!(recent.due(recent.bytes()) && !recent.due(recent.bytes() + 1));
         recent.folded_through(11);
