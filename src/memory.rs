@@ -6,9 +6,9 @@
 //! the small caches) take as their bounds.
 //!
 //! Fixed parts come first (a reserve for the binary and runtime, the code filter, the
-//! connections' buffers); what is left (R) is shared out by [`SHARES`]; what no share takes is
-//! headroom for what no bound covers (allocator fragmentation, sled's page table and
-//! snapshots beyond its cache, the visit writer's enriched batches).
+//! connections' buffers, sled's page table); what is left (R) is shared out by [`shares`];
+//! what no share takes is headroom for what no bound covers (allocator fragmentation, sled's
+//! nodes read and written beyond its cache).
 
 use crate::config::{Backend, Config};
 
