@@ -21,13 +21,14 @@ pub const MIN_BUDGET: u64 = 96 * MIB;
 /// little over 20 MB of RSS; the rest is margin for threads woken under load).
 pub const BASE: u64 = 40 * MIB;
 /// sled 0.34's page table: every page of the store has an entry that lives as long as the
-/// store is open, built from the snapshot at open, whatever `cache_capacity` says (about 240
-/// bytes a page with its list of fragments). With sled's 16-entry leaves a heap profile of a
-/// server on 1 M links held 74 MB there; our sled splits leaves at 32 entries
-/// (`vendor/sled/VENDORED.md`), and the same store opened with 34 MB less allocated (123 →
-/// 89 MB), so about 40 bytes a link. A reserve for stores of up to about a million links, at
-/// most [`SLED_PAGE_TABLE_PERCENT`] of the budget; larger stores need a larger budget.
-pub const SLED_PAGE_TABLE: u64 = 40 * MIB;
+/// store is open, whatever `cache_capacity` says: the page and its list of fragments on disk,
+/// about 220 bytes a page. Our sled splits leaves at 32 entries (`vendor/sled/VENDORED.md`), and
+/// a store of 1 M links opens with about 137,000 pages (about 30 MB); the visit trees add pages
+/// as links are visited, and after uniform redirects across them the same store counted
+/// 228,000 pages (about 50 MB, walked in a sled built to count them: benches/RESULTS.md). A
+/// reserve for stores of up to about a million visited links, at most
+/// [`SLED_PAGE_TABLE_PERCENT`] of the budget; larger stores need a larger budget.
+pub const SLED_PAGE_TABLE: u64 = 56 * MIB;
 /// The page table's reserve is at most this share of the budget (a small budget is for a
 /// small store).
 pub const SLED_PAGE_TABLE_PERCENT: u64 = 30;
@@ -38,10 +39,13 @@ pub const ENRICHED_VISIT: u64 = 400;
 /// framing state.
 pub const CONNECTION_EXTRA: u64 = 16 * 1024;
 /// What sled 0.34 really holds per byte of its `cache_capacity`: the capacity counts nodes'
-/// serialized sizes, while in memory they are larger and superseded versions wait for
-/// epoch-based reclamation under writes. Measured at 1 M links under the benchmark's redirect
-/// rows: a capacity of 8 MB against 64 MB lowered the peak RSS by 295 MB, about 5.3 bytes
-/// per byte (benches/RESULTS.md). So a share of the budget buys a fifth of it in capacity.
+/// serialized sizes (rounded up to a power of two), while in memory they are larger and
+/// superseded versions wait for epoch-based reclamation under writes. Measured at 1 M links
+/// under the benchmark's redirect rows: a capacity of 8 MB against 64 MB lowered the peak RSS
+/// by 295 MB, about 5.3 bytes per byte. Walking the page table of a sled built to count (at
+/// `256MB`, a capacity of 6.7 MB, uniform redirects and the daily job) found 10 to 24 MB of
+/// nodes in memory and about 1,500 superseded ones waiting (benches/RESULTS.md). So a share
+/// of the budget buys a fifth of it in capacity.
 pub const SLED_CACHE_FACTOR: u64 = 5;
 /// The least R (budget less the fixed parts) that leaves every cache and queue room to work.
 pub const MIN_REST: u64 = 16 * MIB;

@@ -400,7 +400,17 @@ async fn write_loop(
             // workers, so that it never delays a redirect.
             let enricher = enricher.clone();
             match tokio::task::spawn_blocking(move || enricher.enrich_all(received)).await {
-                Ok(mut enriched) => pending.append(&mut enriched),
+                Ok(mut enriched) => {
+                    // Grown by hand, not by `append`'s doubling: a pending list just past half
+                    // the bound would otherwise take twice the bound's slots, and the budget
+                    // counts `max_pending` visits (`memory::shares::WRITER_BATCHES`).
+                    let needed = pending.len() + enriched.len();
+                    if needed > pending.capacity() {
+                        let target = needed.max((pending.len() * 2).min(max_pending));
+                        pending.reserve_exact(target - pending.len());
+                    }
+                    pending.append(&mut enriched);
+                }
                 Err(e) => tracing::error!("the visit enricher panicked: {e}"),
             }
         }
