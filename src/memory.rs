@@ -7,8 +7,8 @@
 //!
 //! Fixed parts come first (a reserve for the binary and runtime, the code filter, the
 //! connections' buffers, sled's page table); what is left (R) is shared out by [`shares`];
-//! what no share takes is headroom for what no bound covers (allocator fragmentation, sled's
-//! nodes read and written beyond its cache).
+//! what no share takes is headroom for what no bound covers (allocator fragmentation, the
+//! short bursts of the daily job's transactions).
 
 use crate::config::{Backend, Config};
 
