@@ -144,6 +144,8 @@ class RssPeak:
         self.pids, self.peak, self._stop = [], 0.0, threading.Event()
         # The row under way (set by the rows), and the one under way at the peak.
         self.label, self.peak_label = "seeding", "-"
+        # The highest RSS in each row, printed after the run: where a peak comes from.
+        self.by_label = {}
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -155,6 +157,8 @@ class RssPeak:
             for pid in self.pids:
                 try:
                     rss = rss_mb(pid)
+                    label = self.label
+                    self.by_label[label] = max(self.by_label.get(label, 0.0), rss)
                     if rss > self.peak:
                         self.peak, self.peak_label = rss, self.label
                 except OSError:
@@ -461,6 +465,8 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
         peak.label = "disk per visit (its own 100,000-link store)"
         disk_row(args, ours_bin, env, tmp, servers, peak, rows)
     rss_peak = peak.stop()
+    print("== RSS peak by row: " + ", ".join(f"{label} {mb:.0f} MB"
+                                              for label, mb in peak.by_label.items()), flush=True)
     rows.append({"row": f"{links:,} links: RSS seeded / after the rows / highest during them",
                  "ours": f"{rss_seeded:.0f} / {rss_after:.0f} / {rss_peak:.0f} MB "
                          f"(peak in: {peak.peak_label})",
