@@ -160,7 +160,7 @@ class RssPeak:
                     label = self.label
                     self.by_label[label] = max(self.by_label.get(label, 0.0), rss)
                     if rss > self.peak:
-                        self.peak, self.peak_label = rss, self.label
+                        self.peak, self.peak_label = rss, label
                 except OSError:
                     pass
 

@@ -94,9 +94,9 @@ pub mod entry {
     pub const LINK_STATE: u64 = 512;
     /// A link's visit total for the review trigger (two u64s in a slot).
     pub const REVIEW_TOTAL: u64 = 48;
-    /// A redirect cache entry when `cache.capacity` counts entries: a code, a URL of about a
-    /// hundred bytes, the entry (`crate::cache::ENTRY_OVERHEAD`, 310).
-    pub const REDIRECT: u64 = 416;
+    /// A redirect cache entry when `cache.capacity` counts entries: a 6-character code, a URL
+    /// of about a hundred bytes, and what the cache holds besides them.
+    pub const REDIRECT: u64 = 6 + 100 + crate::cache::ENTRY_OVERHEAD as u64;
 }
 
 /// Least visits the writer gathers for one write: fewer would make writes (and their
