@@ -313,8 +313,6 @@ listen = "127.0.0.1:{port}"
 base_url = "http://sl.bench"
 [storage]
 path = "{data}"
-[cache]
-capacity = 100000
 [auth]
 keys = [{{ key = "{KEY}", name = "bench", role = "admin" }}]
 [limits.rates]

@@ -1120,7 +1120,7 @@ mod tests {
             assert!(bad.parse::<ByteSize>().is_err(), "{bad:?}");
         }
         let c = Config::from_toml("").unwrap();
-        assert_eq!(c.memory.budget, ByteSize(512 << 20));
+        assert_eq!(c.memory.budget, ByteSize(256 << 20));
         assert_eq!(c.cache.capacity, None, "derived unless set");
         assert_eq!(c.visits.queue, None);
         assert_eq!(c.storage.cache_capacity_mb, None);

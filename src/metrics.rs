@@ -79,6 +79,7 @@ pub struct Metrics {
     flush_seconds: FloatGauge,
     last_flush_seconds: FloatGauge,
     allocator: Family<KindLabel, Gauge>,
+    store_memory: Family<PartLabel, Gauge>,
 }
 
 impl Metrics {
@@ -169,6 +170,7 @@ impl Metrics {
             flush_seconds: FloatGauge::default(),
             last_flush_seconds: FloatGauge::default(),
             allocator: Family::default(),
+            store_memory: Family::default(),
             registry,
         };
         metrics.register_levels()
@@ -207,6 +209,12 @@ impl Metrics {
             "jemalloc's counts: allocated (live objects), active (their pages), resident \
              (what the allocator holds in RAM), mapped, retained (returned, still mapped)",
             self.allocator.clone(),
+        );
+        r.register(
+            "store_memory_bytes",
+            "What the store holds beyond its bounds, as it changes: sled's page table \
+             (estimated from its pages) and the cache capacity the table leaves sled",
+            self.store_memory.clone(),
         );
         r.register(
             "store_flushes",
@@ -324,6 +332,9 @@ impl Metrics {
         self.flush_seconds.set(flush.total.as_secs_f64());
         self.last_flush_seconds
             .set(Duration::as_secs_f64(&flush.last));
+        for (part, bytes) in store.memory_held() {
+            set(&self.store_memory.get_or_create(&PartLabel { part }), bytes);
+        }
         for (kind, bytes) in allocator_counts() {
             set(&self.allocator.get_or_create(&KindLabel { kind }), bytes);
         }

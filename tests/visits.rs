@@ -404,6 +404,24 @@ fn metrics_carry_the_binarys_allocator_counts() {
     );
 }
 
+/// sled's page table and the cache capacity it leaves are exported as they are: a small
+/// store's table is inside its reserve, so the cache keeps the capacity the budget gave it.
+/// sled only (a database server holds neither).
+#[test]
+fn metrics_carry_the_page_table_and_the_cache_capacity_it_leaves() {
+    let app = TestApp::start_sled("", &[]);
+    new_code(&app, "https://example.com/pages");
+    let share = metric(&app, "vsl_memory_bound_bytes{part=\"sled_cache\"}");
+    let capacity = metric(&app, "vsl_store_memory_bytes{part=\"sled_cache_capacity\"}");
+    assert_eq!(capacity, (share / 5.0).floor(), "a fifth of sled's share");
+    let table = metric(&app, "vsl_store_memory_bytes{part=\"sled_page_table\"}");
+    let reserve = metric(&app, "vsl_memory_bound_bytes{part=\"sled_pages\"}");
+    assert!(
+        table > 0.0 && table < reserve,
+        "table {table}, reserve {reserve}"
+    );
+}
+
 /// The queue is bounded in bytes as well as entries. `visits.queue = 1` makes its byte bound
 /// one slot (`memory.budget` cannot go low enough to make the derived one tiny): a visit whose
 /// user agent does not fit a slot needs more than the whole bound, and is dropped and counted

@@ -639,6 +639,13 @@ pub trait StoreOps: Send + Sync {
     /// server groups commits itself).
     fn commit_stats(&self) -> CommitStats;
 
+    /// What the store holds in memory beyond its bounds' shares, by part, in bytes, as it
+    /// changes (sled: its page table's estimate and the cache capacity the table leaves;
+    /// nothing for a database server).
+    fn memory_held(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// What several instances sharing this store coordinate through; `None` for a store only
     /// this process uses (its jobs then serialise in memory and its short-lived records stay
     /// in its own memory).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::postgres::{PgOptions, PgStore};
-use super::sled::{OpenReport, SledStore, StoreOptions};
+use super::sled::{OpenReport, PageTableBudget, SledStore, StoreOptions};
 use super::{Store, StoreResult};
 use crate::config::{Backend, Config};
 
@@ -49,6 +49,13 @@ pub fn sled_options(config: &Config) -> StoreOptions {
         min_free_bytes: config.storage.min_free_mb.saturating_mul(1024 * 1024),
         held_counts_bytes: bytes(config.memory.bounds.held_counts),
         held_index_bytes: bytes(config.memory.bounds.held_index),
+        // Past its reserve, the page table takes from the cache ([`crate::memory`]).
+        page_table: PageTableBudget {
+            reserve: config.memory.bounds.sled_pages,
+            entry_bytes: crate::memory::SLED_PAGE_BYTES,
+            cache_floor: config.memory.bounds.sled_cache_floor,
+            cache_factor: crate::memory::SLED_CACHE_FACTOR,
+        },
     }
 }
 

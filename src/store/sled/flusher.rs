@@ -10,6 +10,9 @@
 //! sled 0.34's flush ends in `sync_file_range`, which survives a killed process but not a power
 //! cut. This file owns no data; it never reads or writes records.
 //!
+//! After a flush the thread also runs the store's hook for what grows with writes (the page
+//! table's watch, [`super::page_table`]), so that no writer waits for it.
+//!
 //! A writer that must not block (the create committer, [`super::group`]) hands over a callback
 //! instead ([`Flusher::when_durable`]); the flusher thread calls it after the flush that covers
 //! it, so that the writer goes on committing while the flush runs.
@@ -65,6 +68,9 @@ struct State {
 /// Called with the outcome of the flush that covers a commit.
 pub type Durable = Box<dyn FnOnce(StoreResult<()>) + Send>;
 
+/// Called on the flusher's thread after each flush.
+pub type AfterFlush = Box<dyn Fn(&sled::Db) + Send>;
+
 /// The group-commit flusher of one sled database.
 pub struct Flusher {
     shared: Arc<Shared>,
@@ -74,12 +80,13 @@ pub struct Flusher {
 impl Flusher {
     /// Starts the flusher thread for `db`, whose files live in `dir`.
     /// In `power` durability, `also_sync` are files of the store's beside sled's (the claims
-    /// journal) that each flush fsyncs too.
+    /// journal) that each flush fsyncs too. `after` runs after each flush.
     pub fn start(
         db: sled::Db,
         dir: &Path,
         durability: Durability,
         also_sync: Vec<PathBuf>,
+        after: AfterFlush,
     ) -> StoreResult<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -95,7 +102,7 @@ impl Flusher {
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("vsl-flusher".into())
-            .spawn(move || run(thread_shared, db, syncer))
+            .spawn(move || run(thread_shared, db, syncer, after))
             .map_err(|e| StoreError::Backend(format!("cannot start flusher thread: {e}")))?;
         Ok(Self {
             shared,
@@ -197,7 +204,7 @@ impl Drop for Flusher {
     }
 }
 
-fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
+fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>, after: AfterFlush) {
     // Tickets the last flush covered.
     let mut covered_last = 0u64;
     loop {
@@ -276,6 +283,7 @@ fn run(shared: Arc<Shared>, db: sled::Db, mut syncer: Option<FileSyncer>) {
         for (outcome, then) in outcomes {
             then(outcome);
         }
+        after(&db);
     }
 }
 

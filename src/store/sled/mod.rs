@@ -24,6 +24,7 @@
 //! | `flusher.rs` | group-committed flushes (durability) |
 //! | `filter_file.rs` | the code filter's file |
 //! | `space.rs` | the free-space guard |
+//! | `page_table.rs` | sled's page table against its reserve: the cache gives way as it grows |
 //!
 //! Every write is one multi-tree transaction followed by a group-committed flush
 //! ([`flusher`]). Transaction closures may run more than once, so they do no I/O, read no
@@ -48,6 +49,7 @@ mod leads;
 mod links;
 mod open;
 mod outbox;
+mod page_table;
 mod pools;
 mod reviews;
 mod space;
@@ -57,11 +59,13 @@ mod visits;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
 pub use self::check::CheckReport;
 pub use self::codec::check_record;
+pub use self::page_table::PageTableBudget;
 // Siblings reach these through `super::`, as before the split.
 use self::codec::{bump, encode, tx_decode_link};
 use self::errors::{backend, Abort};
@@ -110,6 +114,9 @@ pub struct StoreOptions {
     /// Estimated bytes of visit-index references held before a fold comes early
     /// ([`visit_index`]).
     pub held_index_bytes: usize,
+    /// sled's page table: its reserve, and how far the cache gives way when the table
+    /// outgrows it ([`page_table`]).
+    pub page_table: PageTableBudget,
 }
 
 impl StoreOptions {
@@ -125,6 +132,7 @@ impl StoreOptions {
             min_free_bytes: 64 * 1024 * 1024,
             held_counts_bytes: visit_counts::DEFAULT_HELD_BYTES,
             held_index_bytes: visit_index::DEFAULT_HELD_BYTES,
+            page_table: PageTableBudget::UNBOUNDED,
         }
     }
 }
@@ -221,6 +229,8 @@ pub struct SledStore {
     flusher: Flusher,
     /// Refuses writes before the disk is full ([`space`]).
     space: space::SpaceGuard,
+    /// Gives sled's cache capacity to its page table as the store grows ([`page_table`]).
+    page_table: Arc<page_table::PageTableWatch>,
     report: OpenReport,
 }
 
@@ -564,6 +574,13 @@ impl StoreOps for SledStore {
 
     fn commit_stats(&self) -> CommitStats {
         self.flusher.stats()
+    }
+
+    fn memory_held(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("sled_page_table", self.page_table.table_bytes()),
+            ("sled_cache_capacity", self.page_table.cache_capacity()),
+        ]
     }
 
     /// Only this process writes the directory (sled holds its lock).

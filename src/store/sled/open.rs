@@ -64,11 +64,19 @@ impl SledStore {
             .collect::<StoreResult<Vec<_>>>()?;
         // The visit trees of the layout before blocks, emptied into blocks below.
         let (old_visits, old_log) = (tree("visits")?, tree("visit_log")?);
+        // The page table as the store opened, then after flushes as it grows.
+        let page_table = Arc::new(super::page_table::PageTableWatch::new(
+            options.page_table,
+            options.cache_capacity_bytes,
+        ));
+        page_table.check(&db);
+        let watch = Arc::clone(&page_table);
         let flusher = Flusher::start(
             db.clone(),
             &db_path,
             options.durability,
             vec![options.path.join(super::claims::JOURNAL)],
+            Box::new(move |db| watch.after_flush(db)),
         )?;
         let claims = tree("claims")?;
         let claim_book = super::claims::ClaimBook::open(&claims, &options.path)?;
@@ -133,6 +141,7 @@ impl SledStore {
             },
             flusher,
             space: super::space::SpaceGuard::new(options.path.clone(), options.min_free_bytes),
+            page_table,
             db,
         };
         store.check_pool_sizes()?;

@@ -237,6 +237,18 @@ impl Db {
         self.context.was_recovered()
     }
 
+    /// vshortlink: the pages of the store. sled keeps an entry for each in memory for as
+    /// long as the store is open (the page table), whatever `cache_capacity` says.
+    pub fn page_count(&self) -> u64 {
+        self.context.pagecache.page_count()
+    }
+
+    /// vshortlink: changes the cache's capacity (`Config::cache_capacity`) of an open
+    /// store. Pages over the new capacity are evicted as they are next accessed.
+    pub fn set_cache_capacity(&self, bytes: u64) {
+        self.context.pagecache.set_cache_capacity(bytes)
+    }
+
     /// Generate a monotonic ID. Not guaranteed to be
     /// contiguous. Written to disk every `idgen_persist_interval`
     /// operations, followed by a blocking flush. During recovery, we

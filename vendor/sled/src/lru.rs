@@ -236,6 +236,22 @@ impl Lru {
         Self { shards }
     }
 
+    /// vshortlink: sets the capacity in bytes, as [`Lru::new`] does (a sixteenth a shard).
+    /// A shard over its new capacity evicts at its next counted access. Waits for each
+    /// shard's lock: it is held only while a block of accesses is counted.
+    pub(crate) fn set_capacity(&self, cache_capacity: u64) {
+        let shard_capacity = (cache_capacity / N_SHARDS as u64).max(1);
+        for (_, shard_mu) in &self.shards {
+            loop {
+                if let Some(mut shard) = shard_mu.try_lock() {
+                    shard.capacity = shard_capacity;
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+
     /// Called when an item is accessed. Returns a Vec of items to be
     /// evicted. Uses flat-combining to avoid blocking on what can
     /// be an asynchronous operation.

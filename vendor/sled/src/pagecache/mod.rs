@@ -1791,6 +1791,19 @@ impl PageCache {
         self.was_recovered
     }
 
+    /// vshortlink: the pages in the page table (allocated and not freed). Each keeps an
+    /// entry in memory for as long as the store is open, whatever the cache's capacity.
+    pub(crate) fn page_count(&self) -> u64 {
+        let allocated = *self.next_pid_to_allocate.lock();
+        let free = self.free.lock().len() as u64;
+        allocated.saturating_sub(free)
+    }
+
+    /// vshortlink: a new cache capacity in bytes (see `Lru::set_capacity`).
+    pub(crate) fn set_cache_capacity(&self, bytes: u64) {
+        self.lru.set_capacity(bytes.max(256));
+    }
+
     /// Generate a monotonic ID. Not guaranteed to be
     /// contiguous. Written to disk every `idgen_persist_interval`
     /// operations, followed by a blocking flush. During recovery, we
