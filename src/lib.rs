@@ -286,9 +286,16 @@ pub async fn build(
         reviews.start(review_triggers);
     }
     metrics.register_reviews(&reviews);
-    let (webhooks, webhook_events) =
-        webhooks::Webhooks::new(store.clone(), clock.clone(), config.webhooks.clone())
-            .map_err(|e| format!("webhooks: {e}"))?;
+    let (webhooks, webhook_events) = webhooks::Webhooks::new(
+        store.clone(),
+        clock.clone(),
+        config.webhooks.clone(),
+        webhooks::QueueBounds {
+            events: config.memory.bounds.webhook_events,
+            visits: config.memory.bounds.webhook_visits,
+        },
+    )
+    .map_err(|e| format!("webhooks: {e}"))?;
     metrics.register_webhooks(&webhooks);
     if webhooks.enabled() {
         wire_webhooks(&webhooks, &config, &links, &recorder, &reviews);

@@ -42,8 +42,9 @@ pub const SLED_PAGE_BYTES: u64 = 240;
 /// The least share of its capacity sled's cache keeps when its page table outgrows the
 /// reserve. Creates read leaves of the code and dedup trees that the cache no longer holds:
 /// on the benchmark's grown store at `256MB`, creates ran at 6,600–6,800/s with a quarter of
-/// the capacity and 6,800–7,400/s with half, against 7,500–8,200/s with all of it.
-pub const SLED_CACHE_FLOOR_PERCENT: u64 = 50;
+/// the capacity and 6,800–7,400/s with half, against 7,500–8,200/s with all of it, and
+/// 7,250–7,350/s with a fixed 4 MB (about three quarters).
+pub const SLED_CACHE_FLOOR_PERCENT: u64 = 75;
 /// The page table's reserve is at most this share of the budget (a small budget is for a
 /// small store).
 pub const SLED_PAGE_TABLE_PERCENT: u64 = 30;
@@ -85,6 +86,11 @@ pub mod shares {
     pub const HELD_INDEX: u64 = 5;
     /// The small caches: rate-limiter keys, parsed user agents, link states, review totals.
     pub const SMALL_CACHES: u64 = 5;
+    /// With a webhook configured: the events waiting for the outbox writer and the visits
+    /// waiting to be gathered into one event, half each. Taken from the headroom (none
+    /// without webhooks). The review's triggers (at most 4,096 link ids) are too small to
+    /// need a share.
+    pub const WEBHOOKS: u64 = 5;
 }
 
 /// How the small caches' share is split, in percent of it.
@@ -106,6 +112,13 @@ pub mod entry {
     pub const LINK_STATE: u64 = 512;
     /// A link's visit total for the review trigger (two u64s in a slot).
     pub const REVIEW_TOTAL: u64 = 48;
+    /// A webhook event waiting for the outbox writer: a link's eleven fields as a JSON tree
+    /// (`serde_json::Value`: one B-tree node of about 700 bytes, a string for each key and
+    /// value, the URL's the longest), its key, the channel's slot; rounded up.
+    pub const WEBHOOK_EVENT: u64 = 2048;
+    /// A visit waiting to be gathered into a webhook event: ten fields as a JSON tree, the
+    /// same way.
+    pub const WEBHOOK_VISIT: u64 = 1280;
     /// A redirect cache entry when `cache.capacity` counts entries: a 6-character code, a URL
     /// of about a hundred bytes, and what the cache holds besides them.
     pub const REDIRECT: u64 = 6 + 100 + crate::cache::ENTRY_OVERHEAD as u64;
@@ -117,6 +130,9 @@ const MIN_WRITER_VISITS: usize = 4096;
 
 /// Least entries of each small cache, whatever the budget.
 const MIN_ENTRIES: usize = 64;
+
+/// Least webhook events and gathered visits held, whatever the budget.
+const MIN_WEBHOOK_ENTRIES: usize = 256;
 
 /// Every bound, in bytes unless named otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -166,6 +182,12 @@ pub struct Bounds {
     pub link_states: usize,
     /// Links whose visit totals the review remembers.
     pub review_totals: usize,
+    /// The webhooks' events and gathered visits (0 with no webhook configured).
+    pub webhooks: u64,
+    /// Webhook events waiting for the outbox writer, at most.
+    pub webhook_events: usize,
+    /// Visits waiting to be gathered into a webhook event, at most.
+    pub webhook_visits: usize,
     /// What the parts leave of the budget.
     pub headroom: u64,
 }
@@ -257,6 +279,16 @@ impl Bounds {
             usize::try_from(n).unwrap_or(usize::MAX).max(MIN_ENTRIES)
         };
         let limits = config.limits.rates.enabled() as u64 + 1; // + the auth block list
+        let webhooks = if config.webhooks.is_empty() {
+            0
+        } else {
+            share(shares::WEBHOOKS)
+        };
+        let held = |per_entry: u64| {
+            usize::try_from(webhooks / 2 / per_entry)
+                .unwrap_or(usize::MAX)
+                .max(MIN_WEBHOOK_ENTRIES)
+        };
         let mut bounds = Bounds {
             budget,
             base: BASE,
@@ -279,6 +311,9 @@ impl Bounds {
             user_agents: count(small::USER_AGENTS, entry::USER_AGENT, 1),
             link_states: count(small::LINK_STATES, entry::LINK_STATE, 1),
             review_totals: count(small::REVIEW_TOTALS, entry::REVIEW_TOTAL, 1),
+            webhooks,
+            webhook_events: held(entry::WEBHOOK_EVENT),
+            webhook_visits: held(entry::WEBHOOK_VISIT),
             headroom: 0,
         };
         let bound: u64 = bounds.parts().iter().map(|(_, bytes)| bytes).sum();
@@ -287,7 +322,7 @@ impl Bounds {
     }
 
     /// Every part but the headroom, by its `/metrics` label.
-    pub fn parts(&self) -> [(&'static str, u64); 11] {
+    pub fn parts(&self) -> [(&'static str, u64); 12] {
         [
             ("base", self.base),
             ("code_filter", self.code_filter),
@@ -300,6 +335,7 @@ impl Bounds {
             ("held_counts", self.held_counts),
             ("held_index", self.held_index),
             ("small_caches", self.small_caches),
+            ("webhooks", self.webhooks),
         ]
     }
 
@@ -328,6 +364,8 @@ impl Bounds {
             held_counts_mb = mb(self.held_counts),
             held_index_mb = mb(self.held_index),
             small_caches_mb = mb(self.small_caches),
+            webhooks_mb = mb(self.webhooks),
+            webhook_events = self.webhook_events,
             headroom_mb = mb(self.headroom),
             "memory bounds (memory.budget)"
         );
@@ -430,6 +468,29 @@ mod tests {
             b.visit_queue,
             4 * crate::visits::recorder::SLOT_BYTES as u64
         );
+    }
+
+    #[test]
+    fn webhooks_take_their_share_from_the_headroom_only_when_configured() {
+        let off = bounds("").expect("defaults");
+        assert_eq!(off.webhooks, 0);
+        let on = bounds(
+            "[[webhooks]]\nurl = \"https://hooks.example/in\"\nevents = [\"visit\"]\n\
+             secret = \"a-long-random-string\"\n",
+        )
+        .expect("webhooks");
+        let rest = on.budget - on.base - on.code_filter - on.connections - on.sled_pages;
+        assert_eq!(on.webhooks, rest / 100 * shares::WEBHOOKS);
+        assert_eq!(on.headroom, off.headroom - on.webhooks);
+        assert_eq!(
+            on.redirect_cache, off.redirect_cache,
+            "no other share moves"
+        );
+        assert_eq!(
+            on.webhook_events as u64,
+            on.webhooks / 2 / entry::WEBHOOK_EVENT
+        );
+        assert!(on.webhook_visits >= on.webhook_events && on.webhook_events >= 256);
     }
 
     #[test]

@@ -37,8 +37,6 @@ use crate::model::outbox::{
 use crate::model::Millis;
 use crate::store::Store;
 
-/// Events waiting for the writer; past this, events are dropped (and counted).
-const QUEUE: usize = 16_384;
 /// POSTs in flight at most (and the most items one round takes).
 const BATCH: usize = 32;
 /// How long a taken item is ours: longer than a POST may take.
@@ -75,6 +73,15 @@ impl Counts {
     }
 }
 
+/// How much the service holds in memory before the outbox ([`crate::memory`] derives them).
+#[derive(Clone, Copy, Debug)]
+pub struct QueueBounds {
+    /// Events waiting for the outbox writer.
+    pub events: usize,
+    /// Visits waiting to be gathered into one event.
+    pub visits: usize,
+}
+
 /// The webhooks service.
 pub struct Webhooks {
     store: Arc<dyn Store>,
@@ -83,6 +90,8 @@ pub struct Webhooks {
     queue: mpsc::Sender<Event>,
     /// Visits told since the last visit event.
     visits: Mutex<Vec<Value>>,
+    /// Most visits held in `visits`.
+    held_visits: usize,
     wake: Notify,
     client: reqwest::Client,
     pub counts: Counts,
@@ -93,12 +102,15 @@ pub struct Webhooks {
 impl Webhooks {
     /// The service and the receiving end of its queue (for [`Webhooks::start`]). With no
     /// webhook configured, telling does nothing.
+    /// `bounds` are `memory.budget`'s: events waiting for the outbox writer and visits
+    /// waiting to be gathered; past either, what comes is dropped (and counted).
     pub fn new(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         hooks: Vec<WebhookConfig>,
+        bounds: QueueBounds,
     ) -> Result<(Arc<Self>, mpsc::Receiver<Event>), reqwest::Error> {
-        let (queue, received) = mpsc::channel(QUEUE);
+        let (queue, received) = mpsc::channel(bounds.events.max(1));
         let client = reqwest::Client::builder()
             .timeout(POST_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
@@ -115,6 +127,7 @@ impl Webhooks {
                 hooks,
                 queue,
                 visits: Mutex::new(Vec::new()),
+                held_visits: bounds.visits,
                 wake: Notify::new(),
                 client,
                 counts: Counts::default(),
@@ -150,9 +163,11 @@ impl Webhooks {
     pub fn tell_visits(&self, visits: impl IntoIterator<Item = Value>) {
         if self.wants(EventKind::Visit) {
             let mut held = self.visits.lock();
-            if held.len() < QUEUE {
-                held.extend(visits);
-            } else {
+            let room = self.held_visits.saturating_sub(held.len());
+            let before = held.len();
+            let mut visits = visits.into_iter();
+            held.extend(visits.by_ref().take(room));
+            if held.len() - before == room && visits.next().is_some() {
                 self.counts.dropped.inc();
             }
         }

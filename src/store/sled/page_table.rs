@@ -98,12 +98,24 @@ impl PageTableWatch {
         if wanted.abs_diff(now) >= STEP || (at_floor && wanted != now) {
             db.set_cache_capacity(wanted);
             self.cache.store(wanted, Ordering::Relaxed);
-            tracing::info!(
-                pages,
-                page_table_mb = self.table_bytes() / (1024 * 1024),
-                cache_capacity_kb = wanted / 1024,
-                "sled's page table is past its reserve in memory.budget; its cache gives way"
-            );
+            let table_mb = self.table_bytes() / (1024 * 1024);
+            let capacity_kb = wanted / 1024;
+            // Once at info, the first time; each later step (64 KiB at least) at debug.
+            if now == self.opened_with {
+                tracing::info!(
+                    pages,
+                    page_table_mb = table_mb,
+                    cache_capacity_kb = capacity_kb,
+                    "sled's page table is past its reserve in memory.budget; its cache gives way"
+                );
+            } else {
+                tracing::debug!(
+                    pages,
+                    page_table_mb = table_mb,
+                    cache_capacity_kb = capacity_kb,
+                    "sled's cache gives way to its page table"
+                );
+            }
         }
         let table = self.table_bytes();
         let floor_covers = self
