@@ -258,16 +258,11 @@ impl Bounds {
             Some(n) => ((n as u64).saturating_mul(slot), n),
             None => {
                 let bytes = share(shares::VISIT_QUEUE);
-                (
-                    bytes,
-                    usize::try_from(bytes / slot).unwrap_or(usize::MAX).max(1),
-                )
+                (bytes, entries(bytes, slot, 1))
             }
         };
         let writer_batches = share(shares::WRITER_BATCHES);
-        let writer_visits = usize::try_from(writer_batches / 2 / ENRICHED_VISIT)
-            .unwrap_or(usize::MAX)
-            .max(MIN_WRITER_VISITS);
+        let writer_visits = entries(writer_batches / 2, ENRICHED_VISIT, MIN_WRITER_VISITS);
         let (held_counts, held_index) = if sled {
             (share(shares::HELD_COUNTS), share(shares::HELD_INDEX))
         } else {
@@ -275,8 +270,11 @@ impl Bounds {
         };
         let small_caches = share(shares::SMALL_CACHES);
         let count = |percent: u64, per_entry: u64, caches: u64| {
-            let n = small_caches / 100 * percent / per_entry / caches.max(1);
-            usize::try_from(n).unwrap_or(usize::MAX).max(MIN_ENTRIES)
+            entries(
+                small_caches / 100 * percent / caches.max(1),
+                per_entry,
+                MIN_ENTRIES,
+            )
         };
         let limits = config.limits.rates.enabled() as u64 + 1; // + the auth block list
         let webhooks = if config.webhooks.is_empty() {
@@ -284,11 +282,7 @@ impl Bounds {
         } else {
             share(shares::WEBHOOKS)
         };
-        let held = |per_entry: u64| {
-            usize::try_from(webhooks / 2 / per_entry)
-                .unwrap_or(usize::MAX)
-                .max(MIN_WEBHOOK_ENTRIES)
-        };
+        let held = |per_entry: u64| entries(webhooks / 2, per_entry, MIN_WEBHOOK_ENTRIES);
         let mut bounds = Bounds {
             budget,
             base: BASE,
@@ -370,6 +364,13 @@ impl Bounds {
             "memory bounds (memory.budget)"
         );
     }
+}
+
+/// How many entries of `per_entry` bytes fit `bytes`, at least `least`.
+fn entries(bytes: u64, per_entry: u64, least: usize) -> usize {
+    usize::try_from(bytes / per_entry.max(1))
+        .unwrap_or(usize::MAX)
+        .max(least)
 }
 
 /// Bytes in MB, one decimal, for the log.

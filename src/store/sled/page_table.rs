@@ -42,14 +42,17 @@ impl PageTableBudget {
         cache_factor: 1,
     };
 
+    /// The least capacity a cache of `capacity` at open gives way to.
+    fn floor(&self, capacity: u64) -> u64 {
+        self.cache_floor.min(capacity)
+    }
+
     /// The cache capacity, of `capacity` at open, for a table of `pages` pages.
     fn capacity_for(&self, capacity: u64, pages: u64) -> u64 {
         let table = pages.saturating_mul(self.entry_bytes);
         let excess = table.saturating_sub(self.reserve);
         let give = excess.div_ceil(self.cache_factor.max(1));
-        capacity
-            .saturating_sub(give)
-            .max(self.cache_floor.min(capacity))
+        capacity.saturating_sub(give).max(self.floor(capacity))
     }
 }
 
@@ -92,13 +95,15 @@ impl PageTableWatch {
     pub(super) fn check(&self, db: &sled::Db) {
         let pages = db.page_count();
         self.pages.store(pages, Ordering::Relaxed);
+        let table = self.table_bytes();
+        let floor = self.budget.floor(self.opened_with);
         let wanted = self.budget.capacity_for(self.opened_with, pages);
         let now = self.cache.load(Ordering::Relaxed);
-        let at_floor = wanted == self.budget.cache_floor.min(self.opened_with);
-        if wanted.abs_diff(now) >= STEP || (at_floor && wanted != now) {
+        // Small steps wait for a larger one, except the last step down to the floor.
+        if wanted != now && (wanted.abs_diff(now) >= STEP || wanted == floor) {
             db.set_cache_capacity(wanted);
             self.cache.store(wanted, Ordering::Relaxed);
-            let table_mb = self.table_bytes() / (1024 * 1024);
+            let table_mb = table / (1024 * 1024);
             let capacity_kb = wanted / 1024;
             // Once at info, the first time; each later step (64 KiB at least) at debug.
             if now == self.opened_with {
@@ -117,11 +122,7 @@ impl PageTableWatch {
                 );
             }
         }
-        let table = self.table_bytes();
-        let floor_covers = self
-            .opened_with
-            .saturating_sub(self.budget.cache_floor)
-            .saturating_mul(self.budget.cache_factor);
+        let floor_covers = (self.opened_with - floor).saturating_mul(self.budget.cache_factor);
         if table > self.budget.reserve.saturating_add(floor_covers)
             && !self.warned.swap(true, Ordering::Relaxed)
         {
