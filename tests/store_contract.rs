@@ -2206,6 +2206,37 @@ macro_rules! backend {
 }
 
 /// Every case, on every backend.
+/// What a store reports holding beside its bounds (`vsl_store_memory_bytes{part}`): each part
+/// named once, the same parts before and after writes (a metric's labels do not come and go),
+/// and every value a gauge can carry. sled names its page table and cache capacity; a
+/// database server holds neither and names nothing.
+fn memory_held_names_each_part_once_and_keeps_them(make: Make) {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = make(&dir);
+    let names = |store: &dyn Store| {
+        let held = store.memory_held();
+        assert!(
+            held.iter().all(|(_, bytes)| *bytes <= i64::MAX as u64),
+            "{held:?}"
+        );
+        let mut names: Vec<&str> = held.iter().map(|(name, _)| *name).collect();
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "a part named twice: {held:?}");
+        names
+    };
+    let before = names(&*store);
+    for i in 0..50 {
+        created(store.create_link(&new_link(
+            CodeChoice::Custom(format!("mem{i:03}")),
+            "https://example.com/m",
+        )));
+    }
+    store.sync().expect("sync");
+    assert_eq!(names(&*store), before);
+}
+
 macro_rules! contract {
     ($($case:ident),+ $(,)?) => {
         backend!(sled; $($case),+);
@@ -2214,6 +2245,7 @@ macro_rules! contract {
 }
 
 contract!(
+    memory_held_names_each_part_once_and_keeps_them,
     pool_takes_lowest_code_once,
     cooling_codes_wait,
     dedup_returns_the_existing_generated_link,
