@@ -144,6 +144,9 @@ pub struct ServerConfig {
     /// The proxies whose forwarding headers are believed (addresses and CIDR blocks): the
     /// client is the rightmost address of the chain that is not one of them.
     pub trusted_proxies: TrustedProxies,
+    /// The one header the trusted proxy sets with the client's address; the others are
+    /// ignored (a client can write any of them, and a proxy overwrites only its own).
+    pub client_ip_header: ClientIpHeader,
     /// A client must send its request head within this time.
     pub header_timeout: Span,
     /// Largest request head; larger is answered 431.
@@ -159,6 +162,21 @@ impl ServerConfig {
     pub fn proxies(&self) -> Option<&TrustedProxies> {
         self.trust_proxy_headers.then_some(&self.trusted_proxies)
     }
+}
+
+/// `server.client_ip_header`: which forwarding header the trusted proxy writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum ClientIpHeader {
+    /// `X-Forwarded-For`: the rightmost address that is not a trusted proxy.
+    #[default]
+    #[serde(rename = "x-forwarded-for")]
+    XForwardedFor,
+    /// `X-Real-IP`: one address, set (not appended) by the proxy (nginx's `real_ip`).
+    #[serde(rename = "x-real-ip")]
+    XRealIp,
+    /// `Forwarded` (RFC 7239): its `for=` values, read like `X-Forwarded-For`.
+    #[serde(rename = "forwarded")]
+    Forwarded,
 }
 
 /// `server.trusted_proxies`: addresses (`10.0.0.7`) and CIDR blocks (`10.0.0.0/8`, `::1/128`).
@@ -399,6 +417,10 @@ pub struct AuthConfig {
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
     pub max_url_len: usize,
+    /// Per-address limits and counts key an IPv6 client by this prefix (an IPv4 one by its
+    /// address): one home line holds a whole /64, and a limit per full address would be
+    /// none.
+    pub ipv6_prefix: u8,
     pub max_body_bytes: usize,
     pub rates: RatesConfig,
     /// Destination hosts refused (with their subdomains).
@@ -925,7 +947,7 @@ impl Config {
         if self.memory.budget.0 < crate::memory::MIN_BUDGET {
             return fail(
                 "memory.budget",
-                format!("must be at least 96MB, not {} bytes", self.memory.budget.0),
+                format!("must be at least 128MB, not {} bytes", self.memory.budget.0),
             );
         }
         for (i, key) in self.auth.keys.iter().enumerate() {
@@ -938,6 +960,15 @@ impl Config {
         }
         if self.limits.max_url_len < 16 {
             return fail("limits.max_url_len", "must be at least 16".into());
+        }
+        if !(16..=128).contains(&self.limits.ipv6_prefix) {
+            return fail(
+                "limits.ipv6_prefix",
+                format!(
+                    "must be a prefix length from 16 to 128, not {}",
+                    self.limits.ipv6_prefix
+                ),
+            );
         }
         if self.yourls.signature_window.0.is_none() {
             return fail(

@@ -227,10 +227,10 @@ pub async fn build(
     let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
         .map_err(|e| format!("visits.geo_db: {e}"))?;
     links.use_geo(recorder.geo());
-    let limits = Arc::new(RateLimits::with_capacity(
-        &config.limits.rates,
-        config.memory.bounds.limiter_keys,
-    ));
+    let limits = Arc::new(
+        RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)
+            .with_ipv6_prefix(config.limits.ipv6_prefix),
+    );
     let mut metrics = Metrics::new(
         links.cache_counters(),
         &recorder,

@@ -3,6 +3,10 @@
 //! cannot grow memory without end. Knows nothing of HTTP: callers pass the client address or
 //! key name and turn a [`RateLimited`] into a 429 (in `http/error.rs`).
 //!
+//! Addresses: a limit keys an IPv4 client by its address and an IPv6 client by its network
+//! (`limits.ipv6_prefix`, default /64), since one home line or one cloud machine holds a whole
+//! /64 and could otherwise pick a fresh address for every guess ([`network`]).
+//!
 //! Memory bound: each limit tracks at most [`MAX_TRACKED_KEYS`] keys in a `quick_cache`; when
 //! it is full the least useful entries are evicted (an evicted key starts again with a full
 //! burst). An entry costs about 100 bytes; `examples/limiter_memory.rs` measured 25.6 MB of RSS
@@ -26,6 +30,25 @@ use crate::config::{Rate, RatesConfig};
 
 /// Keys (addresses or API key names) each limit remembers at most.
 pub const MAX_TRACKED_KEYS: usize = 65_536;
+
+/// The IPv6 prefix length addresses are keyed by unless configured (`limits.ipv6_prefix`).
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+/// The key of a client address for per-address limits: an IPv4 address itself (IPv4-mapped
+/// IPv6 read as IPv4), an IPv6 address with every bit past `prefix` cleared.
+pub fn network(ip: IpAddr, prefix: u8) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            let mask = match prefix.min(128) {
+                0 => 0,
+                n => u128::MAX << (128 - u32::from(n)),
+            };
+            IpAddr::V6((bits & mask).into())
+        }
+    }
+}
 
 /// The configured limits, by their configuration key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -181,6 +204,8 @@ pub struct RateLimits {
     /// until then, the right one too (only failures count, so without this a right guess
     /// past the quota would still be let through and told apart).
     auth_blocked: quick_cache::sync::Cache<IpAddr, Instant>,
+    /// The prefix length IPv6 addresses are keyed by.
+    ipv6_prefix: u8,
     /// Requests answered 429, by limit.
     pub refused: Family<LimitLabel, Counter>,
 }
@@ -218,8 +243,20 @@ impl RateLimits {
             password_per_ip: Limiter::new(Limit::PasswordPerIp, rates.password_per_ip, capacity),
             form_per_ip: Limiter::new(Limit::FormPerIp, rates.form_per_ip, capacity),
             auth_blocked: quick_cache::sync::Cache::new(capacity),
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
             refused,
         }
+    }
+
+    /// Keys IPv6 clients by their first `prefix` bits (`limits.ipv6_prefix`).
+    pub fn with_ipv6_prefix(mut self, prefix: u8) -> Self {
+        self.ipv6_prefix = prefix.min(128);
+        self
+    }
+
+    /// The key a limit counts `ip` under.
+    fn key(&self, ip: IpAddr) -> IpAddr {
+        network(ip, self.ipv6_prefix)
     }
 
     /// Is `redirect_per_ip` on? Lets the redirect path skip working out the client address.
@@ -240,12 +277,14 @@ impl RateLimits {
             Limit::FormPerIp => &self.form_per_ip,
             Limit::CreatePerKey => return Ok(()),
         };
-        self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&ip, cells)))
+        let key = self.key(ip);
+        self.counted(limiter.as_ref().map_or(Ok(()), |l| l.check(&key, cells)))
     }
 
     /// Before a credential from `ip` is looked at: refused while the address is past
     /// `auth_per_ip` (see [`RateLimits::auth_failed`]).
     pub fn check_auth(&self, ip: IpAddr) -> Result<(), RateLimited> {
+        let ip = self.key(ip);
         let Some(until) = self.auth_blocked.get(&ip) else {
             return Ok(());
         };
@@ -268,6 +307,7 @@ impl RateLimits {
         let Some(limiter) = &self.auth_per_ip else {
             return Ok(());
         };
+        let ip = self.key(ip);
         let result = limiter.check(&ip, 1);
         if let Err(e) = &result {
             self.auth_blocked
@@ -344,6 +384,39 @@ mod tests {
         assert_eq!(refused.retry_after_secs, 1);
         assert!(limits.check_ip(Limit::NotFoundPerIp, b, 1).is_ok());
         assert!(limits.check_ip(Limit::RedirectPerIp, a, 1).is_ok(), "off");
+    }
+
+    #[test]
+    fn an_ipv6_network_is_one_key() {
+        let limits = RateLimits::new(&rates(Rate::PerSecond(3)));
+        let in_64 = |n: u16| IpAddr::from([0x2001, 0xdb8, 0xaaaa, 0xbbbb, 0, 0, 0, n]);
+        for n in 1..=3 {
+            assert!(limits.check_ip(Limit::NotFoundPerIp, in_64(n), 1).is_ok());
+        }
+        assert!(
+            limits.check_ip(Limit::NotFoundPerIp, in_64(4), 1).is_err(),
+            "a fresh address in the same /64 is the same client"
+        );
+        let next_64 = IpAddr::from([0x2001, 0xdb8, 0xaaaa, 0xbbbc, 0, 0, 0, 1]);
+        assert!(limits.check_ip(Limit::NotFoundPerIp, next_64, 1).is_ok());
+        // Failed credentials too.
+        for n in 1..=3 {
+            assert!(limits.auth_failed(in_64(100 + n)).is_ok());
+        }
+        assert!(limits.auth_failed(in_64(200)).is_err());
+        assert!(limits.check_auth(in_64(300)).is_err());
+        // A /128 prefix keys every address apart; IPv4 is always the address.
+        let exact = RateLimits::new(&rates(Rate::PerSecond(1))).with_ipv6_prefix(128);
+        assert!(exact.check_ip(Limit::NotFoundPerIp, in_64(1), 1).is_ok());
+        assert!(exact.check_ip(Limit::NotFoundPerIp, in_64(2), 1).is_ok());
+        assert_eq!(
+            network(IpAddr::from([192, 0, 2, 7]), 64),
+            IpAddr::from([192, 0, 2, 7])
+        );
+        assert_eq!(
+            network("2001:db8:1:2:3:4:5:6".parse().unwrap_or(in_64(0)), 48),
+            "2001:db8:1::".parse().unwrap_or(in_64(0))
+        );
     }
 
     #[test]

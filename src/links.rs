@@ -16,7 +16,7 @@ pub use catalogue::{CatalogueQuery, NumberedPage, SortField, TagStat};
 pub use gates::{form_json, parse_retention, retention_text};
 pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
 pub use ranking::{Ranking, Totals};
-pub use targeting::{Choice, LinkState, Pending, RequestFacts, Routed};
+pub use targeting::{Choice, LinkState, Pending, RequestFacts, Routed, Unlock};
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -337,6 +337,9 @@ pub struct Links {
     agents: UaParser,
     /// The geolocation database, for `country` rules ([`Links::use_geo`]).
     geo: OnceLock<Arc<GeoDb>>,
+    /// Visitor-password checks running at once (`memory.budget`'s `password_checks`): each
+    /// Argon2 run holds 19 MiB ([`Links::unlock`]).
+    password_checks: Arc<tokio::sync::Semaphore>,
 }
 
 /// The metadata key of the `hash` strategy's secret.
@@ -374,6 +377,9 @@ impl Links {
             states: quick_cache::sync::Cache::new(config.memory.bounds.link_states),
             agents: UaParser::new(config.memory.bounds.user_agents / 5),
             geo: OnceLock::new(),
+            password_checks: Arc::new(tokio::sync::Semaphore::new(
+                config.memory.bounds.password_checks.max(1),
+            )),
             blocked,
             cache: match config.cache.capacity {
                 Some(entries) => RedirectCache::new(entries, ttl),
@@ -570,11 +576,17 @@ impl Links {
     }
 
     /// The codes a create of a `hash` tier tries, in order: the four computed
-    /// from the URL and the secret that are no reserved word and hold no blocked word, then
+    /// from the URL and the space's secret ([`hash::space_secret`]) that are no reserved word and hold no blocked word, then
     /// random codes of the same length for when all four are owned. With `check`, each gets
     /// its check character.
-    fn computed_codes(&self, url: &str, payload_len: u8, check: bool) -> Result<Vec<String>> {
-        let secret = self.hash_secret()?;
+    fn computed_codes(
+        &self,
+        url: &str,
+        space: &str,
+        payload_len: u8,
+        check: bool,
+    ) -> Result<Vec<String>> {
+        let secret = hash::space_secret(&self.hash_secret()?, space);
         let finish = |payload: String| {
             if check {
                 check::with_check(&payload)
@@ -647,6 +659,7 @@ impl Links {
                 if let Some(tier) = tier.filter(|t| t.strategy == TierStrategy::Hash) {
                     CodeChoice::Computed(self.computed_codes(
                         &url,
+                        &space,
                         tier.payload_len(length),
                         tier.check,
                     )?)
@@ -704,7 +717,11 @@ impl Links {
             },
         };
         Ok(NewLink {
-            dedup: !matches!(code, CodeChoice::Custom(_)),
+            // A create that asks for any option gets a link of its own: an existing link of
+            // the URL cannot be told to have the same password, and handing back one without
+            // it would leave the caller believing it made a protected link.
+            dedup: !matches!(code, CodeChoice::Custom(_))
+                && options.as_ref().is_none_or(|o| o.is_empty()),
             code,
             url,
             space,

@@ -15,7 +15,7 @@ use crate::config::{Backend, Config};
 const MIB: u64 = 1024 * 1024;
 
 /// The smallest budget accepted at all (`memory.budget`).
-pub const MIN_BUDGET: u64 = 96 * MIB;
+pub const MIN_BUDGET: u64 = 128 * MIB;
 /// The binary, the tokio runtime and its threads, the blocking pool's stacks, the allocator's
 /// own slack: what the process costs before it holds anything (an idle server measured a
 /// little over 20 MB of RSS; the rest is margin for threads woken under load).
@@ -63,6 +63,17 @@ pub const CONNECTION_EXTRA: u64 = 16 * 1024;
 /// nodes in memory and about 1,500 superseded ones waiting (benches/RESULTS.md). So a share
 /// of the budget buys a fifth of it in capacity.
 pub const SLED_CACHE_FACTOR: u64 = 5;
+/// One visitor-password check: Argon2id at the product's parameters (the `argon2` crate's
+/// defaults, m = 19,456 KiB) allocates 19 MiB for the run, plus the blocking thread's stack and
+/// the hash's buffers. Checks run at most [`Bounds::password_checks`] at once, so a flood of
+/// wrong passwords is answered 429 instead of growing the process by 19 MiB a request.
+pub const PASSWORD_CHECK: u64 = 20 * MIB;
+/// Budget per concurrent password check beyond the first: one check below 512 MB, two at
+/// 512 MB, …, at most [`MAX_PASSWORD_CHECKS`].
+const PASSWORD_CHECK_BUDGET: u64 = 256 * MIB;
+/// Concurrent password checks at most, whatever the budget: each is CPU-bound for tens of
+/// milliseconds, so more than a few only queue on the cores.
+const MAX_PASSWORD_CHECKS: u64 = 4;
 /// The least R (budget less the fixed parts) that leaves every cache and queue room to work.
 pub const MIN_REST: u64 = 16 * MIB;
 
@@ -145,6 +156,11 @@ pub struct Bounds {
     pub connections: u64,
     /// sled's page table ([`SLED_PAGE_TABLE`]; 0 on PostgreSQL).
     pub sled_pages: u64,
+    /// Argon2 runs of visitor-password checks: [`Bounds::password_checks`] ×
+    /// [`PASSWORD_CHECK`].
+    pub password_check_bytes: u64,
+    /// Visitor-password checks that may run at once.
+    pub password_checks: usize,
     /// sled's page cache and its overhead, as real memory: [`SLED_CACHE_FACTOR`] × the
     /// capacity; 0 on PostgreSQL.
     pub sled_cache: u64,
@@ -216,10 +232,13 @@ impl Bounds {
         } else {
             0
         };
+        let password_checks = (budget / PASSWORD_CHECK_BUDGET).clamp(1, MAX_PASSWORD_CHECKS);
+        let password_check_bytes = password_checks * PASSWORD_CHECK;
         let fixed = BASE
             .saturating_add(code_filter)
             .saturating_add(connections)
-            .saturating_add(sled_pages);
+            .saturating_add(sled_pages)
+            .saturating_add(password_check_bytes);
         let rest = budget.saturating_sub(fixed);
         if rest < MIN_REST {
             let needed = fixed.saturating_add(MIN_REST).div_ceil(MIB);
@@ -227,11 +246,13 @@ impl Bounds {
                 "`memory.budget`: at least {needed} MB for this configuration (fixed reserve {} \
                  MB + code filter {} MB (codes.filter_capacity, codes.filter_fp_rate) + \
                  connection buffers {} MB (server.max_connections × (server.max_header_bytes \
-                 + 16 KiB)) + sled's page table {} MB + {} MB for caches and queues)",
+                 + 16 KiB)) + sled's page table {} MB + password checks {} MB + {} MB for \
+                 caches and queues)",
                 mb(BASE),
                 mb(code_filter),
                 mb(connections),
                 mb(sled_pages),
+                mb(password_check_bytes),
                 mb(MIN_REST)
             )));
         }
@@ -289,6 +310,8 @@ impl Bounds {
             code_filter,
             connections,
             sled_pages,
+            password_check_bytes,
+            password_checks: usize::try_from(password_checks).unwrap_or(1),
             sled_cache,
             sled_cache_capacity,
             sled_cache_floor,
@@ -316,12 +339,13 @@ impl Bounds {
     }
 
     /// Every part but the headroom, by its `/metrics` label.
-    pub fn parts(&self) -> [(&'static str, u64); 12] {
+    pub fn parts(&self) -> [(&'static str, u64); 13] {
         [
             ("base", self.base),
             ("code_filter", self.code_filter),
             ("connections", self.connections),
             ("sled_pages", self.sled_pages),
+            ("password_checks", self.password_check_bytes),
             ("sled_cache", self.sled_cache),
             ("redirect_cache", self.redirect_cache),
             ("visit_queue", self.visit_queue),
@@ -348,6 +372,7 @@ impl Bounds {
             code_filter_mb = mb(self.code_filter),
             connections_mb = mb(self.connections),
             sled_pages_mb = mb(self.sled_pages),
+            password_checks = self.password_checks,
             sled_cache_mb = mb(self.sled_cache),
             sled_cache_capacity_mb = mb(self.sled_cache_capacity),
             redirect_cache_mb = mb(self.redirect_cache),
@@ -417,7 +442,12 @@ mod tests {
             assert_eq!(sum, budget, "{budget}: the headroom takes what is left");
             let parts: u64 = b.parts().iter().map(|(_, bytes)| bytes).sum();
             assert!(parts <= budget, "{budget}: {b:?}");
-            let rest = budget - b.base - b.code_filter - b.connections - b.sled_pages;
+            let rest = budget
+                - b.base
+                - b.code_filter
+                - b.connections
+                - b.sled_pages
+                - b.password_check_bytes;
             assert!(b.headroom >= rest / 20, "{budget}: {b:?}");
             assert!(b.visit_queue_entries >= 1 && b.limiter_keys >= MIN_ENTRIES);
             budget += 61 * MIB;
@@ -431,14 +461,27 @@ mod tests {
         assert_eq!(b.code_filter, 11_981_323, "10 M codes at 1 %");
         assert_eq!(b.connections, 1000 * (16_384 + 16_384));
         assert_eq!(b.sled_pages, SLED_PAGE_TABLE);
-        assert!(b.sled_cache > 25 * MIB && b.headroom > 5 * MIB, "{b:?}");
-        assert!(b.writer_visits >= 20_000, "{b:?}");
+        assert!(b.sled_cache > 24 * MIB && b.headroom > 5 * MIB, "{b:?}");
+        assert!(b.writer_visits >= 18_000, "{b:?}");
         assert_eq!(
             b.sled_cache_floor,
             b.sled_cache_capacity / 100 * SLED_CACHE_FLOOR_PERCENT
         );
         assert_eq!(b.sled_cache_capacity, b.sled_cache / SLED_CACHE_FACTOR);
         assert_eq!(b.redirect_cache_entries, None);
+        assert_eq!(b.password_checks, 1);
+        assert_eq!(b.password_check_bytes, PASSWORD_CHECK);
+    }
+
+    #[test]
+    fn password_checks_grow_with_the_budget_up_to_a_few() {
+        let checks = |budget: &str| {
+            bounds(&format!("[memory]\nbudget = \"{budget}\"")).map(|b| b.password_checks)
+        };
+        assert_eq!(checks("256MB"), Ok(1));
+        assert_eq!(checks("512MB"), Ok(2));
+        assert_eq!(checks("1GB"), Ok(4));
+        assert_eq!(checks("8GB"), Ok(4));
     }
 
     #[test]
@@ -446,12 +489,12 @@ mod tests {
         let err =
             bounds("[server]\nmax_header_bytes = 65536\n[memory]\nbudget = \"128MB\"").unwrap_err();
         assert!(err.contains("memory.budget"), "{err}");
-        assert!(err.contains("at least 184 MB"), "{err}");
+        assert!(err.contains("at least 204 MB"), "{err}");
         assert!(err.contains("connection buffers 78.1 MB"), "{err}");
         let err = bounds("[memory]\nbudget = \"32MB\"").unwrap_err();
         assert!(err.contains("memory.budget"), "{err}");
         // The same budget fits fewer connections.
-        assert!(bounds("[server]\nmax_connections = 100\n[memory]\nbudget = \"128MB\"").is_ok());
+        assert!(bounds("[server]\nmax_connections = 100\n[memory]\nbudget = \"160MB\"").is_ok());
     }
 
     #[test]
@@ -480,7 +523,12 @@ mod tests {
              secret = \"a-long-random-string\"\n",
         )
         .expect("webhooks");
-        let rest = on.budget - on.base - on.code_filter - on.connections - on.sled_pages;
+        let rest = on.budget
+            - on.base
+            - on.code_filter
+            - on.connections
+            - on.sled_pages
+            - on.password_check_bytes;
         assert_eq!(on.webhooks, rest / 100 * shares::WEBHOOKS);
         assert_eq!(on.headroom, off.headroom - on.webhooks);
         assert_eq!(

@@ -1,6 +1,6 @@
 //! Computed codes and the check character through the real binary: the `hash` strategy (the same URL gets the same
-//! code, computed from the URL and the store's secret; another space takes the next candidate;
-//! all four owned → a random code) and the check character (a one-character typo of a real
+//! code, computed from the URL and the store's secret derived per space, so that what one space
+//! holds says nothing to another; all four owned → a random code) and the check character (a one-character typo of a real
 //! code is a 404 without a cache or store lookup; custom codes of a check length are refused
 //! everywhere; `vshortlink check` verifies every stored code of a check tier). The default
 //! configuration's tier 7 is `hash` with `check = true`.
@@ -40,20 +40,21 @@ fn secret_of(app: &mut TestApp) -> Vec<u8> {
     hex::decode(line["value"].as_str().expect("hex")).expect("hex")
 }
 
-/// The four codes the `hash` strategy computes for `url`, with their check characters.
-fn expected(url: &str, secret: &[u8]) -> Vec<String> {
-    hash::candidates(url, secret)
+/// The four codes the `hash` strategy computes for `url` in `space`, with their check
+/// characters.
+fn expected(url: &str, secret: &[u8], space: &str) -> Vec<String> {
+    hash::candidates(url, &hash::space_secret(secret, space))
         .iter()
         .map(|c| check::with_check(c).expect("alphabet"))
         .collect()
 }
 
 #[test]
-fn the_same_url_gets_the_same_computed_code_and_spaces_take_the_next_candidates() {
+fn the_same_url_gets_the_same_computed_code_and_each_space_its_own() {
     let mut app = TestApp::start_with(NO_404_LIMIT, &[]);
     let secret = secret_of(&mut app);
     let url = "https://example.com/design/002";
-    let codes = expected(url, &secret);
+    let codes = expected(url, &secret, "default");
 
     let (status, first) = create7(&app, url, "default");
     assert_eq!(status, 201, "{first}");
@@ -64,20 +65,17 @@ fn the_same_url_gets_the_same_computed_code_and_spaces_take_the_next_candidates(
     assert_eq!(again["code"], codes[0].as_str());
     assert_eq!(again["created"], false);
 
-    // Other spaces: the first candidate is owned, so the next ones, in order.
-    for (i, space) in ["sports", "billing", "news"].iter().enumerate() {
+    // Other spaces: candidates of their own, so the first one of each, whatever other spaces
+    // hold (a caller limited to one space learns nothing of the others).
+    let mut made_codes = vec![codes[0].clone()];
+    for space in ["sports", "billing", "news"] {
         let (status, made) = create7(&app, url, space);
         assert_eq!(status, 201, "{made}");
-        assert_eq!(made["code"], codes[i + 1].as_str(), "space {space}");
+        let theirs = expected(url, &secret, space);
+        assert_eq!(made["code"], theirs[0].as_str(), "space {space}");
+        made_codes.push(theirs[0].clone());
     }
-    // All four owned: a random code of the same shape, with its check character.
-    let (status, fallback) = create7(&app, url, "weather");
-    assert_eq!(status, 201, "{fallback}");
-    let code = fallback["code"].as_str().expect("code").to_string();
-    assert_eq!(code.len(), 7);
-    assert!(!codes.contains(&code), "{code}");
-    assert!(check::passes(&code), "{code}");
-    for code in codes.iter().chain([&code]) {
+    for code in &made_codes {
         let r = app.get(&format!("/{code}"));
         assert_eq!(r.status(), 302, "{code}");
         assert_eq!(r.headers()["location"], url);
@@ -95,6 +93,45 @@ fn the_same_url_gets_the_same_computed_code_and_spaces_take_the_next_candidates(
     assert_eq!(seven["strategy"], "hash");
     assert_eq!(seven["check"], true);
     assert!(seven["available"].is_null(), "{seven}");
+}
+
+#[test]
+fn a_space_whose_four_candidates_are_owned_gets_a_random_code() {
+    // A `hash` tier without a check character, so that custom codes of its length can own
+    // the candidates first.
+    let mut app = TestApp::start_with(
+        &format!("{NO_404_LIMIT}[tiers.6]\nstrategy = \"hash\"\nttl = \"7d\"\n"),
+        &[],
+    );
+    let secret = secret_of(&mut app);
+    let url = "https://example.com/crowded";
+    let candidates = hash::candidates(url, &hash::space_secret(&secret, "default"));
+    for (i, code) in candidates.iter().enumerate() {
+        let r = app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": format!("https://example.com/owner/{i}"), "code": code}),
+        );
+        assert_eq!(r.status(), 201, "{code}");
+    }
+    let r = app.post_json("/api/v1/links", ADMIN, &json!({"url": url, "length": 6}));
+    assert_eq!(r.status(), 201);
+    let made: Value = r.json().expect("json");
+    let code = made["code"].as_str().expect("code");
+    assert_eq!(code.len(), 6);
+    assert!(!candidates.iter().any(|c| c == code), "{code}");
+    // Another space's candidates are its own: its first is free.
+    let r = app.post_json(
+        "/api/v1/links",
+        ADMIN,
+        &json!({"url": url, "length": 6, "space": "sports"}),
+    );
+    assert_eq!(r.status(), 201);
+    let theirs: Value = r.json().expect("json");
+    assert_eq!(
+        theirs["code"],
+        hash::candidates(url, &hash::space_secret(&secret, "sports"))[0].as_str()
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use axum::http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use vshortlink::http::api::{page_params, MAX_PAGE};
-use vshortlink::config::TrustedProxies;
+use vshortlink::config::{ClientIpHeader, TrustedProxies};
 use vshortlink::visits::client::client_ip;
 
 fuzz_target!(|data: &[u8]| {
@@ -33,11 +33,18 @@ fuzz_target!(|data: &[u8]| {
     }
     let peer = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
     let proxies = TrustedProxies(vec!["192.0.2.0/24".parse().expect("net")]);
-    let client = client_ip(peer, &headers, Some(&proxies));
-    // The answer is the peer or an address from the headers; a proxy only when every hop is.
-    assert!(client == peer || !proxies.contains(client) || !headers.is_empty());
-    assert_eq!(client_ip(peer, &headers, None), peer);
-    // A peer that is no proxy is the client, whatever the headers say.
     let direct = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
-    assert_eq!(client_ip(direct, &headers, Some(&proxies)), direct);
+    for which in [
+        ClientIpHeader::XForwardedFor,
+        ClientIpHeader::XRealIp,
+        ClientIpHeader::Forwarded,
+    ] {
+        let client = client_ip(peer, &headers, Some(&proxies), which);
+        // The answer is the peer or an address from the headers; a proxy only when every hop
+        // is.
+        assert!(client == peer || !proxies.contains(client) || !headers.is_empty());
+        assert_eq!(client_ip(peer, &headers, None, which), peer);
+        // A peer that is no proxy is the client, whatever the headers say.
+        assert_eq!(client_ip(direct, &headers, Some(&proxies), which), direct);
+    }
 });

@@ -9,13 +9,32 @@
 //! so a position takes one of 32 characters (the last one of 16), about 10^9 codes in all —
 //! plenty for URLs one instance shortens, and why the random fallback exists. Pure
 //! computation; the secret comes from the caller.
+//!
+//! The secret is the store's, derived per space ([`space_secret`]): with one secret for
+//! all, a space's create would skip candidates another space's link of the same URL owns, and
+//! so tell a caller limited to one space whether any other space holds that URL.
 
+use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
+use sha2::Sha256;
 
 use super::alphabet::ALPHABET;
 
 /// Characters of a candidate.
 pub const CANDIDATE_LEN: usize = 6;
+
+/// The secret of one space's candidates: HMAC-SHA256 of the space's name under the store's
+/// secret. Spaces' candidates are then independent; codes already issued keep redirecting
+/// (a code is stored, never recomputed).
+pub fn space_secret(store_secret: &[u8], space: &str) -> [u8; 32] {
+    // HMAC takes a key of any length; `new_from_slice` cannot fail for it.
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(store_secret) else {
+        return [0; 32];
+    };
+    mac.update(b"vshortlink hash space\0");
+    mac.update(space.as_bytes());
+    mac.finalize().into_bytes().into()
+}
 
 /// The four candidates of a URL under a secret, in order.
 pub fn candidates(url: &str, secret: &[u8]) -> [String; 4] {

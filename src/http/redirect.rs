@@ -24,9 +24,10 @@ use axum::response::{IntoResponse, Response};
 use super::gates::{self, Posted};
 use super::observe::count_unmatched;
 use crate::limits::{Limit, RateLimited};
-use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed};
+use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed, Unlock};
 use crate::model::{gate, Gate, InApp, Passed, Route};
 use crate::web::error::ApiError;
+use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
 
 /// Browsers come back for every visit, so every visit can be counted.
@@ -221,6 +222,11 @@ fn decide(
     let ip = state.client_ip(peer.ip(), headers);
     match state.links.choose(&link, facts(ip, headers, raw_query)) {
         Choice::Done(routed) => {
+            routed_answer(state, peer, code, &link, headers, visit, routed).into()
+        }
+        // A HEAD answers where a GET would go, claiming no cap slot.
+        counted if !visit.counts() => {
+            let routed = counted.uncounted(&link);
             routed_answer(state, peer, code, &link, headers, visit, routed).into()
         }
         counted => later(Some(counted)),
@@ -435,6 +441,7 @@ impl Later {
                     .unwrap_or_else(|| state.links.choose(&link, facts(ip, &headers, raw_query)));
                 let routed = match choice {
                     Choice::Done(routed) => routed,
+                    counted if !visit.counts() => counted.uncounted(&link),
                     Choice::Count(pending, route, slots) => {
                         match state.links.count(&link, pending, route, slots).await {
                             Ok(routed) => routed,
@@ -484,8 +491,10 @@ async fn check_password(
     if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, ip, 1) {
         return Some(rate_limited(state, e, headers));
     }
-    if state.links.unlock(link, &password).await {
-        return None;
+    match state.links.unlock(link, &password).await {
+        Unlock::Right => return None,
+        Unlock::Busy => return Some(busy(state, headers)),
+        Unlock::Wrong => {}
     }
     Some(if from_form {
         state.pages.unlock(&format!("/{code}"), true, headers)
@@ -499,26 +508,60 @@ async fn check_password(
     })
 }
 
+/// 429 with `Retry-After: 1` when every password check the memory budget allows is running.
+fn busy(state: &AppState, headers: &HeaderMap) -> Response {
+    let mut response = if wants_json(headers) {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "busy",
+            "every password check the server's memory budget allows is running; retry in 1 s",
+        )
+        .into_response()
+    } else {
+        state.pages.error(StatusCode::TOO_MANY_REQUESTS, headers)
+    };
+    let h = response.headers_mut();
+    h.insert(header::RETRY_AFTER, HeaderValue::from(1u64));
+    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    response
+}
+
 /// The header a client sends a protected link's password in.
 const PASSWORD_HEADER: &str = "x-link-password";
 
-/// `GET /{code}+`: the destination, escaped, with a button to go on. Counts no visit. A
-/// protected link's destination is not shown.
+/// `GET /{code}+`: the destination, escaped, with a button to go on. Counts no visit. It
+/// shows only what a visitor reaches without a gate: a link before its `valid_from` is as
+/// unknown as on `/{code}`, and the destination of a link behind a password or a form is not
+/// shown (a blocked link answers 403 like the redirect).
 fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
     match state.links.resolve(code) {
         Ok(Resolution::Found {
             url, state: link, ..
         }) => {
-            let protected = link.as_ref().is_some_and(|l| l.protected());
-            let shown = if protected {
-                state.links.short_url(code)
-            } else {
-                url.to_string()
+            if link.as_ref().is_some_and(|l| l.not_yet(state.links.now())) {
+                return not_found(state, peer, code, headers);
+            }
+            let hidden = link.as_ref().and_then(|l| {
+                if l.protected() {
+                    Some(PreviewHidden::Password)
+                } else if l.options.form.is_some() {
+                    Some(PreviewHidden::Form)
+                } else {
+                    None
+                }
+            });
+            let shown = match hidden {
+                Some(_) => state.links.short_url(code),
+                None => url.to_string(),
             };
-            let mut response = state.pages.preview(&shown, protected, headers);
+            let mut response = state.pages.preview(&shown, hidden, headers);
+            let cache_control = match hidden {
+                Some(_) => HeaderValue::from_static("no-store"),
+                None => CACHE_CONTROL,
+            };
             response
                 .headers_mut()
-                .insert(header::CACHE_CONTROL, CACHE_CONTROL);
+                .insert(header::CACHE_CONTROL, cache_control);
             response
         }
         Ok(Resolution::Gone { .. }) => missing(state, StatusCode::GONE, code, headers),

@@ -183,6 +183,21 @@ pub enum Choice {
     Count(Pending, Route, Vec<(CapSlot, u64)>),
 }
 
+impl Choice {
+    /// What this choice answers when nothing may be counted (a `HEAD`, which answers what a
+    /// `GET` would): the route picked, no cap slot claimed, so a mail scanner's probe never
+    /// uses up a one-time link.
+    pub fn uncounted(self, state: &LinkState) -> Routed {
+        match self {
+            Choice::Done(routed) => routed,
+            Choice::Count(_, route, _) => Routed::Go {
+                url: state.url_of(route),
+                route,
+            },
+        }
+    }
+}
+
 /// What a pick needs again after a target turned out full.
 #[derive(Clone, Copy, Debug)]
 pub struct Pending {
@@ -206,6 +221,19 @@ fn visitor_hash(ip: IpAddr, user_agent: &str) -> u64 {
     h.finish()
 }
 
+/// How long a password check waits for a free Argon2 run before it is refused (429): a
+/// visitor barely notices it; a flood past it is answered at once.
+pub const PASSWORD_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What a visitor's password does to a protected link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unlock {
+    Right,
+    Wrong,
+    /// Every Argon2 run the budget allows is busy: try again in a second.
+    Busy,
+}
+
 /// Where a redirect of a link with options goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Routed {
@@ -217,25 +245,43 @@ pub enum Routed {
 
 impl Links {
     /// Whether `password` opens the link. A password found right once is remembered (as a
-    /// SHA-256, compared in constant time); any other runs Argon2 on a blocking thread.
-    pub async fn unlock(&self, state: &Arc<LinkState>, password: &str) -> bool {
+    /// SHA-256, compared in constant time); any other runs Argon2 on a blocking thread, at most
+    /// `memory.budget`'s `password_checks` at once: a check that finds none free within
+    /// [`PASSWORD_CHECK_WAIT`] is [`Unlock::Busy`] (429), so wrong passwords from many
+    /// sources cost waiting requests, never another 19 MiB each.
+    pub async fn unlock(&self, state: &Arc<LinkState>, password: &str) -> Unlock {
         let Some(hash) = state.options.password.clone() else {
-            return true;
+            return Unlock::Right;
         };
         let digest: [u8; 32] = Sha256::digest(password.as_bytes()).into();
         if let Some(known) = *state.verified.lock() {
             if bool::from(known.ct_eq(&digest)) {
-                return true;
+                return Unlock::Right;
             }
         }
+        let permit = match tokio::time::timeout(
+            PASSWORD_CHECK_WAIT,
+            self.password_checks.clone().acquire_owned(),
+        )
+        .await
+        {
+            Ok(Ok(permit)) => permit,
+            _ => return Unlock::Busy,
+        };
         let password = password.to_string();
-        let right = tokio::task::spawn_blocking(move || verify_password(&hash, &password))
-            .await
-            .unwrap_or(false);
+        let right = tokio::task::spawn_blocking(move || {
+            let right = verify_password(&hash, &password);
+            drop(permit);
+            right
+        })
+        .await
+        .unwrap_or(false);
         if right {
             *state.verified.lock() = Some(digest);
+            Unlock::Right
+        } else {
+            Unlock::Wrong
         }
-        right
     }
 
     /// The destination for this request, decided in memory: the first rule that holds, else a

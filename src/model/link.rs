@@ -123,10 +123,16 @@ impl Link {
     }
 
     /// Whether a create of the same space, length and URL may return this link instead of
-    /// taking a code: an active generated link not yet past its expiry. The
-    /// rule every backend applies.
+    /// taking a code: an active generated link not yet past its expiry, with no options (a
+    /// create that asks for options never dedups either),
+    /// so that nobody is handed a link that behaves otherwise than they asked — a plain
+    /// link for a protected one-time request, or another's password. The rule every backend
+    /// applies.
     pub fn is_dedup_target(&self, now: Millis) -> bool {
-        self.status == LinkStatus::Active && !self.custom && !self.is_expired_at(now)
+        self.status == LinkStatus::Active
+            && !self.custom
+            && !self.is_expired_at(now)
+            && self.options.as_ref().is_none_or(|o| o.is_empty())
     }
 
     /// Why the link ended, once it has: expired links say their cause (by their expiry

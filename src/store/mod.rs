@@ -101,8 +101,9 @@ pub struct NewLink {
     pub title: Option<String>,
     pub tags: Vec<String>,
     pub options: Option<Box<LinkOptions>>,
-    /// Return an existing active generated link of the same space, length and URL instead of
-    /// taking a code. Only meaningful with [`CodeChoice::Pool`].
+    /// Return an existing active generated link of the same space, length and URL (and no
+    /// options: [`Link::is_dedup_target`]) instead of taking a code. False for a create that
+    /// asks for options. Only meaningful with [`CodeChoice::Pool`] and [`CodeChoice::Computed`].
     pub dedup: bool,
     pub now: Millis,
 }

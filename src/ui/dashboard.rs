@@ -38,10 +38,17 @@ pub async fn show(
         .session
         .as_ref()
         .and_then(|s| s.principal.spaces.clone());
+    // Webhook deliveries concern every space and name receivers: admins of every space only.
+    let sees_webhooks = webhooks.enabled()
+        && spaces.is_none()
+        && visitor
+            .session
+            .as_ref()
+            .is_some_and(|s| s.principal.role == Role::Admin);
     let read = blocking(move || {
         let system = stats.system(spaces.as_deref())?;
         let pools = pools.tier_statuses()?;
-        let failures = if webhooks.enabled() {
+        let failures = if sees_webhooks {
             webhooks.failures(WEBHOOK_FAILURES)?
         } else {
             Vec::new()
@@ -135,7 +142,7 @@ pub async fn show(
             visits_chart => visits_chart,
             days => days,
             pools => pools,
-            webhooks => state.webhooks.enabled(),
+            webhooks => sees_webhooks,
             failures => failures,
             notice => notice,
         },

@@ -11,7 +11,7 @@ use crate::model::gates::CONSENT_FIELD;
 use crate::model::options::App;
 use crate::model::SocialPreview;
 use crate::web::error::ApiError;
-use crate::web::pages::{FormPage, VisitorPages};
+use crate::web::pages::{FormPage, PreviewHidden, VisitorPages};
 
 /// The pages' policy, but a form may lead anywhere: Chromium applies `form-action` to the
 /// redirect that answers a submission, and this form's answer is the link's destination.
@@ -25,10 +25,15 @@ impl Ui {
     /// The preview of `/{code}+`: where the link goes (escaped) and a button to go on. For a
     /// protected link, `url` is the short link itself and the page says that the destination
     /// is shown only to those who know the password.
-    pub fn preview(&self, url: &str, protected: bool, headers: &HeaderMap) -> Response {
+    pub fn preview(
+        &self,
+        url: &str,
+        hidden: Option<PreviewHidden>,
+        headers: &HeaderMap,
+    ) -> Response {
         self.visitor_page(StatusCode::OK, "preview.html", headers, |ctx| {
             ctx.insert("url", url.into());
-            ctx.insert("protected", protected.into());
+            ctx.insert("hidden", hidden.map(PreviewHidden::key).into());
         })
     }
 
@@ -174,8 +179,8 @@ impl VisitorPages for Ui {
         self.errors.response(status, headers)
     }
 
-    fn preview(&self, url: &str, protected: bool, headers: &HeaderMap) -> Response {
-        Ui::preview(self, url, protected, headers)
+    fn preview(&self, url: &str, hidden: Option<PreviewHidden>, headers: &HeaderMap) -> Response {
+        Ui::preview(self, url, hidden, headers)
     }
 
     fn unlock(&self, action: &str, wrong: bool, headers: &HeaderMap) -> Response {

@@ -6,49 +6,52 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use axum::http::HeaderMap;
 use sha1::{Digest, Sha1};
 
-use crate::config::{IpMode, TrustedProxies};
+use crate::config::{ClientIpHeader, IpMode, TrustedProxies};
 
-/// The visitor's address. Forwarding headers are read only with `proxies` (config
-/// `trust_proxy_headers`), and only when the peer itself is one of them: `X-Forwarded-For`
-/// (every line, in order), then `X-Real-IP`, then the `for=` of `Forwarded` (RFC 7239). Of a
-/// chain the answer is the rightmost address that is not a trusted proxy — the address the
-/// nearest trusted proxy saw — since a proxy appends what it saw and a client can write
-/// anything to the left of it. A header that is absent, or whose hops do not parse before an
-/// untrusted one is found, passes to the next; the peer is the last resort. IPv4-mapped IPv6
-/// addresses (what a dual-stack listener reports for IPv4 peers) become plain IPv4, so one
-/// visitor has one address.
-pub fn client_ip(peer: IpAddr, headers: &HeaderMap, proxies: Option<&TrustedProxies>) -> IpAddr {
+/// The visitor's address. A forwarding header is read only with `proxies` (config
+/// `trust_proxy_headers`), only when the peer itself is one of them, and only the one header
+/// the proxy sets (`server.client_ip_header`): a client can send the others itself, and a
+/// proxy overwrites or appends to its own alone. Of an `X-Forwarded-For` or `Forwarded`
+/// chain (every line, in order) the answer is the rightmost address that is not a trusted
+/// proxy — the address the nearest trusted proxy saw — since a proxy appends what it saw and
+/// a client can write anything to the left of it; `X-Real-IP` holds one address. A header
+/// that is absent, or whose hops do not parse before an untrusted one is found, leaves the
+/// peer. IPv4-mapped IPv6 addresses (what a dual-stack listener reports for IPv4 peers)
+/// become plain IPv4, so one visitor has one address.
+pub fn client_ip(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    proxies: Option<&TrustedProxies>,
+    header_name: ClientIpHeader,
+) -> IpAddr {
     let peer = peer.to_canonical();
     let Some(proxies) = proxies.filter(|p| p.contains(peer)) else {
         return peer;
     };
-    let forwarded_for = || {
-        let mut hops = Vec::new();
-        for line in headers.get_all("x-forwarded-for") {
-            hops.extend(line.to_str().ok()?.split(','));
+    let hops = match header_name {
+        ClientIpHeader::XForwardedFor => {
+            let mut hops = Vec::new();
+            for line in headers.get_all("x-forwarded-for") {
+                let Ok(line) = line.to_str() else {
+                    return peer;
+                };
+                hops.extend(line.split(','));
+            }
+            hops
         }
-        (!hops.is_empty()).then_some(hops)
-    };
-    let forwarded = || {
-        let mut hops = Vec::new();
-        for line in headers.get_all("forwarded") {
-            hops.extend(
-                line.to_str()
-                    .ok()?
-                    .split(',')
-                    .filter_map(forwarded_for_param),
-            );
+        ClientIpHeader::XRealIp => header(headers, "x-real-ip").into_iter().collect(),
+        ClientIpHeader::Forwarded => {
+            let mut hops = Vec::new();
+            for line in headers.get_all("forwarded") {
+                let Ok(line) = line.to_str() else {
+                    return peer;
+                };
+                hops.extend(line.split(',').filter_map(forwarded_for_param));
+            }
+            hops
         }
-        (!hops.is_empty()).then_some(hops)
     };
-    forwarded_for()
-        .and_then(|hops| nearest_untrusted(&hops, proxies))
-        .or_else(|| {
-            let real = header(headers, "x-real-ip")?;
-            nearest_untrusted(&[real], proxies)
-        })
-        .or_else(|| forwarded().and_then(|hops| nearest_untrusted(&hops, proxies)))
-        .unwrap_or(peer)
+    nearest_untrusted(&hops, proxies).unwrap_or(peer)
 }
 
 /// The rightmost hop that is not a trusted proxy (every hop a proxy: the farthest); `None`
@@ -162,13 +165,20 @@ mod tests {
     }
 
     fn trusted(peer: IpAddr, h: &HeaderMap) -> IpAddr {
-        client_ip(peer, h, Some(&tens()))
+        trusted_by(peer, h, ClientIpHeader::XForwardedFor)
+    }
+
+    fn trusted_by(peer: IpAddr, h: &HeaderMap, name: ClientIpHeader) -> IpAddr {
+        client_ip(peer, h, Some(&tens()), name)
     }
 
     #[test]
     fn untrusted_headers_are_ignored() {
         let h = headers(&[("x-forwarded-for", "1.2.3.4"), ("x-real-ip", "5.6.7.8")]);
-        assert_eq!(client_ip(PEER, &h, None), PEER);
+        assert_eq!(
+            client_ip(PEER, &h, None, ClientIpHeader::XForwardedFor),
+            PEER
+        );
     }
 
     #[test]
@@ -191,52 +201,93 @@ mod tests {
     }
 
     #[test]
-    fn trusted_headers_in_order() {
-        let cases: &[(&[(&str, &str)], &str)] = &[
-            (&[], "10.0.0.1"),
+    fn only_the_configured_header_is_read() {
+        use ClientIpHeader::*;
+        type Case = (
+            ClientIpHeader,
+            &'static [(&'static str, &'static str)],
+            &'static str,
+        );
+        let cases: &[Case] = &[
+            (XForwardedFor, &[], "10.0.0.1"),
             (
+                XForwardedFor,
                 &[("x-forwarded-for", "1.2.3.4, 10.1.1.1, 10.2.2.2")],
                 "1.2.3.4",
             ),
-            (&[("x-forwarded-for", " 2001:db8::7 ")], "2001:db8::7"),
-            (&[("x-forwarded-for", "1.2.3.4:5678")], "1.2.3.4"),
-            (&[("x-forwarded-for", "[2001:db8::7]:443")], "2001:db8::7"),
-            (&[("x-real-ip", "5.6.7.8")], "5.6.7.8"),
             (
-                &[("x-forwarded-for", "1.2.3.4"), ("x-real-ip", "5.6.7.8")],
+                XForwardedFor,
+                &[("x-forwarded-for", " 2001:db8::7 ")],
+                "2001:db8::7",
+            ),
+            (
+                XForwardedFor,
+                &[("x-forwarded-for", "1.2.3.4:5678")],
                 "1.2.3.4",
+            ),
+            (
+                XForwardedFor,
+                &[("x-forwarded-for", "[2001:db8::7]:443")],
+                "2001:db8::7",
             ),
             // Several X-Forwarded-For lines are one chain, in order.
             (
+                XForwardedFor,
                 &[
                     ("x-forwarded-for", "1.2.3.4"),
                     ("x-forwarded-for", "9.9.9.9"),
                 ],
                 "9.9.9.9",
             ),
-            // An unparsable header passes to the next one.
             (
+                XForwardedFor,
+                &[("x-forwarded-for", "::ffff:1.2.3.4")],
+                "1.2.3.4",
+            ),
+            // The other headers are the client's to write: never read.
+            (XForwardedFor, &[("x-real-ip", "5.6.7.8")], "10.0.0.1"),
+            (
+                XForwardedFor,
                 &[("x-forwarded-for", "unknown"), ("x-real-ip", "5.6.7.8")],
+                "10.0.0.1",
+            ),
+            (
+                XForwardedFor,
+                &[("forwarded", "for=192.0.2.60")],
+                "10.0.0.1",
+            ),
+            // Behind nginx's `proxy_set_header X-Real-IP $remote_addr`: a client-written
+            // X-Forwarded-For chooses nothing.
+            (XRealIp, &[("x-real-ip", "5.6.7.8")], "5.6.7.8"),
+            (
+                XRealIp,
+                &[("x-forwarded-for", "6.6.6.6"), ("x-real-ip", "5.6.7.8")],
                 "5.6.7.8",
             ),
+            (XRealIp, &[("x-forwarded-for", "6.6.6.6")], "10.0.0.1"),
+            (XRealIp, &[("x-real-ip", "garbage")], "10.0.0.1"),
             (
-                &[
-                    ("x-real-ip", "garbage"),
-                    ("forwarded", "for=192.0.2.60;proto=http"),
-                ],
+                Forwarded,
+                &[("forwarded", "for=192.0.2.60;proto=http")],
                 "192.0.2.60",
             ),
-            (&[("forwarded", "for=192.0.2.60")], "192.0.2.60"),
-            (&[("forwarded", "For=\"192.0.2.60:80\"")], "192.0.2.60"),
             (
+                Forwarded,
+                &[("forwarded", "For=\"192.0.2.60:80\"")],
+                "192.0.2.60",
+            ),
+            (
+                Forwarded,
                 &[("forwarded", "for=\"[2001:db8:cafe::17]:4711\"")],
                 "2001:db8:cafe::17",
             ),
             (
+                Forwarded,
                 &[("forwarded", "for=\"[2001:db8:cafe::17]\"")],
                 "2001:db8:cafe::17",
             ),
             (
+                Forwarded,
                 &[(
                     "forwarded",
                     "proto=https;by=203.0.113.43; FOR = 198.51.100.17, for=10.1.1.1",
@@ -244,16 +295,29 @@ mod tests {
                 "198.51.100.17",
             ),
             (
+                Forwarded,
                 &[("forwarded", "by=1.1.1.1, for=198.51.100.17")],
                 "198.51.100.17",
             ),
-            (&[("forwarded", "for=unknown")], "10.0.0.1"),
-            (&[("forwarded", "for=_hidden, for=1.1.1.1")], "1.1.1.1"),
-            (&[("forwarded", "for=1.1.1.1, for=_hidden")], "10.0.0.1"),
-            (&[("x-forwarded-for", "::ffff:1.2.3.4")], "1.2.3.4"),
+            (Forwarded, &[("forwarded", "for=unknown")], "10.0.0.1"),
+            (
+                Forwarded,
+                &[("forwarded", "for=_hidden, for=1.1.1.1")],
+                "1.1.1.1",
+            ),
+            (
+                Forwarded,
+                &[("forwarded", "for=1.1.1.1, for=_hidden")],
+                "10.0.0.1",
+            ),
+            (Forwarded, &[("x-forwarded-for", "6.6.6.6")], "10.0.0.1"),
         ];
-        for &(pairs, expected) in cases {
-            assert_eq!(trusted(PEER, &headers(pairs)), ip(expected), "{pairs:?}");
+        for &(name, pairs, expected) in cases {
+            assert_eq!(
+                trusted_by(PEER, &headers(pairs), name),
+                ip(expected),
+                "{name:?} {pairs:?}"
+            );
         }
     }
 
@@ -281,9 +345,13 @@ mod tests {
             "1.2.3.4:99999",
         ];
         for value in junk {
-            for name in ["x-forwarded-for", "x-real-ip", "forwarded"] {
+            for (name, which) in [
+                ("x-forwarded-for", ClientIpHeader::XForwardedFor),
+                ("x-real-ip", ClientIpHeader::XRealIp),
+                ("forwarded", ClientIpHeader::Forwarded),
+            ] {
                 let h = headers(&[(name, value)]);
-                assert_eq!(trusted(PEER, &h), PEER, "{name}: {value:?}");
+                assert_eq!(trusted_by(PEER, &h, which), PEER, "{name}: {value:?}");
             }
         }
         let mut h = HeaderMap::new();
@@ -295,9 +363,20 @@ mod tests {
     #[test]
     fn mapped_peers_become_ipv4() {
         let mapped = ip("::ffff:192.0.2.1");
-        assert_eq!(client_ip(mapped, &HeaderMap::new(), None), ip("192.0.2.1"));
+        assert_eq!(
+            client_ip(mapped, &HeaderMap::new(), None, ClientIpHeader::XRealIp),
+            ip("192.0.2.1")
+        );
         assert_eq!(trusted(mapped, &HeaderMap::new()), ip("192.0.2.1"));
-        assert_eq!(client_ip(ip("::1"), &HeaderMap::new(), None), ip("::1"));
+        assert_eq!(
+            client_ip(
+                ip("::1"),
+                &HeaderMap::new(),
+                None,
+                ClientIpHeader::Forwarded
+            ),
+            ip("::1")
+        );
     }
 
     #[test]

@@ -22,13 +22,33 @@ pub struct FormPage<'a> {
     pub password: Option<&'a str>,
 }
 
+/// Why `/{code}+` does not show a destination: a visitor reaches it only through a gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreviewHidden {
+    /// A password protects the link.
+    Password,
+    /// A form comes before the destination.
+    Form,
+}
+
+impl PreviewHidden {
+    /// The catalogue key under `preview` that says why.
+    pub fn key(self) -> &'static str {
+        match self {
+            PreviewHidden::Password => "protected",
+            PreviewHidden::Form => "form",
+        }
+    }
+}
+
 /// The visitor pages, in the visitor's language (from `Accept-Language`).
 pub trait VisitorPages: Send + Sync {
     /// The page of an error status (404, 410, 403, 429; another status gets the 404 page).
     fn error(&self, status: StatusCode, headers: &HeaderMap) -> Response;
 
-    /// The preview of `/{code}+`: where the link goes and a button to go on.
-    fn preview(&self, url: &str, protected: bool, headers: &HeaderMap) -> Response;
+    /// The preview of `/{code}+`: where the link goes and a button to go on (`url`), or, for
+    /// a link behind a gate, why it is not shown and a button to the short link.
+    fn preview(&self, url: &str, hidden: Option<PreviewHidden>, headers: &HeaderMap) -> Response;
 
     /// The password form of a protected link, posting to `action`; `wrong` after a wrong
     /// password (403).

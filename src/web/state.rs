@@ -31,7 +31,12 @@ impl AppState {
     /// The client address of a request from `peer`: the forwarding headers only from a trusted
     /// proxy, when `trust_proxy_headers` is on (see docs/operations.md, "Abuse controls").
     pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
-        crate::visits::client::client_ip(peer, headers, self.config.server.proxies())
+        crate::visits::client::client_ip(
+            peer,
+            headers,
+            self.config.server.proxies(),
+            self.config.server.client_ip_header,
+        )
     }
 }
 

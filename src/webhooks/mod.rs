@@ -189,8 +189,28 @@ impl Webhooks {
     }
 
     /// The last failed and given-up attempts, newest first (the dashboard).
+    /// The last failed deliveries, each under its webhook's [`Webhooks::label`].
     pub fn failures(&self, limit: usize) -> crate::model::StoreResult<Vec<DeliveryRecord>> {
-        self.store.deliveries(None, true, limit)
+        let mut failures = self.store.deliveries(None, true, limit)?;
+        for failure in &mut failures {
+            failure.webhook = self.label(&failure.webhook);
+        }
+        Ok(failures)
+    }
+
+    /// What the dashboard and the log call a webhook: its configured `name`, or, for a
+    /// webhook without one (its items are kept under its URL), the URL's host and port only.
+    /// A receiver's path and query are often its secret (Slack's
+    /// `/services/T000/B000/TOKEN`), so they are never shown.
+    pub fn label(&self, stored: &str) -> String {
+        let named = self
+            .hooks
+            .iter()
+            .any(|h| h.name == stored && h.name != h.url);
+        if named {
+            return stored.to_string();
+        }
+        receiver_host(stored).unwrap_or_else(|| stored.to_string())
     }
 
     /// The outbox items an event becomes: one for each webhook that wants it.
@@ -351,7 +371,7 @@ impl Webhooks {
                 store.retry(item.id, &attempt, next_at)
             } else {
                 service.counts.count(DeliveryOutcome::GaveUp);
-                tracing::warn!(webhook = %item.webhook, event = %item.event, id = item.id, "a webhook delivery was given up");
+                tracing::warn!(webhook = %service.label(&item.webhook), event = %item.event, id = item.id, "a webhook delivery was given up");
                 store.give_up(item.id, &attempt)
             }
         })
@@ -391,6 +411,16 @@ impl Webhooks {
     }
 }
 
+/// The host (and a port that is not the scheme's) of a URL, or `None` when `text` is no URL.
+fn receiver_host(text: &str) -> Option<String> {
+    let url = url::Url::parse(text).ok()?;
+    let host = url.host_str()?;
+    Some(match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    })
+}
+
 /// A failed request in a few words (reqwest's chain, without the URL's query).
 fn describe(e: &reqwest::Error) -> String {
     let what = if e.is_timeout() {
@@ -410,5 +440,23 @@ fn describe(e: &reqwest::Error) -> String {
         what.to_string()
     } else {
         format!("{what}: {detail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::receiver_host;
+
+    #[test]
+    fn a_receiver_is_shown_by_its_host_only() {
+        assert_eq!(
+            receiver_host("https://hooks.slack.com/services/T000/B000/SECRET?x=1").as_deref(),
+            Some("hooks.slack.com")
+        );
+        assert_eq!(
+            receiver_host("http://127.0.0.1:9000/hook/SECRET").as_deref(),
+            Some("127.0.0.1:9000")
+        );
+        assert_eq!(receiver_host("ops"), None);
     }
 }

@@ -31,7 +31,12 @@ pub(super) fn insert_active(
     links.insert(&id_key[..], encode(link))?;
     codes.insert(link.code.as_bytes(), active_code_value(link))?;
     if let Some(key) = dedup_key {
-        dedup.insert(key, &id_key[..])?;
+        // A link with options is no dedup target: it takes the entry only where there is
+        // none, so that a plain link of the URL keeps it and plain creates keep finding it.
+        let plain = link.options.as_ref().is_none_or(|o| o.is_empty());
+        if plain || dedup.get(key)?.is_none() {
+            dedup.insert(key, &id_key[..])?;
+        }
     }
     if let Some(at) = link.expires_at {
         expiry.insert(&keys::time_id_key(at, link.id)[..], &[][..])?;
