@@ -193,7 +193,7 @@ fn request_ip(state: &AppState, request: &Request) -> IpAddr {
 
 #[utoipa::path(post, path = "/api/v1/links", tag = "links", request_body = CreateLink, security(("api_key" = [])),
     responses((status = 201, description = "Created", body = LinkView),
-        (status = 200, description = "The existing link of this URL (dedup)", body = LinkView),
+        (status = 200, description = "The existing link of this URL (dedup: a create that sets no option, of the same space, length and URL as an active generated link without options; a create that sets any option always makes a link of its own)", body = LinkView),
         (status = 400, description = "Invalid input, or an unknown field (`unknown_field`), as problem+json naming the field"),
         (status = 409, description = "The code is taken (problem+json)"),
         (status = 415, description = "The body is not sent as `application/json` (problem+json)"),
