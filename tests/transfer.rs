@@ -645,6 +645,11 @@ fn import_refuses_options_the_api_refuses_naming_the_field() {
             "argi",
             &stored_options(json!({ "password": hash.replacen("argon2id", "argon2i", 1) })),
         ),
+        link_line(
+            11,
+            "late",
+            &stored_options(json!({ "valid_from": u64::MAX })),
+        ),
     ];
     let file = dir.path().join("in.jsonl");
     std::fs::write(&file, lines.join("\n") + "\n").expect("write");
@@ -661,6 +666,7 @@ fn import_refuses_options_the_api_refuses_naming_the_field() {
         (8, "options.password"),
         (9, "options.password"),
         (10, "options.password"),
+        (11, "options.valid_from"),
     ] {
         assert!(
             err.contains(&format!("line {line}: refused: `{field}`: ")),
@@ -670,7 +676,7 @@ fn import_refuses_options_the_api_refuses_naming_the_field() {
     assert!(err.contains("m=1048576 KiB"), "{err}");
     assert!(err.contains("t=100"), "{err}");
     assert!(
-        err.contains("read 10, created 1 (0 visits), unchanged 0, refused 9"),
+        err.contains("read 11, created 1 (0 visits), unchanged 0, refused 10"),
         "{err}"
     );
     // Only the good line is in the store, and it redirects as written.

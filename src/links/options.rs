@@ -141,6 +141,9 @@ impl Links {
         if let Some(cap) = options.max_visits {
             check_cap_value(cap, "max_visits")?;
         }
+        if let Some(at) = options.valid_from {
+            check_instant_value(at, "invalid_valid_from", "valid_from".into())?;
+        }
         if let Some(url) = &options.fallback_url {
             self.check_stored_url(url, "fallback_url")?;
         }
@@ -237,6 +240,11 @@ impl Links {
         }
         if c.query.iter().any(|(name, _)| name.is_empty()) {
             return Err(bad_rules(field("query"), "a query parameter has a name"));
+        }
+        for (name, at) in [("after", c.after), ("before", c.before)] {
+            if let Some(at) = at {
+                check_instant_value(at, "invalid_rules", field(name).into())?;
+            }
         }
         Ok(())
     }
@@ -546,6 +554,19 @@ fn parse_instant(text: &str, code: &'static str, field: &'static str) -> Result<
         .map_err(|e| bad(format!("`{text}` is not an RFC 3339 time: {e}")))?;
     u64::try_from(parsed.unix_timestamp_nanos() / 1_000_000)
         .map_err(|_| bad(format!("`{text}` is before 1970")))
+}
+
+/// An instant, sent or stored: one an RFC 3339 time can say (the API reads no other, and
+/// shows each back in that form).
+fn check_instant_value(at: Millis, code: &'static str, field: Cow<'static, str>) -> Result<()> {
+    if super::rfc3339(at).is_empty() {
+        return Err(LinkError::invalid(
+            code,
+            field,
+            format!("{at} ms is past any RFC 3339 time (the year 9999)"),
+        ));
+    }
+    Ok(())
 }
 
 /// A condition's values: one string or a list of them, each read by `one`.
