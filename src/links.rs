@@ -218,6 +218,8 @@ pub struct UpdateLink {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub rules: Option<Option<serde_json::Value>>,
+    /// A new list replaces the old; `null` removes them. Without `url` beside it, the link's
+    /// `url` stays as it is: where visitors go again once the targets are removed.
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub targets: Option<Option<serde_json::Value>>,
@@ -873,15 +875,9 @@ impl Links {
     /// Applies a patch; the cache forgets the old target at once.
     pub fn update(&self, code: &str, mut req: UpdateLink) -> Result<Link> {
         let now = self.clock.now();
+        // New targets without a new URL leave `url` as it is (SPEC §19): it is where
+        // visitors go again once the targets are removed.
         let options = self.check_options(req.options_input())?;
-        // New targets without a new URL: the first target stands for the link.
-        if req.url.is_none() {
-            req.url = options
-                .targets
-                .as_ref()
-                .and_then(|t| t.first())
-                .map(|t| t.url.clone());
-        }
         let patch = LinkPatch {
             review: None,
             options,

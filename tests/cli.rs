@@ -152,3 +152,81 @@ fn create_and_stats_through_a_running_server() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("in use by a running vshortlink server"));
 }
+
+/// On PostgreSQL, `check` verifies what the database's constraints do not: no pooled code is
+/// owned by a link, link id segments and the id sequences are past every id, the status
+/// counters match the rows. A clean database passes (exit 0); planted faults are each named
+/// (exit 1).
+#[test]
+fn check_on_postgres_passes_a_clean_database_and_names_planted_faults() {
+    let Some(server) = common::postgres::server() else {
+        eprintln!("skipped: `check` on PostgreSQL needs PostgreSQL");
+        return;
+    };
+    let url = server.create_database();
+    let database = url.rsplit('/').next().expect("database name").to_string();
+    let dir = tempfile::tempdir().expect("dir");
+    let config = offline(dir.path());
+    let mut toml = std::fs::read_to_string(&config).expect("config");
+    toml.push_str(&format!(
+        "backend = \"postgres\"\n[storage.postgres]\nurl = \"{url}\"\n"
+    ));
+    std::fs::write(&config, toml).expect("config");
+    let made = json_out(&vsl(
+        &config,
+        &["create", "https://example.com/a", "--code", "abc"],
+    ));
+    assert_eq!(made["created"], true);
+    json_out(&vsl(
+        &config,
+        &["create", "https://example.com/b", "--length", "5"],
+    ));
+
+    let out = vsl(&config, &["check"]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}\n{}", text(&out.stderr));
+    assert!(report.contains("checked: "), "{report}");
+    assert!(
+        report.contains("pooled codes: none owned by a link"),
+        "{report}"
+    );
+    assert!(report.contains("ok: no fault found"), "{report}");
+
+    // Plant faults the schema lets through: the live code `abc` also waits in pool 3, the
+    // link id segments fall behind the links' ids, the active counter drifts, and a cap's
+    // claim names no link.
+    server.sql(
+        &database,
+        "INSERT INTO pool (code, length, score, tiebreak) VALUES ('abc', 3, 0, 0);
+         UPDATE id_blocks SET next = 1 WHERE name = 'link';
+         INSERT INTO counters (name, shard, n) VALUES ('links:active', 9999, 5);
+         INSERT INTO link_claims (link_id, slot, used) VALUES (424242, 0, 1)",
+    );
+    let out = vsl(&config, &["check"]);
+    let report = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{report}\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        report.contains("FAULT: pooled and live: `abc` sits in pool 3 and is owned by link"),
+        "{report}"
+    );
+    assert!(
+        report.contains("FAULT: id segments: the next link id is 1, not past the highest id"),
+        "{report}"
+    );
+    assert!(
+        report.contains("FAULT: counters: links:active: the counter says 7, the rows 2"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "FAULT: belonging rows: 1 row(s) of `link_claims` name a link that does not exist"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("4 fault(s) found"), "{report}");
+}

@@ -935,6 +935,37 @@ fn round_robin_rotation_takes_the_targets_in_turn() {
     }
 }
 
+/// SPEC §19: targets replace `url` as the default destination, but a PATCH that sets targets
+/// without `url` leaves the link's `url` as its owner set it, so removing the targets later
+/// sends visitors back there (not to what was target 1).
+#[test]
+fn a_patch_of_targets_without_url_keeps_the_links_url() {
+    let app = TestApp::start();
+    let home = "https://home.example/own";
+    let code = code_of(&app.create(json!({ "url": home })));
+    let patched = patch_ok(
+        &app,
+        &code,
+        &json!({ "targets": [{"url": "https://b.example/t"}, {"url": "https://c.example/t"}] }),
+    );
+    assert_eq!(patched["url"], home, "{patched}");
+    let link = link_of(&app, &code);
+    assert_eq!(link["url"], home, "{link}");
+    assert_eq!(link["targets"].as_array().map(Vec::len), Some(2), "{link}");
+    let to = dest(&app, &format!("/{code}"), &[("user-agent", DESKTOP)]);
+    assert!(
+        to.starts_with("https://b.example/") || to.starts_with("https://c.example/"),
+        "{to}"
+    );
+
+    let cleared = patch_ok(&app, &code, &json!({ "targets": null }));
+    assert_eq!(cleared["url"], home, "{cleared}");
+    assert_eq!(
+        dest(&app, &format!("/{code}"), &[("user-agent", DESKTOP)]),
+        home
+    );
+}
+
 #[test]
 fn failover_fills_target_caps_in_order_and_then_the_link_ends() {
     let app = TestApp::start();

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::cli::{offline, text, vsl};
+use common::cli::{offline, offline_on_test_store, text, vsl};
 use common::{TestApp, ADMIN};
 use serde_json::{json, Value};
 
@@ -386,11 +386,11 @@ fn malformed_json_lines_are_reported_and_the_rest_imports() {
         "{err}"
     );
     assert!(
-        err.contains("line 5: refused: the scheme `javascript`"),
+        err.contains("line 5: refused: `url`: the scheme `javascript`"),
         "{err}"
     );
     assert!(
-        err.contains("line 6: refused: `much-too-long-code-1` is not 1 to 16 characters"),
+        err.contains("line 6: refused: `code`: `much-too-long-code-1` is not 1 to 16 characters"),
         "{err}"
     );
     assert!(
@@ -543,4 +543,151 @@ fn leads_travel_only_when_asked() {
         .expect("the lead is back");
     let relead: Value = serde_json::from_str(&relead).expect("json");
     assert_eq!(relead, lead, "the same lead, its id and time kept");
+}
+
+/// One link line of our export format, with `options` as stored.
+fn link_line(id: u64, code: &str, options: &Value) -> String {
+    json!({
+        "type": "link", "id": id, "code": code, "url": format!("https://example.com/{code}"),
+        "space": "default", "status": "active", "custom": true,
+        "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:00Z",
+        "expires_at": null, "title": null, "tags": [], "options": options,
+    })
+    .to_string()
+}
+
+/// A rule as stored: `when` holds every condition list (an empty one is no condition).
+fn stored_rule(os: &[&str], url: &str) -> Value {
+    json!({
+        "when": {"device": [], "os": os, "app": [], "language": [], "country": [], "ip": [],
+                 "query": [], "after": null, "before": null},
+        "url": url,
+    })
+}
+
+/// Options as stored, each part given or left empty.
+fn stored_options(parts: Value) -> Value {
+    let mut options = json!({
+        "password": null, "max_visits": null, "valid_from": null, "fallback_url": null,
+        "rules": [], "targets": [], "rotation": "weighted", "in_app": null, "form": null,
+        "preview": null,
+    });
+    for (key, value) in parts.as_object().expect("parts") {
+        options[key] = value.clone();
+    }
+    options
+}
+
+/// An import checks stored options by the API's own rules: a URL with CR/LF in any option
+/// (which no redirect could send as a header), a rule without a condition, and a password
+/// hash that is not Argon2id at this product's cost or lower are each refused, naming the
+/// field; nothing of a refused line is written, and the good line beside them imports.
+#[test]
+fn import_refuses_options_the_api_refuses_naming_the_field() {
+    let dir = tempfile::tempdir().expect("dir");
+    let config = offline_on_test_store(dir.path());
+    let hash = vshortlink::links::hash_password("hunter22").expect("hash");
+    // The same salt and output with other parameters: only the parameters are judged.
+    let (_, tail) = hash
+        .split_once("$m=19456,t=2,p=1$")
+        .expect("the product's parameters");
+    let with = |params: &str| format!("$argon2id$v=19${params}${tail}");
+    let crlf = "https://example.com/x\r\nSet-Cookie: a=b";
+    let good = stored_options(json!({
+        "password": hash,
+        "fallback_url": "https://example.com/after",
+        "rules": [stored_rule(&["ios"], "https://apps.example/")],
+        "targets": [{"url": "https://a.example/", "weight": 2, "max_visits": null}],
+        "preview": {"title": "T", "description": null, "image": "https://example.com/i.png"},
+    }));
+    let lines = [
+        link_line(1, "good", &good),
+        link_line(2, "crlf1", &stored_options(json!({ "fallback_url": crlf }))),
+        link_line(
+            3,
+            "crlf2",
+            &stored_options(json!({ "rules": [stored_rule(&["ios"], crlf)] })),
+        ),
+        link_line(
+            4,
+            "crlf3",
+            &stored_options(json!({ "targets": [{"url": crlf, "weight": 1, "max_visits": null}] })),
+        ),
+        link_line(
+            5,
+            "crlf4",
+            &stored_options(
+                json!({ "preview": {"title": null, "description": null, "image": crlf} }),
+            ),
+        ),
+        link_line(
+            6,
+            "noif",
+            &stored_options(json!({ "rules": [stored_rule(&[], "https://b.example/")] })),
+        ),
+        link_line(
+            7,
+            "gib",
+            &stored_options(json!({ "password": with("m=1048576,t=2,p=1") })),
+        ),
+        link_line(
+            8,
+            "slow",
+            &stored_options(json!({ "password": with("m=19456,t=100,p=1") })),
+        ),
+        link_line(
+            9,
+            "wide",
+            &stored_options(json!({ "password": with("m=19456,t=2,p=4") })),
+        ),
+        link_line(
+            10,
+            "argi",
+            &stored_options(json!({ "password": hash.replacen("argon2id", "argon2i", 1) })),
+        ),
+        link_line(
+            11,
+            "late",
+            &stored_options(json!({ "valid_from": u64::MAX })),
+        ),
+    ];
+    let file = dir.path().join("in.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("write");
+    let out = vsl(&config, &["import", file.to_str().expect("path")]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for (line, field) in [
+        (2, "options.fallback_url"),
+        (3, "options.rules[0].url"),
+        (4, "options.targets[0].url"),
+        (5, "options.preview.image"),
+        (6, "options.rules[0].when"),
+        (7, "options.password"),
+        (8, "options.password"),
+        (9, "options.password"),
+        (10, "options.password"),
+        (11, "options.valid_from"),
+    ] {
+        assert!(
+            err.contains(&format!("line {line}: refused: `{field}`: ")),
+            "line {line} names `{field}`: {err}"
+        );
+    }
+    assert!(err.contains("m=1048576 KiB"), "{err}");
+    assert!(err.contains("t=100"), "{err}");
+    assert!(
+        err.contains("read 11, created 1 (0 visits), unchanged 0, refused 10"),
+        "{err}"
+    );
+    // Only the good line is in the store, and it redirects as written.
+    let out = vsl(&config, &["export"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let links: Vec<Value> = text(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"type\":\"link\""))
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(links.len(), 1, "{links:?}");
+    assert_eq!(links[0]["code"], "good");
+    assert_eq!(links[0]["options"], good);
 }

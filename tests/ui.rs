@@ -968,8 +968,8 @@ fn options_are_edited_row_by_row_without_script_and_saved_in_the_apis_shape() {
         "{api}"
     );
     assert_eq!(
-        api["url"], "https://a.example/",
-        "the first target stood for the link"
+        api["url"], "https://example.com/o",
+        "targets set without `url` left the link's own"
     );
     assert!(page.html(&path, 200).contains("No password"));
 

@@ -147,15 +147,33 @@ impl Links {
             }
             check_form(form)?;
         }
+        // Named as the record has them (`preview.image`), each as a request's would be
+        // stored: the text trimmed, the image URL as `check_og_image` (`check_url`) leaves it.
         if let Some(p) = preview {
-            if let Some(t) = &p.title {
-                self.check_og_text("og_title", t)?;
-            }
-            if let Some(t) = &p.description {
-                self.check_og_text("og_description", t)?;
+            for (field, stored, text) in [
+                ("og_title", "preview.title", &p.title),
+                ("og_description", "preview.description", &p.description),
+            ] {
+                if let Some(t) = text {
+                    let kept = self.check_og_text(field, t).map_err(|e| e.at(stored))?;
+                    if kept != *t {
+                        return Err(LinkError::invalid(
+                            "invalid_preview",
+                            stored,
+                            format!("{t:?} has spaces around it"),
+                        ));
+                    }
+                }
             }
             if let Some(u) = &p.image {
-                self.check_og_image(u)?;
+                self.check_og_image(u).map_err(|e| e.at("preview.image"))?;
+                self.check_stored_url(u, "preview.image")
+                    .map_err(|e| match e {
+                        LinkError::Invalid { detail, .. } => {
+                            LinkError::invalid("invalid_preview", "preview.image", detail)
+                        }
+                        other => other,
+                    })?;
             }
         }
         Ok(())

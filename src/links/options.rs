@@ -3,11 +3,17 @@
 //! targets. Every way in (a create, a batch item, a PATCH, an imported record) goes through
 //! these checks; a bad value is a [`LinkError::Invalid`] naming the exact field
 //! (`rules[2].if.os`, `targets[1].weight`).
+//!
+//! A request's JSON is parsed into the stored types and then checked by the same per-field
+//! functions (`check_rule`, `check_target`, `check_cap_value`) that check an imported
+//! record's stored options, so a rule an import may bring in is one the API would take. A
+//! stored URL must be one the API's check leaves as it is; a stored password hash must be
+//! Argon2id at this product's cost or lower ([`check_password_hash`]).
 
 use std::borrow::Cow;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
+use argon2::{Algorithm, Argon2, Params, Version};
 use ipnet::IpNet;
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
@@ -108,30 +114,44 @@ impl Links {
         })
     }
 
-    /// Checks stored options (an imported record's) by the same rules as a request: URLs,
-    /// limits, the hash's form.
+    /// Checks stored options (an imported record's) by the functions that check a request's:
+    /// every URL as `check_url` would store it, each rule and target by `check_rule` and
+    /// `check_target`, the caps' range, the pages before the destination, and a password
+    /// hash the product could have made. Fields are named as the record has them
+    /// (`options.rules[0].when`, `options.preview.image`).
     pub fn check_stored_options(&self, options: &LinkOptions) -> Result<()> {
+        self.check_stored_parts(options).map_err(|e| match e {
+            LinkError::Invalid {
+                code,
+                field,
+                detail,
+            } => LinkError::Invalid {
+                code,
+                field: format!("options.{field}").into(),
+                detail,
+            },
+            other => other,
+        })
+    }
+
+    fn check_stored_parts(&self, options: &LinkOptions) -> Result<()> {
         if let Some(hash) = &options.password {
-            PasswordHash::new(hash).map_err(|e| {
-                LinkError::invalid(
-                    "invalid_password",
-                    "password",
-                    format!("not a PHC hash: {e}"),
-                )
-            })?;
+            check_password_hash(hash)?;
         }
-        if options.max_visits == Some(0) {
-            return Err(invalid_cap("max_visits", "max_visits must be at least 1"));
+        if let Some(cap) = options.max_visits {
+            check_cap_value(cap, "max_visits")?;
+        }
+        if let Some(at) = options.valid_from {
+            check_instant_value(at, "invalid_valid_from", "valid_from".into())?;
         }
         if let Some(url) = &options.fallback_url {
-            self.check_url(url).map_err(|e| e.at("fallback_url"))?;
+            self.check_stored_url(url, "fallback_url")?;
         }
         if options.rules.len() > MAX_RULES {
             return Err(bad_rules("rules", format!("at most {MAX_RULES} rules")));
         }
         for (i, rule) in options.rules.iter().enumerate() {
-            self.check_url(&rule.url)
-                .map_err(|e| e.at(format!("rules[{i}].url")))?;
+            self.check_rule(&format!("rules[{i}]"), "when", rule)?;
         }
         if options.targets.len() > MAX_TARGETS {
             return Err(bad_targets(
@@ -139,22 +159,113 @@ impl Links {
                 format!("at most {MAX_TARGETS} targets"),
             ));
         }
-        self.check_stored_gates(options.form.as_ref(), options.preview.as_ref())?;
         for (i, target) in options.targets.iter().enumerate() {
-            self.check_url(&target.url)
-                .map_err(|e| e.at(format!("targets[{i}].url")))?;
-            if !(1..=MAX_WEIGHT).contains(&target.weight) {
-                return Err(bad_targets(
-                    format!("targets[{i}].weight"),
-                    format!("a weight is 1 to {MAX_WEIGHT}"),
+            self.check_target(i, target)?;
+        }
+        self.check_stored_gates(options.form.as_ref(), options.preview.as_ref())
+    }
+
+    /// A URL as stored: one `check_url` takes and leaves as it is. The API stores only what
+    /// `check_url` returns, so anything else did not come through it: a CR or LF (which
+    /// `check_url` drops, and which no redirect can send in `Location`), spaces around it, a
+    /// form not normalised.
+    pub(crate) fn check_stored_url(
+        &self,
+        url: &str,
+        field: impl Into<Cow<'static, str>>,
+    ) -> Result<()> {
+        let field = field.into();
+        let normal = self.check_url(url).map_err(|e| e.at(field.clone()))?;
+        if normal == url {
+            return Ok(());
+        }
+        let detail = if url.chars().any(char::is_control) {
+            format!("{url:?} holds a control character (CR, LF, tab), which no redirect can send")
+        } else {
+            format!("{url:?} is not a URL as this server stores it (that would be `{normal}`)")
+        };
+        Err(LinkError::invalid("invalid_url", field, detail))
+    }
+
+    /// What every rule meets, however it came: a request's (parsed from `{"if", "url"}`) or
+    /// a stored one (`{"when", "url"}`; `when` names the conditions' key in errors). Its URL
+    /// is one `check_url` leaves as it is, it has at least one condition, each list holds 1 to
+    /// `MAX_VALUES` values in the form a request's are read into.
+    fn check_rule(&self, at: &str, when: &str, rule: &Rule) -> Result<()> {
+        self.check_stored_url(&rule.url, format!("{at}.url"))?;
+        let c = &rule.when;
+        if c.is_empty() {
+            return Err(bad_rules(
+                format!("{at}.{when}"),
+                "a rule needs at least one condition",
+            ));
+        }
+        let field = |name: &str| format!("{at}.{when}.{name}");
+        let lengths = [
+            ("device", c.device.len()),
+            ("os", c.os.len()),
+            ("app", c.app.len()),
+            ("language", c.language.len()),
+            ("country", c.country.len()),
+            ("ip", c.ip.len()),
+        ];
+        for (name, len) in lengths {
+            if len > MAX_VALUES {
+                return Err(bad_rules(
+                    field(name),
+                    format!("a condition lists 1 to {MAX_VALUES} values"),
                 ));
             }
-            if target.max_visits == Some(0) {
-                return Err(bad_targets(
-                    format!("targets[{i}].max_visits"),
-                    "max_visits must be at least 1",
-                ));
+        }
+        let unknown = |name: &str, value: &str| {
+            bad_rules(
+                field(name),
+                format!("{value:?} is not a value this condition knows"),
+            )
+        };
+        if let Some(tag) = c.language.iter().find(|t| language(t).as_ref() != Some(*t)) {
+            return Err(unknown("language", tag));
+        }
+        if let Some(code) = c.country.iter().find(|t| country(t).as_ref() != Some(*t)) {
+            return Err(unknown("country", code));
+        }
+        if let Some(net) = c.ip.iter().find(|n| n.trunc() != **n) {
+            return Err(unknown("ip", &net.to_string()));
+        }
+        if c.query.len() > MAX_QUERY {
+            return Err(bad_rules(
+                field("query"),
+                format!("query names 1 to {MAX_QUERY} parameters"),
+            ));
+        }
+        if c.query.iter().any(|(name, _)| name.is_empty()) {
+            return Err(bad_rules(field("query"), "a query parameter has a name"));
+        }
+        for (name, at) in [("after", c.after), ("before", c.before)] {
+            if let Some(at) = at {
+                check_instant_value(at, "invalid_rules", field(name).into())?;
             }
+        }
+        Ok(())
+    }
+
+    /// What every target meets, a request's or a stored one: a URL `check_url` leaves as it
+    /// is, a weight of 1 to `MAX_WEIGHT`, a cap in range.
+    fn check_target(&self, i: usize, target: &Target) -> Result<()> {
+        self.check_stored_url(&target.url, format!("targets[{i}].url"))?;
+        if !(1..=MAX_WEIGHT).contains(&target.weight) {
+            return Err(bad_targets(
+                format!("targets[{i}].weight"),
+                format!("a weight is a whole number from 1 to {MAX_WEIGHT}"),
+            ));
+        }
+        if let Some(cap) = target.max_visits {
+            check_cap_value(cap, "max_visits").map_err(|e| match e {
+                LinkError::Invalid { detail, .. } => {
+                    bad_targets(format!("targets[{i}].max_visits"), detail)
+                }
+                other => other,
+            })?;
         }
         Ok(())
     }
@@ -233,10 +344,9 @@ impl Links {
                 }
             }
         }
-        if when.is_empty() {
-            return Err(bad_rules(at(".if"), "a rule needs at least one condition"));
-        }
-        Ok(Rule { when, url })
+        let rule = Rule { when, url };
+        self.check_rule(&at(""), "if", &rule)?;
+        Ok(rule)
     }
 
     fn parse_targets(&self, value: &Value) -> Result<Vec<Target>> {
@@ -303,11 +413,13 @@ impl Links {
                         other => other,
                     })?),
                 };
-                Ok(Target {
+                let target = Target {
                     url,
                     weight,
                     max_visits,
-                })
+                };
+                self.check_target(i, &target)?;
+                Ok(target)
             })
             .collect()
     }
@@ -333,14 +445,60 @@ pub fn hash_password(password: &str) -> Result<String> {
         .map_err(|e| LinkError::invalid("invalid_password", "password", e.to_string()))
 }
 
+/// Whether a stored hash is one this product could have made: an Argon2id PHC string
+/// (version 0x13) whose memory, passes, lanes and output length are [`hash_password`]'s
+/// (`Argon2::default()`: m = 19456 KiB, t = 2, p = 1, 32 bytes) or lower. Each visitor's
+/// guess costs what the hash asks, so a hash from a file (an import) must not ask more: at
+/// m = 1 GiB one anonymous guess took 1.4 s and 1 GB.
+pub fn check_password_hash(hash: &str) -> Result<()> {
+    let bad = |detail: String| LinkError::invalid("invalid_password", "password", detail);
+    let parsed = PasswordHash::new(hash).map_err(|e| bad(format!("not a PHC hash: {e}")))?;
+    if parsed.algorithm != Algorithm::Argon2id.ident() {
+        return Err(bad(format!(
+            "the hash is `{}`; this server verifies argon2id only",
+            parsed.algorithm
+        )));
+    }
+    if parsed.version != Some(Version::V0x13.into()) {
+        return Err(bad(
+            "an argon2id hash of version 19 (v=19) is expected".into()
+        ));
+    }
+    let params = Params::try_from(&parsed)
+        .map_err(|e| bad(format!("the hash's parameters are not Argon2's: {e}")))?;
+    let own = Params::default();
+    let output = parsed.hash.map_or(0, |h| h.len());
+    if params.m_cost() > own.m_cost()
+        || params.t_cost() > own.t_cost()
+        || params.p_cost() > own.p_cost()
+        || output > Params::DEFAULT_OUTPUT_LEN
+    {
+        return Err(bad(format!(
+            "the hash asks m={} KiB, t={}, p={} ({output}-byte output); this server hashes \
+             with m={} KiB, t={}, p={} ({}-byte output) and takes no more",
+            params.m_cost(),
+            params.t_cost(),
+            params.p_cost(),
+            own.m_cost(),
+            own.t_cost(),
+            own.p_cost(),
+            Params::DEFAULT_OUTPUT_LEN,
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `password` is the one `hash` was made from. Slow on purpose (tens of
-/// milliseconds): callers run it off the async threads and limit it per address.
+/// milliseconds): callers run it off the async threads and limit it per address. A hash
+/// [`check_password_hash`] refuses (one stored before imports were checked) verifies
+/// nothing: its cost is not this server's to pay for each guess.
 pub fn verify_password(hash: &str, password: &str) -> bool {
-    PasswordHash::new(hash).is_ok_and(|parsed| {
-        Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok()
-    })
+    check_password_hash(hash).is_ok()
+        && PasswordHash::new(hash).is_ok_and(|parsed| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
 }
 
 fn invalid_cap(field: impl Into<Cow<'static, str>>, detail: impl Into<String>) -> LinkError {
@@ -355,17 +513,28 @@ fn bad_targets(field: impl Into<Cow<'static, str>>, detail: impl Into<String>) -
     LinkError::invalid("invalid_targets", field, detail)
 }
 
-/// A cap: a whole number from 1 to 2^63 − 1 (PostgreSQL's `bigint`).
+/// A cap as sent: a whole number, in [`check_cap_value`]'s range.
 fn check_cap(value: &Value, field: &'static str) -> Result<u64> {
-    value
-        .as_u64()
-        .filter(|n| *n >= 1 && *n <= i64::MAX as u64)
-        .ok_or_else(|| {
-            invalid_cap(
-                field,
-                format!("{field} is a whole number of at least 1, not {value}"),
-            )
-        })
+    let n = value.as_u64().ok_or_else(|| {
+        invalid_cap(
+            field,
+            format!("{field} is a whole number of at least 1, not {value}"),
+        )
+    })?;
+    check_cap_value(n, field)?;
+    Ok(n)
+}
+
+/// A cap, sent or stored: 1 to 2^63 − 1 (PostgreSQL's `bigint`).
+fn check_cap_value(n: u64, field: &'static str) -> Result<()> {
+    if n >= 1 && n <= i64::MAX as u64 {
+        Ok(())
+    } else {
+        Err(invalid_cap(
+            field,
+            format!("{field} is a whole number of at least 1, not {n}"),
+        ))
+    }
 }
 
 fn parse_rotation(name: &str) -> Result<Rotation> {
@@ -385,6 +554,19 @@ fn parse_instant(text: &str, code: &'static str, field: &'static str) -> Result<
         .map_err(|e| bad(format!("`{text}` is not an RFC 3339 time: {e}")))?;
     u64::try_from(parsed.unix_timestamp_nanos() / 1_000_000)
         .map_err(|_| bad(format!("`{text}` is before 1970")))
+}
+
+/// An instant, sent or stored: one an RFC 3339 time can say (the API reads no other, and
+/// shows each back in that form).
+fn check_instant_value(at: Millis, code: &'static str, field: Cow<'static, str>) -> Result<()> {
+    if super::rfc3339(at).is_empty() {
+        return Err(LinkError::invalid(
+            code,
+            field,
+            format!("{at} ms is past any RFC 3339 time (the year 9999)"),
+        ));
+    }
+    Ok(())
 }
 
 /// A condition's values: one string or a list of them, each read by `one`.
@@ -568,6 +750,14 @@ mod tests {
         assert!(verify_password(&hash, "hunter22"));
         assert!(!verify_password(&hash, "hunter23"));
         assert!(hash_password("abc").is_err());
+        // Our own hashes pass the import's check; a costlier one is refused, and a stored
+        // one verifies nothing (its cost is never paid).
+        assert!(check_password_hash(&hash).is_ok());
+        let costly = hash.replacen("m=19456", "m=1048576", 1);
+        assert!(check_password_hash(&costly).is_err());
+        assert!(!verify_password(&costly, "hunter22"));
+        let lighter = hash.replacen("t=2", "t=1", 1);
+        assert!(check_password_hash(&lighter).is_ok());
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod open;
 pub mod postgres;
 pub mod sled;
 
-pub use self::open::{open, open_embedded, sled_options};
+pub use self::open::{open, open_embedded, open_postgres, sled_options};
 
 // The records and errors live in the model; the store persists them (re-exported so that the
 // backends name them as before).
@@ -230,6 +230,22 @@ pub enum StoreChange {
 
 /// Called with every [`StoreChange`]; see [`Cluster::watch`].
 pub type ChangeHandler = Box<dyn Fn(StoreChange) + Send + Sync>;
+
+/// What `vshortlink check` verified in a store and what it found wrong: each backend's
+/// `check` fills one (sled's reads every tree, PostgreSQL's what its schema does not enforce).
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// One line per check, saying what it covered.
+    pub checked: Vec<String>,
+    /// One line per fault, naming the record.
+    pub faults: Vec<String>,
+}
+
+impl CheckReport {
+    pub(crate) fn ok(&mut self, line: String) {
+        self.checked.push(line);
+    }
+}
 
 /// Held while a job that must run on one instance at a time runs; dropping it lets the next
 /// one in.

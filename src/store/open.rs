@@ -19,14 +19,20 @@ pub fn open(config: &Config) -> StoreResult<Arc<dyn Store>> {
             Ok(sled)
         }
         Backend::Postgres => {
-            let pg = PgStore::open(&PgOptions {
-                url: config.storage.postgres.url.clone(),
-                pool_size: config.storage.postgres.pool_size,
-            })?;
+            let pg = open_postgres(config)?;
             tracing::info!(database = %pg.describe(), "using the PostgreSQL store");
             Ok(Arc::new(pg))
         }
     }
+}
+
+/// The PostgreSQL store of a configuration, whatever `backend` says (`vshortlink check`
+/// calls its own `check`).
+pub fn open_postgres(config: &Config) -> StoreResult<PgStore> {
+    PgStore::open(&PgOptions {
+        url: config.storage.postgres.url.clone(),
+        pool_size: config.storage.postgres.pool_size,
+    })
 }
 
 /// The embedded store of a configuration, whatever `backend` says (`vshortlink check`

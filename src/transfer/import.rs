@@ -123,13 +123,14 @@ impl Importer<'_> {
     }
 
     /// A record from a file passes the same checks as a create through the API (a file is
-    /// input like any other: a `javascript:` URL, a reserved code or a 2 MiB title must not
-    /// get in this way).
+    /// input like any other: a `javascript:` URL, a reserved code, a 2 MiB title, a URL with
+    /// CR/LF in an option or a password hash that costs a gigabyte a guess must not get in
+    /// this way). The refusal names the record's field.
     fn checked_link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
         match self.links.check_record(link) {
             Ok(link) => self.link(line, link),
             Err(LinkError::Store(e)) => Err(e.into()),
-            Err(e) => self.refuse_now(line, e),
+            Err(e) => self.refuse_now(line, naming_field(&e)),
         }
     }
 
@@ -351,7 +352,7 @@ impl Importer<'_> {
         let Some(code) = row.code else {
             let url = match self.links.check_url(&row.url) {
                 Ok(url) => url,
-                Err(e) => return self.refuse_now(line, e),
+                Err(e) => return self.refuse_now(line, naming_field(&e)),
             };
             if self.dry_run {
                 self.summary.created += 1;
@@ -367,7 +368,7 @@ impl Importer<'_> {
                 Ok((_, true)) => self.summary.created += 1,
                 Ok((_, false)) => self.summary.unchanged += 1,
                 Err(LinkError::Store(e)) => return Err(e.into()),
-                Err(e) => self.refuse_now(line, e)?,
+                Err(e) => self.refuse_now(line, naming_field(&e))?,
             }
             return Ok(());
         };
@@ -391,6 +392,15 @@ impl Importer<'_> {
             review: None,
         };
         self.checked_link(line, link)
+    }
+}
+
+/// A refusal as the report gives it: the field first when the error is about one
+/// (`` `options.password`: … ``), so that the line's fault can be found in the file.
+fn naming_field(e: &LinkError) -> String {
+    match e {
+        LinkError::Invalid { field, detail, .. } => format!("`{field}`: {detail}"),
+        other => other.to_string(),
     }
 }
 

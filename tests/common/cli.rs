@@ -35,6 +35,22 @@ pub fn offline(dir: &Path) -> PathBuf {
     config
 }
 
+/// A config for a store of its own (no server): sled under `dir`, or with
+/// `TEST_STORE=postgres` a fresh database of the test PostgreSQL server.
+pub fn offline_on_test_store(dir: &Path) -> PathBuf {
+    let config = offline(dir);
+    if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
+        let url = super::postgres::fresh_database()
+            .expect("TEST_STORE=postgres needs PostgreSQL installed");
+        let mut text = std::fs::read_to_string(&config).expect("config");
+        text.push_str(&format!(
+            "backend = \"postgres\"\n[storage.postgres]\nurl = \"{url}\"\n"
+        ));
+        std::fs::write(&config, text).expect("config");
+    }
+    config
+}
+
 /// Output bytes as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

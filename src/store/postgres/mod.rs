@@ -27,6 +27,7 @@
 //! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links |
 //! | `pools.rs` | the code pools: refills, levels, peeks |
 //! | `visits.rs` | visits and their counters, listings, summaries, pruning |
+//! | `check.rs` | `vshortlink check`: what the schema does not enforce, read in one snapshot |
 //! | `claims.rs` | visit caps: the `link_claims` rows |
 //! | `leads.rs` | leads left through links' forms |
 //! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict |
@@ -36,6 +37,7 @@
 //!
 //! [`watch`]: Store::watch
 
+mod check;
 mod claims;
 mod leads;
 mod links;

@@ -16,25 +16,10 @@ use std::collections::HashMap;
 use super::codec::{check_record, decode_code_value, decode_link, CodeValue};
 use super::keys::{self, counter, read_u64};
 use super::SledStore;
-use crate::store::{LinkStatus, StoreError, StoreResult};
+use crate::store::{CheckReport, LinkStatus, StoreError, StoreResult};
 
 /// At most this many faults of one kind are listed (the count is always given).
 const MAX_LISTED: usize = 20;
-
-/// What `check` verified and what it found wrong.
-#[derive(Clone, Debug, Default)]
-pub struct CheckReport {
-    /// One line per check, saying what it covered.
-    pub checked: Vec<String>,
-    /// One line per fault, naming the record.
-    pub faults: Vec<String>,
-}
-
-impl CheckReport {
-    fn ok(&mut self, line: String) {
-        self.checked.push(line);
-    }
-}
 
 /// Collects faults of one kind, listing the first few.
 struct Faults<'a> {

@@ -63,7 +63,6 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-pub use self::check::CheckReport;
 pub use self::codec::check_record;
 pub use self::page_table::PageTableBudget;
 // Siblings reach these through `super::`, as before the split.
