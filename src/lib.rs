@@ -40,7 +40,7 @@
 pub mod blocklist;
 pub mod cache;
 pub mod clock;
-pub mod codes;
+pub use vshortlink_codes as codes;
 pub mod commands;
 pub mod config;
 pub mod csv_safe;
@@ -53,7 +53,7 @@ pub mod limits;
 pub mod links;
 pub mod memory;
 pub mod metrics;
-pub mod model;
+pub use vshortlink_model as model;
 pub mod ops;
 pub mod pools;
 pub mod qr;

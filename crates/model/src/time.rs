@@ -1,5 +1,5 @@
 //! Time as every record keeps it: milliseconds since the Unix epoch, and the spans the
-//! counters are kept by. The clock itself is `crate::clock` (replaceable in tests).
+//! counters are kept by. The clock itself is the application's `clock` module (replaceable in tests).
 
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
 pub type Millis = u64;

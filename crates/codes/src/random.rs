@@ -1,6 +1,6 @@
 //! The `random` generation strategy: uniform candidate numbers in a space.
 //! Deduplication against issued codes is the caller's job (see
-//! [`crate::codes::filter`]). Pure computation on a caller-supplied RNG; this
+//! [`crate::filter`]). Pure computation on a caller-supplied RNG; this
 //! module does no I/O.
 
 use rand::RngExt;

@@ -18,7 +18,7 @@ pub const DELIVERY_LOG_KEEP: usize = 1000;
 /// can be large, and only its start helps whoever reads the dashboard.
 pub const MAX_ERROR_LEN: usize = 500;
 
-/// An event for one webhook, as the service hands it to [`crate::store::OutboxStore::enqueue`].
+/// An event for one webhook, as the service hands it to `OutboxStore::enqueue` (in the store).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewOutboxItem {
     /// The webhook's name (the key its configuration is found by).

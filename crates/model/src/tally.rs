@@ -12,8 +12,8 @@ use std::sync::Arc;
 use super::hll::Hll;
 use super::{Dimension, NewVisit};
 
-use crate::model::time::DAY_MS;
-use crate::model::time::HOUR_MS;
+use crate::time::DAY_MS;
+use crate::time::HOUR_MS;
 
 /// The counters of one batch.
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ pub fn referer_host(referer: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Visit;
+    use crate::Visit;
 
     fn visit(link_id: u64, at: u64, bot: bool, browser: &str, client: u64) -> NewVisit {
         NewVisit {

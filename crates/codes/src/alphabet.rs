@@ -56,7 +56,7 @@ pub fn decode(s: &str) -> Option<u64> {
 ///
 /// This is deliberately only a syntax check: it says nothing about reserved
 /// or blocked words, which callers check separately with
-/// [`crate::codes::words`].
+/// [`crate::words`].
 pub fn is_code_syntax(s: &str) -> bool {
     (1..=MAX_CODE_LEN).contains(&s.len())
         && s.bytes()
@@ -66,7 +66,7 @@ pub fn is_code_syntax(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codes::space::{Space, MAX_GENERATED_LEN};
+    use crate::space::{Space, MAX_GENERATED_LEN};
 
     #[test]
     fn digit_order_is_fixed() {

@@ -278,9 +278,9 @@ impl CodeFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codes::alphabet::encode;
-    use crate::codes::random::candidates;
-    use crate::codes::space::Space;
+    use crate::alphabet::encode;
+    use crate::random::candidates;
+    use crate::space::Space;
     use rand::rngs::StdRng;
     use rand::SeedableRng;
 

@@ -1,6 +1,6 @@
 //! The review of destinations (design 003's 审核), as stored: why a link was queued, what each
 //! check found, the verdict, and the rules that decide a verdict from a score or a blocklist
-//! hit. No I/O: the checks themselves (fetch, screenshot, scorer) live in `crate::review`.
+//! hit. No I/O: the checks themselves (fetch, screenshot, scorer) live in the review service.
 
 use serde::{Deserialize, Serialize};
 
