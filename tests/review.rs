@@ -1050,10 +1050,9 @@ fn reviews_are_limited_to_the_callers_spaces() {
     assert_eq!(link_of(&app, &secret)["review"]["verdict"], "flagged");
 }
 
-#[test]
-fn the_fetched_title_and_description_reach_the_api_and_the_review_page() {
-    let scorer = scorer();
-    let described = Server::start(|_| {
+/// A page with a title and a meta description (the scorer flags it: `middle`).
+fn described_site() -> Server {
+    Server::start(|_| {
         Reply {
         status: 200,
         content_type: "text/html; charset=utf-8",
@@ -1064,7 +1063,13 @@ fn the_fetched_title_and_description_reach_the_api_and_the_review_page() {
             .into(),
         delay: Duration::ZERO,
     }
-    });
+    })
+}
+
+#[test]
+fn the_fetched_title_and_description_reach_the_api_and_the_review_page() {
+    let scorer = scorer();
+    let described = described_site();
     let app = start(&scorer, &[]);
     let code = create(&app, &described.url("/middle/sale"));
     let review = first_review(&app, &code);
@@ -1099,4 +1104,52 @@ fn the_fetched_title_and_description_reach_the_api_and_the_review_page() {
     assert!(zh.contains("<html lang=\"zh-CN\">"), "{zh}");
     assert!(zh.contains(title) && zh.contains(shown), "{zh}");
     assert!(zh.contains(">页面描述<"), "{zh}");
+}
+
+/// An admin's verdict checks nothing: the link's latest review then has no findings, and the
+/// listing and the page show those of its latest checked review beside the verdict.
+#[test]
+fn an_overridden_link_still_shows_what_its_last_checks_found() {
+    let scorer = scorer();
+    let described = described_site();
+    let tools = tempfile::tempdir().expect("dir");
+    let browser = fake_browser(tools.path());
+    let app = start(
+        &scorer,
+        &[("browser", &format!("\"{}\"", browser.display()))],
+    );
+    let code = create(&app, &described.url("/middle/sale"));
+    let checked = first_review(&app, &code);
+    assert_eq!(checked["screenshot"], true, "{checked}");
+    let response = post_review(&app, &code, ADMIN, Some(&json!({"verdict": "blocked"})));
+    assert_eq!(response.status(), 200);
+
+    let page = app.api_get("/api/v1/reviews?verdict=blocked", ADMIN);
+    let item = &page["items"][0];
+    assert_eq!(item["code"], code.as_str(), "{page}");
+    assert_eq!(item["latest_review"]["trigger"], "override", "{page}");
+    assert!(item["latest_review"]["title"].is_null(), "{page}");
+    let found = &item["checked_review"];
+    assert_eq!(found["id"], checked["id"], "{page}");
+    assert_eq!(found["title"], "Spring sale — middle", "{page}");
+    assert_eq!(
+        found["description"], "Forty percent off every middle thing & more",
+        "{page}"
+    );
+
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(html.contains("Spring sale — middle"), "{html}");
+    assert!(
+        html.contains("Forty percent off every middle thing &amp; more"),
+        "{html}"
+    );
+    let id = checked["id"].as_u64().expect("id");
+    let shot = format!("/ui/reviews/{code}/{id}/screenshot.png");
+    assert!(html.contains(&format!("src=\"{shot}\"")), "{html}");
+    assert_eq!(admin.get(&shot).status(), 200);
+    assert!(html.contains("Found by the review of"), "{html}");
+    admin.get("/ui/lang?set=zh-CN&back=%2F");
+    let zh = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(zh.contains("的审核所见"), "{zh}");
 }

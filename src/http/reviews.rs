@@ -176,14 +176,16 @@ struct VerdictPage {
     next_cursor: Option<String>,
 }
 
-/// A link of the listing by verdict: the link as `GET` of it shows it, and its latest review
-/// in full, so that a reviewer sees what the fetch found (final URL, title, description) and
-/// each check without a request per link.
+/// A link of the listing by verdict: the link as `GET` of it shows it, its latest review in
+/// full, and its latest checked review (the same unless the latest is an admin's override,
+/// which checks nothing), so that a reviewer sees what the fetch found (final URL, title,
+/// description) and each check without a request per link.
 #[derive(Serialize)]
 struct ReviewedLink {
     #[serde(flatten)]
     link: LinkView,
     latest_review: Option<ReviewView>,
+    checked_review: Option<ReviewView>,
 }
 
 /// `GET /api/v1/reviews?verdict=flagged|blocked|ok|unscored&cursor&limit`: links by their
@@ -194,7 +196,7 @@ struct ReviewedLink {
         ("cursor" = Option<String>, Query, description = "From a previous page"),
         ("limit" = Option<usize>, Query, description = "1 to 1000 (default 100)")),
     security(("api_key" = [])),
-    responses((status = 200, description = "`{items: [link], next_cursor}`: the links of the key's spaces only; each link has `review` (its verdict) and `latest_review` (the latest review in full, as `GET /api/v1/links/{code}/reviews` shows it: checks, final_url, title, description, …). A page holds `limit` links while that many are left, except that one request looks at 10,000 listed links at most: past them a page may end short, with a `next_cursor`"),
+    responses((status = 200, description = "`{items: [link], next_cursor}`: the links of the key's spaces only; each link has `review` (its verdict), `latest_review` (the latest review in full, as `GET /api/v1/links/{code}/reviews` shows it: checks, final_url, title, description, …) and `checked_review` (the latest review that ran the checks: the same, unless the latest is an admin's override, which checks nothing). A page holds `limit` links while that many are left, except that one request looks at 10,000 listed links at most: past them a page may end short, with a `next_cursor`"),
         (status = 403, description = "Not an admin's key")))]
 pub async fn by_verdict(
     State(state): State<AppState>,
@@ -218,8 +220,8 @@ pub async fn by_verdict(
         let (links, next) = reviews.by_verdict(verdict, after, limit, spaces.as_deref())?;
         let mut out = Vec::with_capacity(links.len());
         for link in links {
-            let latest = reviews.latest(link.id)?;
-            out.push((link, latest));
+            let (latest, checked) = reviews.latest_and_checked(link.id)?;
+            out.push((link, latest, checked));
         }
         Ok::<_, ApiError>((out, next))
     })
@@ -227,9 +229,10 @@ pub async fn by_verdict(
     Ok(Json(VerdictPage {
         items: links
             .into_iter()
-            .map(|(link, latest)| ReviewedLink {
+            .map(|(link, latest, checked)| ReviewedLink {
                 link: LinkView::new(&state, &link),
                 latest_review: latest.map(ReviewView::from),
+                checked_review: checked.map(ReviewView::from),
             })
             .collect(),
         next_cursor: next.map(|n| n.to_string()),

@@ -44,6 +44,9 @@ const REVIEW_TIMEOUT: Duration = Duration::from_secs(90);
 const TRIGGERS: usize = 4096;
 /// Reviews listed for one link at most.
 pub const MAX_LISTED: usize = 100;
+/// A link's newest reviews searched for its latest checked one when the latest is an
+/// override (overrides rarely follow each other: this bounds a listing's reads).
+const FINDINGS_LOOKBACK: usize = 16;
 /// Ids of the verdict index read at a time for a caller limited to some spaces.
 const SCAN_CHUNK: usize = 256;
 /// Ids of the verdict index one listing looks at, at most, for a caller limited to some spaces
@@ -443,9 +446,25 @@ impl Reviews {
         }
     }
 
-    /// The latest reviews of a link with their screenshots' presence, for the review page.
-    pub fn latest(&self, link_id: u64) -> Result<Option<Review>, StoreError> {
-        Ok(self.store.reviews(link_id, 1)?.into_iter().next())
+    /// A link's latest review, and its latest checked one: the same unless the latest is an
+    /// admin's override, which checks nothing (no title, description, final URL, checks or
+    /// screenshot); then the newest review behind it that ran the checks, among the last
+    /// [`FINDINGS_LOOKBACK`]. The listings show the verdict of the first and what the second
+    /// found, so that a link an admin blocked still shows what it was blocked for.
+    pub fn latest_and_checked(
+        &self,
+        link_id: u64,
+    ) -> Result<(Option<Review>, Option<Review>), StoreError> {
+        let latest = self.store.reviews(link_id, 1)?.into_iter().next();
+        let checked = match &latest {
+            Some(review) if review.trigger == Trigger::Override => self
+                .store
+                .reviews(link_id, FINDINGS_LOOKBACK)?
+                .into_iter()
+                .find(|r| r.trigger != Trigger::Override),
+            other => other.clone(),
+        };
+        Ok((latest, checked))
     }
 
     /// The screenshot review `review_id` of link `link_id` kept; `None` for another link's

@@ -1,6 +1,7 @@
 //! `/ui/reviews` (admins): links by their latest review verdict — flagged by default, blocked,
 //! ok or unscored — paged by cursor, each with its latest review (trigger, score, reason, what
-//! the fetch found, each check, the screenshot) and an admin's Approve and Block; the
+//! the fetch found, each check, the screenshot; behind an admin's override, which checks
+//! nothing, those of the latest checked review) and an admin's Approve and Block; the
 //! screenshots' route; and the verdict post that the link's page shares. An admin limited to
 //! spaces sees, and decides on, the links of those spaces only. The rules (who may, what a
 //! verdict does) are the review service's; this file checks the admin and shapes views.
@@ -101,10 +102,10 @@ pub async fn list(
     let reviews = state.reviews.clone();
     let read = blocking(move || {
         let (links, next) = reviews.by_verdict(verdict, after, PAGE, spaces.as_deref())?;
-        let mut out: Vec<(Link, Option<Review>)> = Vec::with_capacity(links.len());
+        let mut out: Vec<(Link, Option<Review>, Option<Review>)> = Vec::with_capacity(links.len());
         for link in links {
-            let latest = reviews.latest(link.id)?;
-            out.push((link, latest));
+            let (latest, checked) = reviews.latest_and_checked(link.id)?;
+            out.push((link, latest, checked));
         }
         Ok::<_, ApiError>((out, next))
     })
@@ -115,13 +116,16 @@ pub async fn list(
     };
     let items: Vec<Value> = items
         .iter()
-        .map(|(link, latest)| {
+        .map(|(link, latest, checked)| {
             context! {
                 code => link.code.clone(),
                 url => link.url.clone(),
                 status => link.status.as_str(),
                 link_title => link.title.clone(),
                 review => latest.as_ref().map(review_view),
+                // What the checks found: the latest review's own, or behind an override the
+                // latest checked one's (an override checks nothing).
+                found => checked.as_ref().map(review_view),
             }
         })
         .collect();
