@@ -42,6 +42,9 @@ struct Rules {
     /// The page's host and the address the fetch reached it at: the browser goes where the
     /// fetch went, even if the name's answer changed since.
     pin: Option<(String, IpAddr)>,
+    /// The proxy's own address: a request for it would have the proxy call itself, request
+    /// after request, when the rule allows loopback (`review.allow_private`).
+    own: SocketAddr,
     stop: watch::Receiver<()>,
 }
 
@@ -58,6 +61,7 @@ impl Proxy {
         let rules = Arc::new(Rules {
             policy,
             pin: pin.map(|(host, ip)| (host.to_ascii_lowercase(), ip)),
+            own: addr,
             stop,
         });
         tokio::spawn(accept(listener, rules));
@@ -87,6 +91,8 @@ async fn accept(listener: TcpListener, rules: Arc<Rules>) {
     until_stopped(stop, async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                // Out of descriptors, say: wait rather than spin on the error.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                 continue;
             };
             let rules = rules.clone();
@@ -185,6 +191,9 @@ async fn connect(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Ref
     let mut last = String::from("no address");
     for ip in ips {
         let addr = SocketAddr::new(ip, port);
+        if addr == rules.own || (ip.is_unspecified() && port == rules.own.port()) {
+            return Err(Refusal::new(StatusCode::FORBIDDEN, "the proxy itself"));
+        }
         match tokio::time::timeout(FETCH_TIMEOUT, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => return Ok(stream),
             Ok(Err(e)) => last = format!("{addr}: {e}"),
@@ -370,7 +379,7 @@ mod tests {
             format!(
                 "GET http://{internal}/ HTTP/1.1\r\nHost: {internal}\r\nConnection: close\r\n\r\n"
             ),
-            format!("CONNECT {internal} HTTP/1.1\r\nHost: {internal}\r\n\r\n"),
+            format!("CONNECT {internal} HTTP/1.1\r\nHost: {internal}\r\nConnection: close\r\n\r\n"),
         ] {
             let got = ask(at, &head).await;
             assert!(got.starts_with("HTTP/1.1 403"), "{head}: {got}");
@@ -425,7 +434,7 @@ mod tests {
             .await
             .expect("proxy");
         for head in [
-            format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+            format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
             format!("GET http://localhost:{port}/ HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
         ] {
             let got = ask(strict.addr(), &head).await;
@@ -445,6 +454,17 @@ mod tests {
         )
         .await;
         assert!(got.contains("saw GET /p"), "{got}");
+        // Not itself, even where loopback is allowed.
+        let open_rule = Proxy::start(Arc::new(|_: IpAddr| true), None)
+            .await
+            .expect("proxy");
+        let me = open_rule.addr();
+        let got = ask(
+            me,
+            &format!("GET http://{me}/ HTTP/1.1\r\nHost: {me}\r\nConnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(got.starts_with("HTTP/1.1 403"), "{got}");
         // Dropped: the port no longer answers.
         let gone = pinned.addr();
         drop(pinned);
