@@ -16,8 +16,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::pages::PageClient;
 use common::stub::Request;
-use common::{postgres, problem, TestApp, ADMIN, EDITOR, VIEWER};
+use common::{postgres, problem, TestApp, ADMIN, EDITOR, SPORTS_ADMIN, VIEWER};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -865,4 +866,290 @@ fn two_postgres_instances_review_each_link_once() {
     wait_until(Duration::from_secs(3), "the override on instance B", || {
         redirect_status(&b, clean) == 403
     });
+}
+
+/// A stand-in browser: writes a small PNG where `--screenshot=` says.
+fn fake_browser(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("browser.sh");
+    let script = "#!/bin/sh\n\
+        for a in \"$@\"; do case \"$a\" in --screenshot=*) out=\"${a#--screenshot=}\";; esac; done\n\
+        printf '\\211PNG\\r\\n\\032\\nfake' > \"$out\"\n";
+    std::fs::write(&path, script).expect("write the browser");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// The codes of `GET /api/v1/reviews?verdict=…&limit=…` for `key`, page by page, following
+/// the cursor to the end.
+fn pages_of(app: &TestApp, key: &str, verdict: &str, limit: usize) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/api/v1/reviews?verdict={verdict}&limit={limit}");
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let page = app.api_get(&path, key);
+        pages.push(
+            page["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|l| l["code"].as_str().unwrap_or_default().to_string())
+                .collect(),
+        );
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => return pages,
+        }
+        assert!(pages.len() < 100, "the cursor never ends");
+    }
+}
+
+/// Every `src="/ui/reviews/…"` of a page.
+fn screenshot_srcs(html: &str) -> Vec<String> {
+    html.split("src=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|src| src.starts_with("/ui/reviews/"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn reviews_are_limited_to_the_callers_spaces() {
+    let site = site();
+    let scorer = scorer();
+    let tools = tempfile::tempdir().expect("dir");
+    let browser = fake_browser(tools.path());
+    let app = start(
+        &scorer,
+        &[("browser", &format!("\"{}\"", browser.display()))],
+    );
+    // Flagged links (the scorer flags `middle` pages) in two spaces, their ids interleaved;
+    // the default space's first is behind a password.
+    let secret = code_of(&app.create(json!({
+        "url": site.url("/middle/secret-destination"), "password": "open sesame"
+    })));
+    let mut ours = Vec::new();
+    let mut theirs = vec![secret.clone()];
+    for i in 0..3 {
+        theirs.push(create(&app, &site.url(&format!("/middle/default-{i}"))));
+        ours.push(code_of(&app.create(json!({
+            "url": site.url(&format!("/middle/sports-{i}")), "space": "sports"
+        }))));
+    }
+    for code in theirs.iter().chain(&ours) {
+        assert_eq!(first_review(&app, code)["verdict"], "flagged");
+    }
+    let mut everyone: Vec<String> = theirs.iter().chain(&ours).cloned().collect();
+    everyone.sort();
+    let mut all = listed(&app, "flagged");
+    all.sort();
+    assert_eq!(all, everyone, "an admin of every space sees every space");
+
+    // The API's listing: the caller's spaces only, every page full but the last, at any size.
+    for limit in [1, 2, 1000] {
+        let pages = pages_of(&app, SPORTS_ADMIN, "flagged", limit);
+        assert_eq!(pages.concat(), ours, "limit {limit}: {pages:?}");
+        let (last, full) = pages.split_last().expect("a page");
+        assert!(!last.is_empty(), "limit {limit}: an empty last page");
+        for page in full {
+            assert_eq!(page.len(), limit, "limit {limit}: {pages:?}");
+        }
+    }
+    let raw = app
+        .req(
+            Method::GET,
+            "/api/v1/reviews?verdict=flagged&limit=1000",
+            Some(SPORTS_ADMIN),
+        )
+        .send()
+        .expect("GET")
+        .text()
+        .expect("body");
+    assert!(!raw.contains("/middle/default"), "{raw}");
+    assert!(!raw.contains("secret-destination"), "{raw}");
+
+    // A link's reviews and an admin's verdict: 403 for another space's link, as its GET is.
+    for code in &theirs {
+        for path in [
+            format!("/api/v1/links/{code}"),
+            format!("/api/v1/links/{code}/reviews"),
+        ] {
+            let response = app.req(Method::GET, &path, Some(SPORTS_ADMIN)).send();
+            assert_eq!(response.expect("GET").status(), 403, "{path}");
+        }
+        let response = post_review(
+            &app,
+            code,
+            SPORTS_ADMIN,
+            Some(&json!({"verdict": "blocked"})),
+        );
+        assert_eq!(response.status(), 403, "a verdict on {code}");
+        assert_eq!(post_review(&app, code, SPORTS_ADMIN, None).status(), 403);
+    }
+    assert_eq!(link_of(&app, &secret)["review"]["verdict"], "flagged");
+    // Its own: allowed.
+    let own = app.api_get(&format!("/api/v1/links/{}/reviews", ours[0]), SPORTS_ADMIN);
+    assert_eq!(own["items"].as_array().map(Vec::len), Some(1), "{own}");
+    let response = post_review(
+        &app,
+        &ours[0],
+        SPORTS_ADMIN,
+        Some(&json!({"verdict": "blocked"})),
+    );
+    assert_eq!(response.status(), 200);
+    let review: Value = response.json().expect("json");
+    assert_eq!(review["by"], "sports-admin", "{review}");
+    assert_eq!(
+        pages_of(&app, SPORTS_ADMIN, "blocked", 1000).concat(),
+        vec![ours[0].clone()]
+    );
+
+    // The page: the same links, the same screenshots.
+    let page = PageClient::signed_in(&app, SPORTS_ADMIN);
+    let html = page.html("/ui/reviews", 200);
+    for code in &ours[1..] {
+        assert!(html.contains(&format!("id=\"r-{code}\"")), "{code}: {html}");
+    }
+    for code in &theirs {
+        assert!(
+            !html.contains(&format!("id=\"r-{code}\"")),
+            "{code}: {html}"
+        );
+    }
+    assert!(!html.contains("/middle/default"), "{html}");
+    assert!(!html.contains("secret-destination"), "{html}");
+    let blocked = page.html("/ui/reviews?verdict=blocked", 200);
+    assert!(
+        blocked.contains(&format!("id=\"r-{}\"", ours[0])),
+        "{blocked}"
+    );
+    let shots = screenshot_srcs(&html);
+    assert_eq!(shots.len(), ours.len() - 1, "{shots:?}");
+    for shot in &shots {
+        assert_eq!(page.get(shot).status(), 200, "{shot}");
+    }
+    // Another space's screenshot, however asked for, and its verdict from the page: refused.
+    let their_review = reviews(&app, &secret)[0]["id"].as_u64().expect("id");
+    for path in [
+        format!("/ui/reviews/{their_review}/screenshot.png"),
+        format!("/ui/reviews/{secret}/{their_review}/screenshot.png"),
+        format!("/ui/reviews/{}/{their_review}/screenshot.png", ours[1]),
+    ] {
+        let status = page.get(&path).status().as_u16();
+        assert!(status == 403 || status == 404, "{path}: {status}");
+    }
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let every = admin.html("/ui/reviews", 200);
+    assert!(every.contains(&format!("id=\"r-{secret}\"")), "{every}");
+    let response = page.post_form(&format!("/ui/reviews/{secret}"), &[("verdict", "blocked")]);
+    assert_eq!(response.status(), 403);
+    assert_eq!(link_of(&app, &secret)["review"]["verdict"], "flagged");
+}
+
+/// A page with a title and a meta description (the scorer flags it: `middle`).
+fn described_site() -> Server {
+    Server::start(|_| {
+        Reply {
+        status: 200,
+        content_type: "text/html; charset=utf-8",
+        body: "<!doctype html><html><head>\
+               <meta name=\"description\" content=\"Forty percent off every middle thing &amp; more\">\
+               <title>Spring sale &mdash; middle</title></head>\
+               <body><p>Buy</p></body></html>"
+            .into(),
+        delay: Duration::ZERO,
+    }
+    })
+}
+
+#[test]
+fn the_fetched_title_and_description_reach_the_api_and_the_review_page() {
+    let scorer = scorer();
+    let described = described_site();
+    let app = start(&scorer, &[]);
+    let code = create(&app, &described.url("/middle/sale"));
+    let review = first_review(&app, &code);
+    assert_eq!(review["verdict"], "flagged", "{review}");
+    let (title, description) = (
+        "Spring sale — middle",
+        "Forty percent off every middle thing & more",
+    );
+    // Kept with the review, and shown with the link's reviews.
+    assert_eq!(review["title"], title, "{review}");
+    assert_eq!(review["description"], description, "{review}");
+    // In the listing by verdict: each link with its latest review's findings.
+    let page = app.api_get("/api/v1/reviews?verdict=flagged", ADMIN);
+    let item = &page["items"][0];
+    assert_eq!(item["code"], code.as_str(), "{page}");
+    let latest = &item["latest_review"];
+    assert_eq!(latest["id"], review["id"], "{page}");
+    assert_eq!(latest["title"], title, "{page}");
+    assert_eq!(latest["description"], description, "{page}");
+    assert_eq!(latest["final_url"], described.url("/middle/sale"), "{page}");
+
+    // On the review page, in both languages.
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let shown = "Forty percent off every middle thing &amp; more";
+    let html = admin.html("/ui/reviews", 200);
+    assert!(html.contains(&format!("id=\"r-{code}\"")), "{html}");
+    assert!(html.contains(title), "{html}");
+    assert!(html.contains(shown), "{html}");
+    assert!(html.contains(">Page description<"), "{html}");
+    admin.get("/ui/lang?set=zh-CN&back=%2F");
+    let zh = admin.html("/ui/reviews", 200);
+    assert!(zh.contains("<html lang=\"zh-CN\">"), "{zh}");
+    assert!(zh.contains(title) && zh.contains(shown), "{zh}");
+    assert!(zh.contains(">页面描述<"), "{zh}");
+}
+
+/// An admin's verdict checks nothing: the link's latest review then has no findings, and the
+/// listing and the page show those of its latest checked review beside the verdict.
+#[test]
+fn an_overridden_link_still_shows_what_its_last_checks_found() {
+    let scorer = scorer();
+    let described = described_site();
+    let tools = tempfile::tempdir().expect("dir");
+    let browser = fake_browser(tools.path());
+    let app = start(
+        &scorer,
+        &[("browser", &format!("\"{}\"", browser.display()))],
+    );
+    let code = create(&app, &described.url("/middle/sale"));
+    let checked = first_review(&app, &code);
+    assert_eq!(checked["screenshot"], true, "{checked}");
+    let response = post_review(&app, &code, ADMIN, Some(&json!({"verdict": "blocked"})));
+    assert_eq!(response.status(), 200);
+
+    let page = app.api_get("/api/v1/reviews?verdict=blocked", ADMIN);
+    let item = &page["items"][0];
+    assert_eq!(item["code"], code.as_str(), "{page}");
+    assert_eq!(item["latest_review"]["trigger"], "override", "{page}");
+    assert!(item["latest_review"]["title"].is_null(), "{page}");
+    let found = &item["checked_review"];
+    assert_eq!(found["id"], checked["id"], "{page}");
+    assert_eq!(found["title"], "Spring sale — middle", "{page}");
+    assert_eq!(
+        found["description"], "Forty percent off every middle thing & more",
+        "{page}"
+    );
+
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(html.contains("Spring sale — middle"), "{html}");
+    assert!(
+        html.contains("Forty percent off every middle thing &amp; more"),
+        "{html}"
+    );
+    let id = checked["id"].as_u64().expect("id");
+    let shot = format!("/ui/reviews/{code}/{id}/screenshot.png");
+    assert!(html.contains(&format!("src=\"{shot}\"")), "{html}");
+    assert_eq!(admin.get(&shot).status(), 200);
+    assert!(html.contains("Found by the review of"), "{html}");
+    admin.get("/ui/lang?set=zh-CN&back=%2F");
+    let zh = admin.html("/ui/reviews?verdict=blocked", 200);
+    assert!(zh.contains("的审核所见"), "{zh}");
 }

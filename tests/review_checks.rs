@@ -878,3 +878,64 @@ async fn a_browser_that_hangs_is_killed_with_its_children() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// SPEC §21 (3): the screenshot browser loads nothing the fetch would refuse. The page (on
+/// 127.0.0.1, which the test's rule allows) embeds an `<iframe>` and an `<img>` of an
+/// "internal" server on 127.0.0.2 (which the rule refuses, as the default rule refuses every
+/// private address), and an `<img>` of a second allowed server, which shows that the browser
+/// did load the page's allowed parts.
+#[tokio::test]
+async fn the_screenshot_loads_nothing_from_an_address_the_fetch_refuses() {
+    let browser = "/usr/bin/chromium";
+    if !Path::new(browser).exists() {
+        assert!(
+            std::env::var("REQUIRE_BROWSER").as_deref() != Ok("1"),
+            "REQUIRE_BROWSER=1 and no {browser}"
+        );
+        eprintln!("skipped: no {browser} (set REQUIRE_BROWSER=1 to make this a failure)");
+        return;
+    }
+    let internal = serve("127.0.0.2", |req| {
+        if req.target.ends_with(".png") {
+            page(200, "image/png", "not really a png")
+        } else {
+            html("<html><body style=\"background:#0c0\"><h1>Internal admin</h1></body></html>")
+        }
+    });
+    let allowed = serve("127.0.0.1", |_| page(200, "image/png", "not really a png"));
+    let embedded = format!(
+        "<html><head><title>Embeds</title></head><body>\
+         <iframe src=\"{}\" width=\"600\" height=\"300\"></iframe>\
+         <img src=\"{}\"><img src=\"{}\"></body></html>",
+        internal.url("/admin"),
+        internal.url("/secret.png"),
+        allowed.url("/fine.png"),
+    );
+    let site = serve("127.0.0.1", move |_| html(&embedded));
+    let mut config = config();
+    config.allow_private = false;
+    config.browser = browser.into();
+    let checker = Checker::with_address_policy(
+        &config,
+        Arc::new(BlockedHosts::empty()),
+        refusing_127_0_0_2(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = checker.check(&[site.url("/")]).await;
+    let shot = record(&out, "screenshot");
+    assert_eq!(shot.outcome, "ok", "{}", shot.detail);
+    assert_eq!(out.title.as_deref(), Some("Embeds"));
+    // The fetch and the browser both loaded the page, and the browser its allowed image.
+    assert!(site.hits() >= 2, "the browser never loaded the page");
+    assert!(allowed.hits() >= 1, "the browser loaded no allowed part");
+    assert_eq!(
+        internal.hits(),
+        0,
+        "the browser loaded {:?} from a refused address",
+        internal
+            .requests()
+            .iter()
+            .map(|r| r.target.clone())
+            .collect::<Vec<_>>()
+    );
+}

@@ -868,9 +868,11 @@ fn the_review_queue_takes_each_link_once(make: Make) {
     assert!(kept.id > 0 && kept.screenshot);
     assert_eq!(store.review_queue_depth().unwrap(), 1);
     assert_eq!(
-        store.review_screenshot(kept.id).unwrap().as_deref(),
+        store.review_screenshot(7, kept.id).unwrap().as_deref(),
         Some(&b"\x89PNG"[..])
     );
+    // Asked for as another link's: none.
+    assert_eq!(store.review_screenshot(8, kept.id).unwrap(), None);
     assert_eq!(store.reviews(7, 10).unwrap(), vec![kept.clone()]);
     assert_eq!(
         store.links_by_verdict(Verdict::Flagged, None, 10).unwrap(),

@@ -1396,7 +1396,7 @@ fn admins_review_flagged_links_and_block_or_approve_them() {
         html.contains("Scorer") && html.contains("Screenshot"),
         "each check"
     );
-    let shot = format!("/ui/reviews/{review_id}/screenshot.png");
+    let shot = format!("/ui/reviews/{code}/{review_id}/screenshot.png");
     assert!(html.contains(&format!("src=\"{shot}\"")), "{html}");
     assert!(html.contains(">Approve<") && html.contains(">Block<"));
     assert!(!html.contains("Reviews are off"));
@@ -1406,10 +1406,11 @@ fn admins_review_flagged_links_and_block_or_approve_them() {
     assert_eq!(png.headers()["cache-control"], "private, max-age=3600");
     assert!(png.bytes().expect("body").starts_with(b"\x89PNG\r\n\x1a\n"));
     for missing in [
-        "/ui/reviews/999999/screenshot.png",
-        "/ui/reviews/x/screenshot.png",
+        format!("/ui/reviews/{code}/999999/screenshot.png"),
+        format!("/ui/reviews/{code}/x/screenshot.png"),
+        format!("/ui/reviews/nosuchcode/{review_id}/screenshot.png"),
     ] {
-        assert_eq!(admin.get(missing).status(), 404, "{missing}");
+        assert_eq!(admin.get(&missing).status(), 404, "{missing}");
     }
     // Its page shows the verdict, with the buttons for admins.
     let page_html = admin.html(&format!("/ui/links/{code}"), 200);

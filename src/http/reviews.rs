@@ -89,7 +89,8 @@ struct ReviewList {
 /// `GET /api/v1/links/{code}/reviews`: the link's reviews, newest first (at most 100).
 #[utoipa::path(get, path = "/api/v1/links/{code}/reviews", tag = "review",
     params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
-    responses((status = 200, description = "`{items: [{id, at, trigger, checks, score, reason, verdict, final_url, title, description, screenshot, by}]}`"),
+    responses((status = 200, description = "`{items: [{id, at, trigger, checks, score, reason, verdict, final_url, title, description, screenshot, by}]}`: `title` and `description` are the fetched page's `<title>` and meta description"),
+        (status = 403, description = "The key may not use the link's space"),
         (status = 404, description = "No such code")))]
 pub async fn link_reviews(
     State(state): State<AppState>,
@@ -123,7 +124,7 @@ pub struct Decision {
         (status = 200, description = "The admin's verdict, kept as a review"),
         (status = 400, description = "A verdict other than ok or blocked"),
         (status = 409, description = "`review_disabled`: `review.enabled` is off"),
-        (status = 403, description = "A verdict from a key that is not an admin's")))]
+        (status = 403, description = "A verdict from a key that is not an admin's, or a key that may not use the link's space")))]
 pub async fn review_link(
     State(state): State<AppState>,
     caller: Caller,
@@ -171,24 +172,38 @@ pub async fn review_link(
 
 #[derive(Serialize)]
 struct VerdictPage {
-    items: Vec<LinkView>,
+    items: Vec<ReviewedLink>,
     next_cursor: Option<String>,
 }
 
+/// A link of the listing by verdict: the link as `GET` of it shows it, its latest review in
+/// full, and its latest checked review (the same unless the latest is an admin's override,
+/// which checks nothing), so that a reviewer sees what the fetch found (final URL, title,
+/// description) and each check without a request per link.
+#[derive(Serialize)]
+struct ReviewedLink {
+    #[serde(flatten)]
+    link: LinkView,
+    latest_review: Option<ReviewView>,
+    checked_review: Option<ReviewView>,
+}
+
 /// `GET /api/v1/reviews?verdict=flagged|blocked|ok|unscored&cursor&limit`: links by their
-/// latest verdict, in id order (admins).
+/// latest verdict, in id order (admins; a key limited to spaces lists the links of its spaces
+/// only, as every other listing does).
 #[utoipa::path(get, path = "/api/v1/reviews", tag = "review",
     params(("verdict" = String, Query, description = "`flagged` (default), `blocked`, `ok` or `unscored`"),
         ("cursor" = Option<String>, Query, description = "From a previous page"),
         ("limit" = Option<usize>, Query, description = "1 to 1000 (default 100)")),
     security(("api_key" = [])),
-    responses((status = 200, description = "`{items: [link], next_cursor}`; each link has `review`")))]
+    responses((status = 200, description = "`{items: [link], next_cursor}`: the links of the key's spaces only; each link has `review` (its verdict), `latest_review` (the latest review in full, as `GET /api/v1/links/{code}/reviews` shows it: checks, final_url, title, description, …) and `checked_review` (the latest review that ran the checks: the same, unless the latest is an admin's override, which checks nothing). A page holds `limit` links while that many are left, except that one request looks at 10,000 listed links at most: past them a page may end short, with a `next_cursor`"),
+        (status = 403, description = "Not an admin's key")))]
 pub async fn by_verdict(
     State(state): State<AppState>,
     caller: Caller,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    caller.require(Role::Admin)?;
+    let spaces = caller.require(Role::Admin)?.spaces.clone();
     let verdict = match params.get("verdict").map(String::as_str) {
         None | Some("") => Verdict::Flagged,
         Some(text) => Verdict::parse(text).ok_or_else(|| {
@@ -201,9 +216,25 @@ pub async fn by_verdict(
     };
     let (after, limit) = page_params(&params)?;
     let reviews = state.reviews.clone();
-    let (links, next) = blocking(move || reviews.by_verdict(verdict, after, limit)).await?;
+    let (links, next) = blocking(move || {
+        let (links, next) = reviews.by_verdict(verdict, after, limit, spaces.as_deref())?;
+        let mut out = Vec::with_capacity(links.len());
+        for link in links {
+            let (latest, checked) = reviews.latest_and_checked(link.id)?;
+            out.push((link, latest, checked));
+        }
+        Ok::<_, ApiError>((out, next))
+    })
+    .await?;
     Ok(Json(VerdictPage {
-        items: links.iter().map(|l| LinkView::new(&state, l)).collect(),
+        items: links
+            .into_iter()
+            .map(|(link, latest, checked)| ReviewedLink {
+                link: LinkView::new(&state, &link),
+                latest_review: latest.map(ReviewView::from),
+                checked_review: checked.map(ReviewView::from),
+            })
+            .collect(),
         next_cursor: next.map(|n| n.to_string()),
     })
     .into_response())

@@ -5,7 +5,8 @@
 //!
 //! The parts, each in its own file: [`lists`] (the review blocklists and their reload),
 //! [`fetch`] (the client that only connects to checked addresses, the HTML reading),
-//! [`screenshot`] (headless Chromium) and [`scorer`] (the chat-completions call).
+//! [`screenshot`] (headless Chromium, every request of it through [`proxy`], which applies the
+//! fetch's address rule) and [`scorer`] (the chat-completions call).
 //!
 //! What each check records (`check`, `outcome`, `detail`):
 //! - `blocklist`: `hit` with the entry and where it is listed (the verdict is `blocked` and
@@ -21,6 +22,7 @@
 
 pub mod fetch;
 pub mod lists;
+pub mod proxy;
 pub mod scorer;
 pub mod screenshot;
 
@@ -71,6 +73,8 @@ pub struct Checker {
     /// Reloaded by its own thread while the checker lives.
     lists: lists::ReviewLists,
     fetcher: fetch::Fetcher,
+    /// The fetcher's rule, which the screenshot's proxy applies to every browser request.
+    policy: AddressPolicy,
     scorer: Option<scorer::Scorer>,
 }
 
@@ -105,7 +109,8 @@ impl Checker {
         };
         Ok(Self {
             lists: lists::ReviewLists::open(&config.blocklists)?,
-            fetcher: fetch::Fetcher::new(policy)?,
+            fetcher: fetch::Fetcher::new(policy.clone())?,
+            policy,
             scorer,
             config: config.clone(),
             blocked,
@@ -198,13 +203,15 @@ impl Checker {
                 }
             }
             match target {
-                Some((url, pin)) => match screenshot::take(browser, &url, pin).await {
-                    Ok(png) => {
-                        out.record("screenshot", "ok", format!("PNG, {} bytes", png.len()));
-                        out.screenshot = Some(png);
+                Some((url, pin)) => {
+                    match screenshot::take(browser, &url, pin, &self.policy).await {
+                        Ok(png) => {
+                            out.record("screenshot", "ok", format!("PNG, {} bytes", png.len()));
+                            out.screenshot = Some(png);
+                        }
+                        Err(why) => out.record("screenshot", "failed", why),
                     }
-                    Err(why) => out.record("screenshot", "failed", why),
-                },
+                }
                 None if fetch_said == "skipped" => {} // recorded above
                 None => out.record(
                     "screenshot",

@@ -44,6 +44,14 @@ const REVIEW_TIMEOUT: Duration = Duration::from_secs(90);
 const TRIGGERS: usize = 4096;
 /// Reviews listed for one link at most.
 pub const MAX_LISTED: usize = 100;
+/// A link's newest reviews searched for its latest checked one when the latest is an
+/// override (overrides rarely follow each other: this bounds a listing's reads).
+const FINDINGS_LOOKBACK: usize = 16;
+/// Ids of the verdict index read at a time for a caller limited to some spaces.
+const SCAN_CHUNK: usize = 256;
+/// Ids of the verdict index one listing looks at, at most, for a caller limited to some spaces
+/// (its page may then end short, with a cursor).
+pub const SCAN_BUDGET: usize = 10_000;
 
 /// A label of the reviews counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -386,30 +394,83 @@ impl Reviews {
         self.store.reviews(link_id, MAX_LISTED)
     }
 
-    /// Links by their latest verdict, in id order.
+    /// Links by their latest verdict, in id order after `after`, only those of `spaces`
+    /// (`None`: every space), with the cursor after the last link looked at when more may
+    /// follow.
+    ///
+    /// The store's index knows verdicts, not spaces, so the space is checked here on each
+    /// link read: ids are read in chunks until `limit` links of the caller's spaces are found
+    /// or the index ends, so that a page is full whenever enough links are left. A caller whose
+    /// spaces hold few of the listed links could make one request read the whole index: past
+    /// [`SCAN_BUDGET`] ids looked at, the page ends short, with its cursor.
     pub fn by_verdict(
         &self,
         verdict: Verdict,
         after: Option<u64>,
         limit: usize,
+        spaces: Option<&[String]>,
     ) -> Result<(Vec<Link>, Option<u64>), LinkError> {
-        let (ids, next) = self.store.links_by_verdict(verdict, after, limit)?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(link) = self.store.link_by_id(id)? {
+        let limit = limit.max(1);
+        let mut out = Vec::with_capacity(limit.min(MAX_LISTED));
+        let mut cursor = after;
+        let mut looked = 0usize;
+        loop {
+            // Every id of an unrestricted page is taken; a restricted one reads ahead.
+            let chunk = match spaces {
+                None => limit - out.len(),
+                Some(_) => (limit - out.len()).max(SCAN_CHUNK),
+            };
+            let (ids, more) = self.store.links_by_verdict(verdict, cursor, chunk)?;
+            let count = ids.len();
+            for (i, id) in ids.into_iter().enumerate() {
+                cursor = Some(id);
+                looked += 1;
+                let Some(link) = self.store.link_by_id(id)? else {
+                    continue;
+                };
+                if spaces.is_some_and(|s| !s.contains(&link.space)) {
+                    continue;
+                }
                 out.push(link);
+                if out.len() == limit {
+                    // Ids after this one, in this chunk or the store's next, are still to see.
+                    let rest = i + 1 < count || more.is_some();
+                    return Ok((out, if rest { cursor } else { None }));
+                }
+            }
+            match more {
+                None => return Ok((out, None)),
+                Some(_) if looked >= SCAN_BUDGET => return Ok((out, cursor)),
+                Some(_) => {}
             }
         }
-        Ok((out, next))
     }
 
-    /// The latest reviews of a link with their screenshots' presence, for the review page.
-    pub fn latest(&self, link_id: u64) -> Result<Option<Review>, StoreError> {
-        Ok(self.store.reviews(link_id, 1)?.into_iter().next())
+    /// A link's latest review, and its latest checked one: the same unless the latest is an
+    /// admin's override, which checks nothing (no title, description, final URL, checks or
+    /// screenshot); then the newest review behind it that ran the checks, among the last
+    /// [`FINDINGS_LOOKBACK`]. The listings show the verdict of the first and what the second
+    /// found, so that a link an admin blocked still shows what it was blocked for.
+    pub fn latest_and_checked(
+        &self,
+        link_id: u64,
+    ) -> Result<(Option<Review>, Option<Review>), StoreError> {
+        let latest = self.store.reviews(link_id, 1)?.into_iter().next();
+        let checked = match &latest {
+            Some(review) if review.trigger == Trigger::Override => self
+                .store
+                .reviews(link_id, FINDINGS_LOOKBACK)?
+                .into_iter()
+                .find(|r| r.trigger != Trigger::Override),
+            other => other.clone(),
+        };
+        Ok((latest, checked))
     }
 
-    pub fn screenshot(&self, review_id: u64) -> Result<Option<Vec<u8>>, StoreError> {
-        self.store.review_screenshot(review_id)
+    /// The screenshot review `review_id` of link `link_id` kept; `None` for another link's
+    /// review, so that a caller's right to the link is its right to the screenshot.
+    pub fn screenshot(&self, link_id: u64, review_id: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        self.store.review_screenshot(link_id, review_id)
     }
 
     /// Links waiting, for `/metrics`.

@@ -494,8 +494,9 @@ pub trait ReviewStore: Send + Sync {
     /// A link's reviews, newest first, at most `limit`.
     fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>>;
 
-    /// The screenshot a review kept.
-    fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>>;
+    /// The screenshot review `review_id` kept, when it is a review of link `link_id` (`None`
+    /// otherwise: the caller's right to the link decides its right to the screenshot).
+    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>>;
 
     /// Ids of the links whose latest verdict is `verdict`, in id order after `after`, at most
     /// `limit` (the next cursor when there are more).

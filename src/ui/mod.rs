@@ -106,7 +106,7 @@ pub fn router(state: PageState) -> Router<AppState> {
         .route("/ui/reviews", get(reviews::list))
         .route("/ui/reviews/{code}", post(reviews::decide))
         .route(
-            "/ui/reviews/{review_id}/screenshot.png",
+            "/ui/reviews/{code}/{review_id}/screenshot.png",
             get(reviews::screenshot),
         )
         .route("/static/{name}", get(assets::serve))

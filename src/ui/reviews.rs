@@ -1,8 +1,10 @@
 //! `/ui/reviews` (admins): links by their latest review verdict — flagged by default, blocked,
 //! ok or unscored — paged by cursor, each with its latest review (trigger, score, reason, what
-//! the fetch found, each check, the screenshot) and an admin's Approve and Block; the
-//! screenshots' route; and the verdict post that the link's page shares. The rules (who may,
-//! what a verdict does) are the review service's; this file checks the admin and shapes views.
+//! the fetch found, each check, the screenshot; behind an admin's override, which checks
+//! nothing, those of the latest checked review) and an admin's Approve and Block; the
+//! screenshots' route; and the verdict post that the link's page shares. An admin limited to
+//! spaces sees, and decides on, the links of those spaces only. The rules (who may, what a
+//! verdict does) are the review service's; this file checks the admin and shapes views.
 
 use super::links::refused;
 use std::collections::HashMap;
@@ -94,13 +96,16 @@ pub async fn list(
         .and_then(|v| Verdict::parse(v))
         .unwrap_or(Verdict::Flagged);
     let after = query.get("after").and_then(|a| a.parse::<u64>().ok());
+    // The admin's spaces, as on every other page: another space's links, destinations and
+    // screenshots are not theirs to see.
+    let spaces = visitor.caller().0.and_then(|p| p.spaces.clone());
     let reviews = state.reviews.clone();
     let read = blocking(move || {
-        let (links, next) = reviews.by_verdict(verdict, after, PAGE)?;
-        let mut out: Vec<(Link, Option<Review>)> = Vec::with_capacity(links.len());
+        let (links, next) = reviews.by_verdict(verdict, after, PAGE, spaces.as_deref())?;
+        let mut out: Vec<(Link, Option<Review>, Option<Review>)> = Vec::with_capacity(links.len());
         for link in links {
-            let latest = reviews.latest(link.id)?;
-            out.push((link, latest));
+            let (latest, checked) = reviews.latest_and_checked(link.id)?;
+            out.push((link, latest, checked));
         }
         Ok::<_, ApiError>((out, next))
     })
@@ -111,13 +116,16 @@ pub async fn list(
     };
     let items: Vec<Value> = items
         .iter()
-        .map(|(link, latest)| {
+        .map(|(link, latest, checked)| {
             context! {
                 code => link.code.clone(),
                 url => link.url.clone(),
                 status => link.status.as_str(),
                 link_title => link.title.clone(),
                 review => latest.as_ref().map(review_view),
+                // What the checks found: the latest review's own, or behind an override the
+                // latest checked one's (an override checks nothing).
+                found => checked.as_ref().map(review_view),
             }
         })
         .collect();
@@ -198,11 +206,13 @@ pub async fn decide(
     ))
 }
 
-/// `GET /ui/reviews/{review_id}/screenshot.png` (admins): the review's screenshot, or 404.
+/// `GET /ui/reviews/{code}/{review_id}/screenshot.png` (admins of the link's space): the
+/// screenshot of a review of that link, or 404. The code is in the path so that the admin's
+/// right to the link is checked before anything of its review is read.
 pub async fn screenshot(
     State(state): State<PageState>,
     visitor: Visitor,
-    Path(review_id): Path<String>,
+    Path((code, review_id)): Path<(String, String)>,
 ) -> Response {
     if let Err(response) = require_admin(&state, &visitor) {
         return *response;
@@ -213,8 +223,12 @@ pub async fn screenshot(
     let Ok(id) = review_id.parse::<u64>() else {
         return not_found(&state, &visitor);
     };
+    let link = match authorized_link(&state, &visitor.caller(), &code, Role::Admin) {
+        Ok(link) => link,
+        Err(e) => return refused(&state, &visitor, &e),
+    };
     let reviews = state.reviews.clone();
-    match blocking(move || reviews.screenshot(id)).await {
+    match blocking(move || reviews.screenshot(link.id, id)).await {
         Ok(Some(png)) => {
             let mut response = (StatusCode::OK, png).into_response();
             let h = response.headers_mut();

@@ -31,6 +31,8 @@ pub const EDITOR: &str = "test-editor-key-0001";
 pub const VIEWER: &str = "test-viewer-key-0001";
 /// An editor limited to the space `sports`.
 pub const SPORTS: &str = "test-sports-key-0001";
+/// An admin limited to the `sports` space.
+pub const SPORTS_ADMIN: &str = "test-sports-admin-key-0001";
 pub const BASE_URL: &str = "http://sl.test";
 
 pub struct TestApp {
@@ -143,6 +145,7 @@ keys = [
   {{ key = "{EDITOR}", name = "editor", role = "editor" }},
   {{ key = "{VIEWER}", name = "viewer", role = "viewer" }},
   {{ key = "{SPORTS}", name = "sports", role = "editor", spaces = ["sports"] }},
+  {{ key = "{SPORTS_ADMIN}", name = "sports-admin", role = "admin", spaces = ["sports"] }},
 ]
 
 {extra}

@@ -132,8 +132,9 @@ impl Resolve for CheckedResolver {
     }
 }
 
-/// Resolves `host` and checks every address; the addresses (port 0) or why not.
-async fn resolve_checked(
+/// Resolves `host` and checks every address; the addresses (port 0) or why not. The fetch's
+/// resolver and the screenshot's proxy both resolve through it: one rule for both.
+pub(super) async fn resolve_checked(
     host: &str,
     policy: &AddressPolicy,
 ) -> Result<Vec<SocketAddr>, Box<dyn StdError + Send + Sync>> {

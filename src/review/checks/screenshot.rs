@@ -2,10 +2,12 @@
 //! profile in a temporary directory, killed (with every process it started) after
 //! [`SHOT_TIMEOUT`]. Answers PNG bytes or why not; never decides a verdict.
 //!
-//! The browser only goes where the fetch went: the caller passes the address the fetch
-//! connected to, and `--host-resolver-rules` pins the page's host to it, so a DNS answer that
-//! changed since cannot send the browser to a private address. (The page's other resources
-//! resolve as usual; the screenshot is kept for a person, not acted on.)
+//! The browser loads nothing the fetch would refuse: every request it makes (the page, its
+//! frames, images, scripts, sockets) goes through a [`Proxy`] of this run alone, which
+//! resolves each host itself and checks every address with the fetch's rule. The page's host
+//! is pinned there to the address the fetch connected to, so a DNS answer that changed since
+//! cannot send the browser elsewhere. Chromium resolves nothing itself behind a fixed proxy,
+//! and `<-loopback>` takes away its default of going to loopback addresses directly.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
@@ -15,6 +17,9 @@ use std::time::Duration;
 
 use url::{Host, Url};
 
+use super::fetch::AddressPolicy;
+use super::proxy::Proxy;
+
 /// The browser's whole run.
 pub const SHOT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Larger files are not kept (a 1280×800 PNG is well under this).
@@ -22,21 +27,29 @@ const MAX_PNG: u64 = 16 << 20;
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// Takes a screenshot of `url` with the Chromium at `browser`; `pin` is the address the page's
-/// host must resolve to.
-pub async fn take(browser: &str, url: &Url, pin: Option<SocketAddr>) -> Result<Vec<u8>, String> {
+/// host must resolve to, and `policy` decides every connection the browser makes.
+pub async fn take(
+    browser: &str,
+    url: &Url,
+    pin: Option<SocketAddr>,
+    policy: &AddressPolicy,
+) -> Result<Vec<u8>, String> {
+    let pin = match (pin, url.host()) {
+        (Some(addr), Some(Host::Domain(host))) => Some((host.to_string(), addr.ip())),
+        _ => None,
+    };
+    // Lives for this run only; dropped (every connection and tunnel with it) on return.
+    let proxy = Proxy::start(policy.clone(), pin)
+        .await
+        .map_err(|e| format!("cannot start the screenshot's proxy: {e}"))?;
     let dir = temp_dir()?;
-    let result = run(browser, url, pin, &dir).await;
+    let result = run(browser, url, proxy.addr(), &dir).await;
     // The profile is tens of files: removing it must not hold up an async thread.
     let _ = tokio::fs::remove_dir_all(&dir).await;
     result
 }
 
-async fn run(
-    browser: &str,
-    url: &Url,
-    pin: Option<SocketAddr>,
-    dir: &Path,
-) -> Result<Vec<u8>, String> {
+async fn run(browser: &str, url: &Url, proxy: SocketAddr, dir: &Path) -> Result<Vec<u8>, String> {
     let shot = dir.join("shot.png");
     let profile = dir.join("profile");
     let mut command = tokio::process::Command::new(browser);
@@ -57,15 +70,14 @@ async fn run(
         .arg("--disable-extensions")
         .arg("--mute-audio")
         // Stops loading after 10 s and shoots what there is, before our kill at 15 s.
-        .arg("--timeout=10000");
-    if let (Some(addr), Some(Host::Domain(host))) = (pin, url.host()) {
-        let ip = match addr {
-            SocketAddr::V4(a) => a.ip().to_string(),
-            SocketAddr::V6(a) => format!("[{}]", a.ip()),
-        };
-        command.arg(format!("--host-resolver-rules=MAP {host} {ip}"));
-    }
-    command
+        .arg("--timeout=10000")
+        // Every request through the run's proxy, loopback ones included (Chromium sends
+        // those direct unless `<-loopback>` says otherwise); no name resolved by the browser.
+        .arg(format!("--proxy-server=http://{proxy}"))
+        .arg("--proxy-bypass-list=<-loopback>")
+        .arg("--dns-prefetch-disable")
+        // WebRTC's UDP would not go through the proxy: none but what a proxy carries.
+        .arg("--force-webrtc-ip-handling-policy=disable_non_proxied_udp")
         .arg(format!("--screenshot={}", shot.display()))
         .arg(url.as_str())
         .stdin(Stdio::null())

@@ -591,8 +591,8 @@ impl ReviewStore for PgStore {
         self.block(self.shared.reviews(link_id, limit))
     }
 
-    fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
-        self.block(self.shared.review_screenshot(review_id))
+    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+        self.block(self.shared.review_screenshot(link_id, review_id))
     }
 
     fn links_by_verdict(

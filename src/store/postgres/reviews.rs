@@ -160,12 +160,16 @@ impl Shared {
             .collect())
     }
 
-    pub(super) async fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+    pub(super) async fn review_screenshot(
+        &self,
+        link_id: u64,
+        review_id: u64,
+    ) -> StoreResult<Option<Vec<u8>>> {
         let client = self.client().await?;
         let row = client
             .row_opt(
-                "SELECT screenshot FROM reviews WHERE id = $1",
-                &[&sql_ms(review_id)],
+                "SELECT screenshot FROM reviews WHERE id = $1 AND link_id = $2",
+                &[&sql_ms(review_id), &sql_ms(link_id)],
             )
             .await
             .map_err(db_error)?;

@@ -407,8 +407,8 @@ impl ReviewStore for SledStore {
         self.reviews_impl(link_id, limit)
     }
 
-    fn review_screenshot(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
-        self.review_screenshot_impl(review_id)
+    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+        self.review_screenshot_impl(link_id, review_id)
     }
 
     fn links_by_verdict(

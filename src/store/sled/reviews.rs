@@ -205,7 +205,19 @@ impl SledStore {
             .collect()
     }
 
-    pub(super) fn review_screenshot_impl(&self, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+    pub(super) fn review_screenshot_impl(
+        &self,
+        link_id: u64,
+        review_id: u64,
+    ) -> StoreResult<Option<Vec<u8>>> {
+        // Screenshots are keyed by review alone: the review's own key names its link.
+        if !self
+            .reviews
+            .contains_key(pair(link_id, review_id))
+            .map_err(backend)?
+        {
+            return Ok(None);
+        }
         Ok(self
             .review_shots
             .get(u64_key(review_id))
