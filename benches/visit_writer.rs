@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use axum::http::HeaderValue;
 use vshortlink::clock::SystemClock;
 use vshortlink::config::Config;
+use vshortlink::model::{NewVisit, Visit};
 use vshortlink::store::sled::{SledStore, StoreOptions};
-use vshortlink::store::{Durability, NewVisit, Store, Visit};
+use vshortlink::store::{Durability, Store};
 use vshortlink::visits::recorder::MAX_PENDING;
 use vshortlink::visits::Recorder;
 

@@ -13,7 +13,7 @@ use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
 use crate::links::LinkState;
-use crate::store::Millis;
+use crate::model::Millis;
 
 /// What a cached redirect needs.
 #[derive(Clone, Debug)]

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::store::Millis;
+use crate::model::Millis;
 
 /// Something that tells the time.
 pub trait Clock: Send + Sync + 'static {

@@ -20,9 +20,10 @@ use serde_json::{json, Value};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{rfc3339, CreateLink, Links};
+use crate::model::{Link, LinkQuery, LinkStatus, StoreError};
 use crate::pools::Pools;
 use crate::store::prelude::*;
-use crate::store::{CheckReport, Link, LinkQuery, LinkStatus, Store, StoreError};
+use crate::store::{CheckReport, Store};
 use crate::BoxError;
 
 /// `vshortlink check`: prints each check and each fault; `Ok(false)` when there are faults.

@@ -16,8 +16,9 @@ use sha2::Sha256;
 
 use crate::clock::Clock;
 use crate::model::gates::{FieldProblem, DEFAULT_LEAD_RETENTION, FORM_PASS_MS};
+use crate::model::StoreError;
 use crate::model::{Lead, LeadForm, LeadPage, Link, LinkStatus, Millis};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// The key the pass cookies are signed with, agreed through the store by every instance.
 const PASS_KEY_META: &str = "form_pass_key";

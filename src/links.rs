@@ -34,11 +34,11 @@ use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
 use crate::model::{CapSlot, LinkOptions, Trigger};
-use crate::pools::Pools;
-use crate::store::{
-    CodeChoice, Created, Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, Store,
-    StoreChange, StoreError, StoreResult,
+use crate::model::{
+    Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,
 };
+use crate::pools::Pools;
+use crate::store::{CodeChoice, Created, NewLink, Store, StoreChange};
 use crate::visits::geo::GeoDb;
 use crate::visits::ua::UaParser;
 

@@ -19,8 +19,9 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 use crate::cache::CacheCounters;
+use crate::model::{LinkStatus, StoreResult};
 use crate::pools::Pools;
-use crate::store::{LinkStatus, Store, StoreResult};
+use crate::store::Store;
 use crate::visits::Recorder;
 
 /// The redirect's route label. Labels write parameters as `:name`: braces inside label values

@@ -20,9 +20,8 @@ use crate::codes::permute::{self, PermuteState, Permuter};
 use crate::codes::step::{self, StepState};
 use crate::codes::{check, encode, random, CodeRules, Space, Strategy};
 use crate::config::Config;
-use crate::store::{
-    CodeChoice, Created, Millis, NewLink, PoolBatch, PoolCounts, Store, StoreError, StoreResult,
-};
+use crate::model::{Millis, PoolCounts, StoreError, StoreResult};
+use crate::store::{CodeChoice, Created, NewLink, PoolBatch, Store};
 
 /// A random refill gives up after this many candidates per wanted code: the space is then
 /// nearly full, and the length is reported exhausted.

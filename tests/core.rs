@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use vshortlink::clock::{Clock, ManualClock, SystemClock};
 use vshortlink::codes::{decode, Space};
 use vshortlink::config::Config;
+use vshortlink::model::{LinkPatch, LinkStatus, StoreError};
 use vshortlink::pools::{Pools, StrategyState};
 use vshortlink::store::prelude::*;
 use vshortlink::store::sled::{SledStore, StoreOptions};
-use vshortlink::store::{CodeChoice, Created, LinkPatch, LinkStatus, NewLink, Store, StoreError};
+use vshortlink::store::{CodeChoice, Created, NewLink, Store};
 
 fn open(dir: &Path) -> Arc<SledStore> {
     SledStore::open(&StoreOptions::new(dir)).expect("open store")

@@ -12,7 +12,8 @@ use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::jobs::lifecycle::{Lifecycle, MaintenanceReport};
 use vshortlink::links::{CreateLink, Links, Resolution};
-use vshortlink::store::{CodeChoice, LinkStatus, NewLink, Store, StoreError};
+use vshortlink::model::{LinkStatus, StoreError};
+use vshortlink::store::{CodeChoice, NewLink, Store};
 
 const DAY: u64 = 86_400_000;
 const T0: u64 = 1_800_000_000_000;
@@ -51,7 +52,7 @@ fn world(overlay: &str) -> World {
     }
 }
 
-fn create(w: &World, body: serde_json::Value) -> vshortlink::store::Link {
+fn create(w: &World, body: serde_json::Value) -> vshortlink::model::Link {
     let req: CreateLink = serde_json::from_value(body).unwrap();
     w.links.create(req).unwrap().0
 }

@@ -1535,7 +1535,8 @@ mod retention {
     use vshortlink::jobs::lifecycle::Lifecycle;
     use vshortlink::leads::Leads;
     use vshortlink::links::{CreateLink, Links};
-    use vshortlink::store::{Link, LinkStatus, Store};
+    use vshortlink::model::{Link, LinkStatus};
+    use vshortlink::store::Store;
 
     const DAY: u64 = 86_400_000;
     const T0: u64 = 1_800_000_000_000;

@@ -18,12 +18,14 @@ use vshortlink::model::{
     EndedBy, HourCount, InApp, Lead, LeadForm, NewOutboxItem, OptionsPatch, OutboxItem, Review,
     SocialPreview, Trigger, Verdict, DELIVERY_LOG_KEEP,
 };
+use vshortlink::model::{
+    CapSlot, ClaimOutcome, Link, LinkOptions, LinkPatch, LinkQuery, LinkStatus, NewVisit,
+    StoreError, Visit, VisitClaim,
+};
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{
-    CapSlot, ClaimOutcome, CodeChoice, Created, Imported, Link, LinkOptions, LinkPatch, LinkQuery,
-    LinkStatus, NewLink, NewVisit, PoolAdded, PoolBatch, Store, StoreChange, StoreError, Visit,
-    VisitClaim,
+    CodeChoice, Created, Imported, NewLink, PoolAdded, PoolBatch, Store, StoreChange,
 };
 
 const T0: u64 = 1_800_000_000_000;
@@ -96,7 +98,7 @@ fn fill(store: &dyn Store, length: u8, codes: &[&str], score: u64) {
         .expect("pool_add");
 }
 
-fn created(result: Result<Created, StoreError>) -> vshortlink::store::Link {
+fn created(result: Result<Created, StoreError>) -> vshortlink::model::Link {
     match result.expect("create") {
         Created::New(link) => link,
         Created::Existing(link) => panic!("a dedup hit where a new link was expected: {link:?}"),
@@ -1386,7 +1388,7 @@ fn visit_summary_counts_by_hour_within_the_range(make: Make) {
     ];
     store.record_visits(&mut second).unwrap();
     let hour = |hour: u64, visits: u64, bots: u64| HourCount { hour, visits, bots };
-    let browsers = |summary: &vshortlink::store::VisitSummary| {
+    let browsers = |summary: &vshortlink::model::VisitSummary| {
         let mut b: Vec<(String, u64)> = summary
             .top
             .iter()

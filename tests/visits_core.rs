@@ -12,7 +12,8 @@ use pg::test_store;
 use tokio_stream::StreamExt;
 use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
-use vshortlink::store::{NewVisit, Store, Visit};
+use vshortlink::model::{NewVisit, Visit};
+use vshortlink::store::Store;
 use vshortlink::visits::{Recorder, Statistics};
 use vshortlink::web::csv::{csv_body, CSV_PAGE};
 

@@ -17,8 +17,9 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::leads::Leads;
 use crate::links::Links;
+use crate::model::StoreResult;
 use crate::pools::Pools;
-use crate::store::{Store, StoreResult};
+use crate::store::Store;
 
 /// Links handled between two flushes.
 const CHUNK: usize = 500;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use super::{CreateLink, LinkError, Links, Result};
 use crate::model::{CapSlot, VisitTotals};
-use crate::store::{Link, LinkQuery, LinkStatus, Millis};
+use crate::model::{Link, LinkQuery, LinkStatus, Millis};
 
 /// Links per store page while walking the catalogue.
 const PAGE: usize = 1000;

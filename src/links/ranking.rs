@@ -12,7 +12,8 @@ use std::collections::BinaryHeap;
 use rand::seq::{IteratorRandom, SliceRandom};
 
 use super::{CreateLink, LinkError, Links, Result};
-use crate::store::{Created, Link, LinkQuery, LinkStatus, StoreError};
+use crate::model::{Link, LinkQuery, LinkStatus, StoreError};
+use crate::store::Created;
 
 /// Links per store page while walking the catalogue.
 const PAGE: usize = 1000;

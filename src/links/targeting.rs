@@ -21,8 +21,8 @@ use super::{LinkError, Links, Result};
 use crate::model::options::{
     accepted_languages, pick_target, App, DeviceClass, Os, Rotation, Visitor,
 };
+use crate::model::StoreError;
 use crate::model::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, LinkPatch, Route, VisitClaim};
-use crate::store::StoreError;
 use crate::visits::ua::Device;
 
 /// A link's options and what this instance knows of them, shared by every cache entry of

@@ -31,8 +31,9 @@ use crate::config::ReviewConfig;
 use crate::links::{LinkError, Links};
 use crate::model::review::visits_cross_trigger;
 use crate::model::NewVisit;
+use crate::model::StoreError;
 use crate::model::{Link, LinkPatch, LinkStatus, Millis, Review, ReviewMark, Trigger, Verdict};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
 /// A taken review's lease: renewed every [`RENEW_EVERY`] while it runs, so that the link is
 /// free again this soon after its worker (or its whole instance) dies.

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::postgres::{PgOptions, PgStore};
-use super::sled::{OpenReport, PageTableBudget, SledStore, StoreOptions};
-use super::{Store, StoreResult};
 use crate::config::{Backend, Config};
+use crate::model::StoreResult;
+use vshortlink_store::postgres::{PgOptions, PgStore};
+use vshortlink_store::sled::{OpenReport, PageTableBudget, SledStore, StoreOptions};
+use vshortlink_store::Store;
 
 /// Opens the store `[storage]` names (blocking: call it off the async threads). For sled,
 /// what the open found (a replayed log, a rebuilt filter, corrected counters) is logged.

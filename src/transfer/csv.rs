@@ -8,7 +8,7 @@ use time::PrimitiveDateTime;
 use super::import::{Format, ImportOptions};
 use super::records::parse_rfc3339;
 use crate::codes::is_code_syntax;
-use crate::store::Millis;
+use crate::model::Millis;
 use crate::BoxError;
 
 /// One row of a CSV format, as a link to be.

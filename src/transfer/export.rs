@@ -7,7 +7,8 @@ use super::progress::Progress;
 use super::records::{KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord, CARRIED_KEYS};
 use crate::config::Config;
 use crate::links::rfc3339;
-use crate::store::{LinkQuery, Store};
+use crate::model::LinkQuery;
+use crate::store::Store;
 use crate::BoxError;
 
 /// Links per page while exporting.

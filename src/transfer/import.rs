@@ -13,8 +13,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{CreateLink, LinkError, Links, DEFAULT_SPACE};
 use crate::model::CapSlot;
+use crate::model::{Link, LinkStatus, NewVisit};
 use crate::pools::Pools;
-use crate::store::{Imported, Link, LinkStatus, NewVisit, Store};
+use crate::store::{Imported, Store};
 use crate::BoxError;
 
 /// Visits written per `record_visits` call while importing.

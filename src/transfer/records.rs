@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use crate::links::rfc3339;
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
-use crate::store::{Link, LinkStatus, Millis, NewVisit, Visit};
+use crate::model::{Link, LinkStatus, Millis, NewVisit, Visit};
 
 /// One line of an export: a key of the store, a link, a visit or a lead.
 #[derive(Debug, Serialize, Deserialize)]

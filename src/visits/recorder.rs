@@ -32,7 +32,8 @@ use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
 use crate::config::{IpMode, VisitsConfig};
 use crate::model::Route;
-use crate::store::{Millis, NewVisit, Store, StoreError, Visit};
+use crate::model::{Millis, NewVisit, StoreError, Visit};
+use crate::store::Store;
 
 /// The writer's batch maps, keyed by header bytes: a fast seeded hash.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::store::{Link, Millis, Store, StoreResult, Visit, VisitPage, VisitTotals};
+use crate::model::{Link, Millis, StoreResult, Visit, VisitPage, VisitTotals};
+use crate::store::Store;
 use crate::visits::stats::{self, Granularity, LinkStats, SystemStats};
 
 /// Which of a link's visits a numbered listing keeps.

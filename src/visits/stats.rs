@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::links::rfc3339;
+use crate::model::{DayCount, Dimension, LinkCounts, LinkQuery, LinkStatus, Millis, StoreResult};
 use crate::model::{Link, Route};
-use crate::store::{
-    DayCount, Dimension, LinkCounts, LinkQuery, LinkStatus, Millis, Store, StoreResult,
-};
+use crate::store::Store;
 
 pub use crate::model::time::DAY_MS;
 pub use crate::model::time::HOUR_MS;

@@ -1,0 +1,844 @@
+//! The PostgreSQL [`Store`]: several vshortlink instances share one database (see
+//! docs/operations.md, "Several instances on PostgreSQL"). Only `store/postgres/` knows about
+//! PostgreSQL.
+//!
+//! The seam is blocking ([`Store`] methods return values, as sled's do), so this store owns a
+//! small tokio runtime of its own for the driver and blocks on it (`runtime.rs`).
+//!
+//! What keeps several instances right:
+//! - a code has one owner by a unique index, so a pool take (`FOR UPDATE SKIP LOCKED`) and a
+//!   custom create can never issue one code twice;
+//! - link ids come from segments reserved with one `UPDATE` per block;
+//! - every change to a link notifies `vsl_links` with its code, and each instance's [`watch`]
+//!   listener evicts its cache entry (see `watch.rs`); the code filter is not consulted, so a
+//!   code another instance just issued is found in the database at once;
+//! - the lifecycle job holds a session advisory lock ([`Store::job_lock`]);
+//! - migrations run under an advisory lock, one instance at a time.
+//!
+//!
+//! This file holds the store's struct, opening, what every file uses (error mapping, column
+//! conversions, cached statements, sharded counters, notifications, link id segments), and the
+//! capability trait implementations, which hand each call to the file that owns it:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `runtime.rs` | the driver's runtime, waiting on it (`block`), shutting it down on drop |
+//! | `schema.rs` | the migrations (`migrations/`), applied under an advisory lock |
+//! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links |
+//! | `pools.rs` | the code pools: refills, levels, peeks |
+//! | `visits.rs` | visits and their counters, listings, summaries, pruning |
+//! | `check.rs` | `vshortlink check`: what the schema does not enforce, read in one snapshot |
+//! | `claims.rs` | visit caps: the `link_claims` rows |
+//! | `leads.rs` | leads left through links' forms |
+//! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict |
+//! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log |
+//! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
+//! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
+//!
+//! [`watch`]: Store::watch
+
+mod check;
+mod claims;
+mod leads;
+mod links;
+mod outbox;
+mod pools;
+mod records;
+mod reviews;
+mod runtime;
+mod schema;
+mod visits;
+mod watch;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use parking_lot::Mutex;
+use tokio::runtime::Runtime;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use tokio_postgres::types::Json;
+
+use crate::model::{EndedBy, LinkOptions, ReviewMark};
+use crate::prelude::*;
+use crate::{
+    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, CommitStats, CreateDone, DayCount, Imported,
+    JobLock, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis,
+    NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, SharedRecords,
+    StorageFault, StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary,
+    VisitTotals,
+};
+use crate::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
+
+/// Link ids reserved per round trip.
+const ID_BLOCK: i64 = 1024;
+/// Counter rows per name: a writer adds to the row of its connection (backend pid modulo
+/// this), so concurrent transactions of one instance never wait on one another's counter rows
+/// until commit, and those of several instances seldom do.
+const COUNTER_SHARDS: i32 = 1024;
+/// The notification channel of link changes.
+const CHANNEL: &str = "vsl_links";
+use crate::model::time::DAY_MS;
+
+/// How to reach the database.
+#[derive(Clone, Debug)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/database`.
+    pub url: String,
+    /// Connections kept at most.
+    pub pool_size: usize,
+}
+
+/// The PostgreSQL-backed store.
+pub struct PgStore {
+    shared: Arc<Shared>,
+    /// The driver's runtime; `None` only while dropping.
+    runtime: Option<Runtime>,
+}
+
+/// What the store's async code works with.
+struct Shared {
+    pool: Pool,
+    config: tokio_postgres::Config,
+    /// This instance's reserved link ids: `next..end`.
+    ids: Mutex<(i64, i64)>,
+    /// Held while a new block is reserved, so that the creates that find the segment spent
+    /// at the same moment wait for one reservation rather than each making its own.
+    reserving: tokio::sync::Mutex<()>,
+}
+
+/// Maps a driver error: lost connections and refused ones are the storage being unavailable
+/// (503), anything else a backend failure.
+fn db_error(e: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
+    let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+    // A database that refuses writes (its disk full, or a read-only replica after a
+    // failover) is the storage's state, not a server bug: 507 and 503 like sled's, and the
+    // redirects, which only read, go on.
+    match e.code() {
+        Some(c) if *c == SqlState::DISK_FULL => StoreError::Full(format!("postgres: {e}")),
+        Some(c)
+            if *c == SqlState::READ_ONLY_SQL_TRANSACTION
+                || *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW =>
+        {
+            StoreError::Unavailable(format!("postgres: {e}"))
+        }
+        _ if e.is_closed() || io => StoreError::Unavailable(format!("postgres: {e}")),
+        _ => StoreError::Backend(format!("postgres: {e}")),
+    }
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    StoreError::Unavailable(format!("postgres pool: {e}"))
+}
+
+/// Milliseconds as the database keeps them.
+fn sql_ms(ms: Millis) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn rust_ms(ms: i64) -> Millis {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+fn status_code(status: LinkStatus) -> i16 {
+    match status {
+        LinkStatus::Active => 0,
+        LinkStatus::Expired => 1,
+        LinkStatus::Deleted => 2,
+        LinkStatus::Archived => 3,
+    }
+}
+
+fn status_of(code: i16) -> StoreResult<LinkStatus> {
+    Ok(match code {
+        0 => LinkStatus::Active,
+        1 => LinkStatus::Expired,
+        2 => LinkStatus::Deleted,
+        3 => LinkStatus::Archived,
+        other => {
+            return Err(StoreError::Corrupt {
+                tree: "links",
+                detail: format!("status {other}"),
+            })
+        }
+    })
+}
+
+/// The columns every link query selects, in [`link_of`]'s order.
+const LINK_COLUMNS: &str =
+    "id, code, url, space, custom, created_at, expires_at, status, title, tags, \
+     updated_at, deleted_at, options, ended_by, review";
+
+fn link_of(row: &Row) -> StoreResult<Link> {
+    Ok(Link {
+        id: rust_ms(row.get(0)),
+        code: row.get(1),
+        url: row.get(2),
+        space: row.get(3),
+        custom: row.get(4),
+        created_at: rust_ms(row.get(5)),
+        expires_at: row.get::<_, Option<i64>>(6).map(rust_ms),
+        status: status_of(row.get(7))?,
+        title: row.get(8),
+        tags: row.get(9),
+        updated_at: rust_ms(row.get(10)),
+        deleted_at: row.get::<_, Option<i64>>(11).map(rust_ms),
+        options: row
+            .get::<_, Option<Json<LinkOptions>>>(12)
+            .map(|Json(options)| Box::new(options)),
+        ended_by: ended_by_of(row.get(13)),
+        review: row
+            .get::<_, Option<Json<ReviewMark>>>(14)
+            .map(|Json(review)| review),
+    })
+}
+
+fn ended_by_code(ended_by: Option<EndedBy>) -> Option<i16> {
+    ended_by.map(|e| match e {
+        EndedBy::Expiry => 1,
+        EndedBy::MaxVisits => 2,
+    })
+}
+
+fn ended_by_of(code: Option<i16>) -> Option<EndedBy> {
+    match code? {
+        2 => Some(EndedBy::MaxVisits),
+        _ => Some(EndedBy::Expiry),
+    }
+}
+
+/// A link's options as a column value.
+fn options_json(link: &Link) -> Option<Json<&LinkOptions>> {
+    link.options.as_deref().map(Json)
+}
+
+/// Queries through each connection's statement cache: a statement is parsed once per
+/// connection, so a query costs one round trip instead of two (parse, then bind and run).
+trait Cached: GenericClient + Sync {
+    fn rows<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query(&statement, params).await
+        }
+    }
+
+    fn row_opt<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Option<Row>, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query_opt(&statement, params).await
+        }
+    }
+
+    fn row<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Row, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.query_one(&statement, params).await
+        }
+    }
+
+    fn exec<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<u64, tokio_postgres::Error>> + Send + 'a {
+        async move {
+            let statement = self.prepare_cached(sql).await?;
+            self.execute(&statement, params).await
+        }
+    }
+}
+
+impl<T: GenericClient + Sync> Cached for T {}
+
+/// Adds to counters, in the caller's transaction (names must differ within one call).
+async fn bump(client: &impl GenericClient, deltas: &[(String, i64)]) -> StoreResult<()> {
+    let deltas: Vec<&(String, i64)> = deltas.iter().filter(|(_, n)| *n != 0).collect();
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = deltas.iter().map(|(name, _)| name.as_str()).collect();
+    let ns: Vec<i64> = deltas.iter().map(|(_, n)| *n).collect();
+    client
+        .exec(
+            "INSERT INTO counters (name, shard, n)
+             SELECT name, pg_backend_pid() % $2, n FROM unnest($1::text[], $3::bigint[]) AS u(name, n)
+             ON CONFLICT (name, shard) DO UPDATE SET n = counters.n + excluded.n",
+            &[&names, &COUNTER_SHARDS, &ns],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// The sum of a counter over its shards.
+async fn counter(client: &impl GenericClient, name: &str) -> StoreResult<u64> {
+    let row = client
+        .row(
+            "SELECT coalesce(sum(n), 0)::bigint FROM counters WHERE name = $1",
+            &[&name],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rust_ms(row.get(0)))
+}
+
+fn status_counter(status: LinkStatus) -> String {
+    format!("links:{}", status.as_str())
+}
+
+/// Tells every instance (this one too) that the link owning `code` changed; delivered when
+/// the caller's transaction commits.
+async fn notify(client: &impl GenericClient, code: &str) -> StoreResult<()> {
+    client
+        .exec("SELECT pg_notify($1, $2)", &[&CHANNEL, &code])
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+impl PgStore {
+    /// Connects, and creates or upgrades the schema (one instance at a time). Errors name the
+    /// configuration key, because a wrong URL is the usual cause.
+    pub fn open(options: &PgOptions) -> StoreResult<Self> {
+        let config: tokio_postgres::Config = options.url.parse().map_err(|e| {
+            StoreError::Backend(format!(
+                "`storage.postgres.url` is not a PostgreSQL URL: {e}"
+            ))
+        })?;
+        let runtime = runtime::build()?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))?;
+        let store = PgStore {
+            shared: Arc::new(Shared {
+                pool,
+                config,
+                ids: Mutex::new((0, 0)),
+                reserving: tokio::sync::Mutex::new(()),
+            }),
+            runtime: Some(runtime),
+        };
+        let target = describe(&store.shared.config);
+        store.block(store.shared.migrate()).map_err(|e| match e {
+            StoreError::Unavailable(detail) | StoreError::Backend(detail) => {
+                StoreError::Unavailable(format!(
+                    "`storage.postgres.url`: cannot use PostgreSQL at {target}: {detail}"
+                ))
+            }
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    /// Where the store connects, without the password (for logs).
+    pub fn describe(&self) -> String {
+        describe(&self.shared.config)
+    }
+}
+
+fn describe(config: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "{}:{port}/{}",
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+impl Shared {
+    async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// The next link id of this instance's segment, reserving a new block when it is spent.
+    /// Reserved on a connection of its own, outside the caller's transaction, so that a
+    /// rolled-back create never hands out a block twice.
+    async fn next_link_id(&self) -> StoreResult<u64> {
+        if let Some(id) = self.take_id() {
+            return Ok(id);
+        }
+        let _reserving = self.reserving.lock().await;
+        // Another create may have reserved a block while we waited.
+        if let Some(id) = self.take_id() {
+            return Ok(id);
+        }
+        let client = self.client().await?;
+        let end: i64 = client
+            .row(
+                "UPDATE id_blocks SET next = next + $1 WHERE name = 'link' RETURNING next",
+                &[&ID_BLOCK],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        let start = end - ID_BLOCK;
+        let mut ids = self.ids.lock();
+        *ids = (start + 1, end);
+        Ok(rust_ms(start))
+    }
+
+    fn take_id(&self) -> Option<u64> {
+        let mut ids = self.ids.lock();
+        (ids.0 < ids.1).then(|| {
+            let id = ids.0;
+            ids.0 += 1;
+            rust_ms(id)
+        })
+    }
+}
+
+/// Holds a session advisory lock: dropping it closes the connection, which releases it.
+struct HeldLock(Option<deadpool_postgres::Object>);
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        if let Some(object) = self.0.take() {
+            // Out of the pool and closed, rather than returned holding the lock.
+            drop(deadpool_postgres::Object::take(object));
+        }
+    }
+}
+
+impl LinkStore for PgStore {
+    /// Runs on the driver's runtime; the caller's thread goes on at once.
+    fn submit_create(&self, new: NewLink, done: CreateDone) {
+        let Some(runtime) = &self.runtime else {
+            done(Err(StoreError::Unavailable("the store is closing".into())));
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move { done(shared.create_link(&new).await) });
+    }
+
+    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+        self.block(self.shared.resolve(code))
+    }
+
+    /// The code filter is not consulted: another instance may have issued the code a moment
+    /// ago, and only the database knows. Unknown codes cost one indexed lookup (and count
+    /// against `limits.rates.not_found_per_ip`).
+    fn may_exist(&self, _code: &str) -> bool {
+        true
+    }
+
+    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
+        self.block(self.shared.link_by_code(code))
+    }
+
+    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
+        self.block(self.shared.link_by_id(id))
+    }
+
+    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
+        self.block(self.shared.update_link(code, patch, now))
+    }
+
+    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        self.block(self.shared.delete_link(code, now))
+    }
+
+    /// One transaction per link: each is an indexed update that takes no lock the redirects
+    /// wait behind.
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        self.block(async {
+            let mut expired = Vec::with_capacity(ids.len());
+            for &id in ids {
+                expired.extend(self.shared.expire_link(id, now).await?);
+            }
+            Ok(expired)
+        })
+    }
+
+    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        self.block(self.shared.recycle_link(id, score))
+    }
+
+    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        self.block(self.shared.list_links(query))
+    }
+
+    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(self.shared.due_for_expiry(now, limit))
+    }
+
+    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(self.shared.due_for_recycling(ended_before, limit))
+    }
+
+    fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        self.block(self.shared.retire_link(id))
+    }
+
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.block(self.shared.import_links(links))
+    }
+
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        self.block(self.shared.dedup_target(space, length, url))
+    }
+
+    fn link_counts(&self) -> StoreResult<LinkCounts> {
+        self.block(self.shared.link_counts())
+    }
+}
+
+impl CapStore for PgStore {
+    /// Runs on the driver's runtime; the caller's thread goes on at once.
+    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
+        let Some(runtime) = &self.runtime else {
+            done(Err(StoreError::Unavailable("the store is closing".into())));
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move { done(shared.claim_visit(&claim).await) });
+    }
+
+    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
+        self.block(self.shared.counted(link_id))
+    }
+
+    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
+        self.block(self.shared.import_counted(link_id, counts))
+    }
+}
+
+impl LeadStore for PgStore {
+    fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
+        self.block(self.shared.add_lead(lead))
+    }
+
+    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
+        self.block(self.shared.leads(link_id, before, limit))
+    }
+
+    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
+        self.block(self.shared.lead_count(link_id))
+    }
+
+    fn lead_links(&self) -> StoreResult<Vec<u64>> {
+        self.block(self.shared.lead_links())
+    }
+
+    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
+        self.block(self.shared.delete_leads(link_id, before))
+    }
+
+    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
+        self.block(self.shared.import_leads(leads))
+    }
+}
+
+impl ReviewStore for PgStore {
+    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
+        self.block(self.shared.queue_reviews(items, at))
+    }
+
+    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
+        self.block(self.shared.take_review(now, lease))
+    }
+
+    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
+        self.block(self.shared.renew_review(link_id, until))
+    }
+
+    fn review_queue_depth(&self) -> StoreResult<u64> {
+        self.block(self.shared.review_queue_depth())
+    }
+
+    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
+        self.block(self.shared.add_review(review, screenshot))
+    }
+
+    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
+        self.block(self.shared.reviews(link_id, limit))
+    }
+
+    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
+        self.block(self.shared.review_screenshot(link_id, review_id))
+    }
+
+    fn links_by_verdict(
+        &self,
+        verdict: Verdict,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<(Vec<u64>, Option<u64>)> {
+        self.block(self.shared.links_by_verdict(verdict, after, limit))
+    }
+}
+
+impl OutboxStore for PgStore {
+    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
+        self.block(self.shared.enqueue(items))
+    }
+
+    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
+        self.block(self.shared.take_due(now, lease, limit))
+    }
+
+    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::Delivered);
+        self.block(self.shared.settle(id, attempt, settle))
+    }
+
+    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
+        self.block(
+            self.shared
+                .settle(id, attempt, outbox::Settle::Retry(next_at)),
+        )
+    }
+
+    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::GaveUp);
+        self.block(self.shared.settle(id, attempt, settle))
+    }
+
+    fn outbox_depth(&self) -> StoreResult<u64> {
+        self.block(self.shared.outbox_depth())
+    }
+
+    fn deliveries(
+        &self,
+        webhook: Option<&str>,
+        failed_only: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        self.block(self.shared.deliveries(webhook, failed_only, limit))
+    }
+}
+
+impl PoolStore for PgStore {
+    fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
+        self.block(self.shared.pool_add(batch))
+    }
+
+    fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
+        self.block(self.shared.pool_counts(length, now))
+    }
+
+    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
+        self.block(self.shared.pool_below(length, now, level))
+    }
+
+    fn in_pool(&self, code: &str) -> StoreResult<bool> {
+        self.block(self.shared.in_pool(code))
+    }
+
+    fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>> {
+        self.block(self.shared.pool_peek(length, limit))
+    }
+
+    fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
+        self.meta_get(&pools::strategy_key(length))
+    }
+}
+
+impl VisitStore for PgStore {
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.block(self.shared.record_visits(visits, false))
+    }
+
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.block(self.shared.record_visits(visits, true))
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.block(self.shared.last_visit_id())
+    }
+
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.block(self.shared.visit_page(link_id, before, limit, true))
+    }
+
+    fn visits_page(
+        &self,
+        link_id: u64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.block(self.shared.visit_page(link_id, after, limit, false))
+    }
+
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
+        self.block(self.shared.visit_totals(link_id))
+    }
+
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
+        self.block(self.shared.visit_summary(link_id, from, to))
+    }
+
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.block(self.shared.prune_visits(before, limit))
+    }
+
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
+        self.block(self.shared.day_counts(from_day, to_day))
+    }
+}
+
+impl MetaStore for PgStore {
+    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .row_opt("SELECT value FROM meta WHERE key = $1", &[&key])
+                .await
+                .map_err(db_error)?;
+            Ok(row.map(|r| r.get(0)))
+        })
+    }
+
+    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .exec(
+                    "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&key, &value],
+                )
+                .await
+                .map_err(db_error)?;
+            let row = client
+                .row("SELECT value FROM meta WHERE key = $1", &[&key])
+                .await
+                .map_err(db_error)?;
+            Ok(row.get(0))
+        })
+    }
+}
+
+impl StoreOps for PgStore {
+    /// Nothing is kept in memory between writes.
+    fn checkpoint(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Every write is committed before it returns.
+    fn sync(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client.exec("SELECT 1", &[]).await.map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    /// The server recovers from a full disk by itself; a refused write fails alone.
+    fn write_fault(&self) -> Option<StorageFault> {
+        None
+    }
+
+    /// The server groups commits itself; there is nothing of ours to report.
+    fn commit_stats(&self) -> CommitStats {
+        CommitStats::default()
+    }
+
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        Some(self)
+    }
+
+    fn close(&self) -> StoreResult<()> {
+        self.shared.pool.close();
+        Ok(())
+    }
+}
+
+impl Cluster for PgStore {
+    fn job_lock(&self, name: &str) -> StoreResult<JobLock> {
+        let name = format!("vshortlink:job:{name}");
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .exec("SELECT pg_advisory_lock(hashtextextended($1, 0))", &[&name])
+                .await
+                .map_err(db_error)?;
+            Ok(JobLock::holding(Box::new(HeldLock(Some(client)))))
+        })
+    }
+
+    fn records(&self) -> &dyn SharedRecords {
+        self
+    }
+
+    fn watch(&self, on_change: ChangeHandler) {
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
+        }
+    }
+}
+
+/// The days `from_day..=to_day` as counter names, for [`Shared::day_counts`].
+fn day_counter(kind: &str, day: u64) -> String {
+    format!("{kind}:{day}")
+}
+
+impl Shared {
+    async fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
+        let client = self.client().await?;
+        let names: Vec<String> = (from_day..=to_day)
+            .flat_map(|d| [day_counter("creates", d), day_counter("visits", d)])
+            .collect();
+        let rows = client
+            .rows(
+                "SELECT name, sum(n)::bigint FROM counters WHERE name = ANY($1) GROUP BY name",
+                &[&names],
+            )
+            .await
+            .map_err(db_error)?;
+        let sums: std::collections::HashMap<String, i64> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        Ok((from_day..=to_day)
+            .map(|day| DayCount {
+                day,
+                creates: rust_ms(sums.get(&day_counter("creates", day)).copied().unwrap_or(0)),
+                visits: rust_ms(sums.get(&day_counter("visits", day)).copied().unwrap_or(0)),
+            })
+            .collect())
+    }
+}

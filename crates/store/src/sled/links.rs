@@ -1,0 +1,637 @@
+//! Links in sled: creating (one at a time; groups are in `group.rs`), resolving, reading,
+//! updating, deleting, expiring, recycling and listing them, with the indexes each change keeps
+//! in step (`codes`, `dedup`, `expiry`, `ended`) in the same transaction. Pool
+//! bookkeeping it shares with `pools.rs`; it does not touch visits.
+
+use sled::transaction::{abort, TransactionError, TransactionalTree, UnabortableTransactionError};
+use sled::Transactional;
+
+use super::codec::{
+    active_code_value, bump, bump_status, code_owner, decode_code_value, decode_link, encode,
+    owned_code_value, stored_id, tx_code_owner, tx_decode_link, tx_next_link_id, CodeValue,
+};
+use super::errors::{backend, tx_error, Abort, TxResult};
+use super::keys::{self, counter, read_u64};
+use super::pools::{length_of, take_out_of_pool};
+use super::{SledStore, DAY_MS, LIST_SCAN_BUDGET};
+use crate::{
+    ActiveEntry, CodeChoice, CreateDone, Created, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
+    LinkStatus, Millis, NewLink, StoreError, StoreResult,
+};
+
+/// Writes a new active link with every index it belongs to (record, code with its redirect
+/// entry, dedup entry for a generated link, expiry), inside a create transaction: the one
+/// place a create, alone or in a group, lays out its writes.
+pub(super) fn insert_active(
+    [links, codes, dedup, expiry]: [&TransactionalTree; 4],
+    link: &Link,
+    dedup_key: Option<&[u8]>,
+) -> Result<(), UnabortableTransactionError> {
+    let id_key = keys::u64_key(link.id);
+    links.insert(&id_key[..], encode(link))?;
+    codes.insert(link.code.as_bytes(), active_code_value(link))?;
+    if let Some(key) = dedup_key {
+        // A link with options is no dedup target: it takes the entry only where there is
+        // none, so that a plain link of the URL keeps it and plain creates keep finding it.
+        let plain = link.options.as_ref().is_none_or(|o| o.is_empty());
+        if plain || dedup.get(key)?.is_none() {
+            dedup.insert(key, &id_key[..])?;
+        }
+    }
+    if let Some(at) = link.expires_at {
+        expiry.insert(&keys::time_id_key(at, link.id)[..], &[][..])?;
+    }
+    Ok(())
+}
+
+/// Removes a link's dedup entry if it still points at the link.
+pub(super) fn unlink_dedup(
+    dedup: &TransactionalTree,
+    link: &Link,
+) -> Result<(), UnabortableTransactionError> {
+    if link.custom {
+        return Ok(());
+    }
+    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+    if dedup.get(&key)?.and_then(|v| read_u64(&v)) == Some(link.id) {
+        dedup.remove(key)?;
+    }
+    Ok(())
+}
+
+impl SledStore {
+    /// Stores written before an active link's redirect entry moved into `codes` kept the
+    /// entries in an `active` tree of their own: this copies each over its code's id in
+    /// `codes`, makes the copy durable, then drops the old tree. It runs at open, before
+    /// anything else writes; a crash part way repeats it (the copy is idempotent, and the old
+    /// tree goes only once the copy is durable). Returns the entries moved.
+    pub(super) fn fold_active_tree(&self) -> StoreResult<u64> {
+        if !self.db.tree_names().iter().any(|n| n.as_ref() == b"active") {
+            return Ok(0);
+        }
+        let active = self.db.open_tree("active").map_err(backend)?;
+        let mut moved = 0u64;
+        let mut batch = sled::Batch::default();
+        for item in active.iter() {
+            let (code, entry) = item.map_err(backend)?;
+            batch.insert(code, entry);
+            moved += 1;
+            if moved % 4096 == 0 {
+                self.codes
+                    .apply_batch(std::mem::take(&mut batch))
+                    .map_err(backend)?;
+            }
+        }
+        self.codes.apply_batch(batch).map_err(backend)?;
+        self.db.flush().map_err(backend)?;
+        drop(active);
+        self.db.drop_tree("active").map_err(backend)?;
+        self.db.flush().map_err(backend)?;
+        Ok(moved)
+    }
+
+    pub(super) fn find_dedup(&self, new: &NewLink, length: u8) -> StoreResult<Option<Link>> {
+        let key = keys::dedup_key(&new.space, length, &new.url);
+        let Some(id) = self.dedup.get(key).map_err(backend)? else {
+            return Ok(None);
+        };
+        let link = self.link_by_id_impl(stored_id("dedup", &id)?)?;
+        Ok(link.filter(|l| l.is_dedup_target(new.now)))
+    }
+
+    /// The create transaction. `taken` is the pool key to remove (pool creates) or `None`
+    /// (custom creates, which remove their code from a pool themselves if it is there).
+    pub(super) fn create_tx(
+        &self,
+        new: &NewLink,
+        code: &str,
+        taken: Option<&[u8]>,
+    ) -> Result<(Created, Option<Millis>), TransactionError<Abort>> {
+        let length = length_of(code).ok_or(TransactionError::Abort(Abort::CodeTaken))?;
+        let pool = self
+            .pool(length)
+            .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
+        let dedup_key = (!matches!(new.code, CodeChoice::Custom(_)))
+            .then(|| keys::dedup_key(&new.space, length, &new.url));
+        let mut members = self
+            .members(length)
+            .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
+        let held = &*members;
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.dedup,
+            &self.expiry,
+            pool,
+            &self.counters,
+        );
+        let outcome = trees.transaction(|(links, codes, dedup, expiry, pool, counters)| {
+            if let (Some(key), true) = (&dedup_key, new.dedup) {
+                if let Some(id) = dedup.get(key)? {
+                    if let Some(bytes) = links.get(id)? {
+                        let link = tx_decode_link(&bytes)?;
+                        if link.is_dedup_target(new.now) {
+                            return Ok((Created::Existing(link), None));
+                        }
+                    }
+                }
+            }
+            let mut unpooled = None;
+            match taken {
+                Some(pool_key) => {
+                    if pool.remove(pool_key)?.is_none() {
+                        return abort(Abort::Raced);
+                    }
+                    if codes.get(code.as_bytes())?.is_some() {
+                        // Never reachable when the trees agree; if they ever disagree,
+                        // refuse to give one code to two links.
+                        return abort(Abort::Owned);
+                    }
+                    bump(counters, &counter::pool_size(length), -1)?;
+                }
+                None => {
+                    if codes.get(code.as_bytes())?.is_some() {
+                        return abort(Abort::CodeTaken);
+                    }
+                    match take_out_of_pool(held, pool, code)? {
+                        Some(score) => {
+                            unpooled = Some(score);
+                            bump(counters, &counter::pool_size(length), -1)?;
+                        }
+                        // A code never issued before: it counts as issued now.
+                        None => bump(counters, counter::CODES_ISSUED, 1)?,
+                    }
+                }
+            }
+            let last = counters
+                .get(counter::LINK_ID)?
+                .and_then(|v| read_u64(&v))
+                .unwrap_or(0);
+            let id = tx_next_link_id(links, last)?;
+            counters.insert(counter::LINK_ID, &id.to_be_bytes()[..])?;
+            let link = new.record(id, code, matches!(new.code, CodeChoice::Custom(_)));
+            insert_active([links, codes, dedup, expiry], &link, dedup_key.as_deref())?;
+            bump_status(counters, None, LinkStatus::Active)?;
+            bump(counters, &counter::day_creates(new.now / DAY_MS), 1)?;
+            Ok((Created::New(link), unpooled))
+        })?;
+        // The code has an owner now: if it was pooled, it is not any more.
+        if matches!(outcome.0, Created::New(_)) {
+            members.taken(code);
+        }
+        Ok(outcome)
+    }
+
+    pub(super) fn create_from_pool(&self, new: &NewLink, length: u8) -> StoreResult<Created> {
+        let pool = self.pool(length).ok_or(StoreError::PoolEmpty(length))?;
+        let _taker = self.takers[usize::from(length) - 1].lock();
+        loop {
+            let Some((key, code)) = self.pool_head(pool, length, new.now)? else {
+                // Nothing to take, but a dedup hit needs no code.
+                if new.dedup {
+                    if let Some(link) = self.find_dedup(new, length)? {
+                        return Ok(Created::Existing(link));
+                    }
+                }
+                return Err(StoreError::PoolEmpty(length));
+            };
+            match self.create_tx(new, &code, Some(&key)) {
+                Ok((created, _)) => return Ok(created),
+                // A custom create took this code from the pool first.
+                Err(TransactionError::Abort(Abort::Raced)) => continue,
+                Err(TransactionError::Abort(Abort::Owned)) => {
+                    tracing::error!(code = %code, "a pooled code is owned by a link; dropping it from the pool");
+                    self.drop_pool_entry(pool, &key, &code)?;
+                }
+                Err(e) => return Err(tx_error(e, &code)),
+            }
+        }
+    }
+
+    pub(super) fn create_custom(&self, new: &NewLink, code: &str) -> StoreResult<Created> {
+        // Into the filter before the commit, so that the filter always covers what is
+        // committed (see `checkpoint`). If the create fails, the code is a harmless false
+        // positive.
+        self.filter_insert([code]);
+        let (created, unpooled) = self
+            .create_tx(new, code, None)
+            .map_err(|e| tx_error(e, code))?;
+        // The code left its pool (with the score the transaction saw): it is no longer
+        // cooling there.
+        if let (Some(score), Some(length)) = (unpooled, length_of(code)) {
+            self.note_cooling(length, score, -1);
+        }
+        Ok(created)
+    }
+
+    /// A create of the first free code of `codes` (the `hash` strategy): each is tried like a
+    /// custom code, in order, until one is not owned.
+    fn create_computed(&self, new: &NewLink, codes: &[String]) -> StoreResult<Created> {
+        for code in codes {
+            self.filter_insert([code.as_str()]);
+            match self.create_tx(new, code, None) {
+                Ok((created, unpooled)) => {
+                    if let (Some(score), Some(length)) = (unpooled, length_of(code)) {
+                        self.note_cooling(length, score, -1);
+                    }
+                    return Ok(created);
+                }
+                Err(TransactionError::Abort(Abort::CodeTaken)) => continue,
+                Err(e) => return Err(tx_error(e, code)),
+            }
+        }
+        Err(StoreError::PoolEmpty(new.length()))
+    }
+
+    /// Reads a link by code inside a transaction.
+    pub(super) fn tx_link_by_code(
+        codes: &TransactionalTree,
+        links: &TransactionalTree,
+        code: &str,
+    ) -> TxResult<Link> {
+        let Some(value) = codes.get(code.as_bytes())? else {
+            return abort(Abort::NotFound);
+        };
+        let id = tx_code_owner(&value)?;
+        let Some(bytes) = links.get(&keys::u64_key(id)[..])? else {
+            return abort(Abort::NotFound);
+        };
+        tx_decode_link(&bytes)
+    }
+
+    pub(super) fn scan_index(
+        &self,
+        tree: &sled::Tree,
+        upto: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Link>> {
+        let mut out = Vec::new();
+        for item in tree.range(..keys::u64_key(upto.saturating_add(1))) {
+            if out.len() >= limit {
+                break;
+            }
+            let (key, _) = item.map_err(backend)?;
+            let Some((_, id)) = keys::split_time_id(&key) else {
+                continue;
+            };
+            if let Some(link) = self.link_by_id_impl(id)? {
+                out.push(link);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A blocking create: a pooled one waits for the committer ([`super::group`]), a custom
+    /// one commits on the caller's thread.
+    pub(super) fn create_link_impl(&self, new: &NewLink) -> StoreResult<Created> {
+        let created = match &new.code {
+            CodeChoice::Pool(length) if self.pool(*length).is_some() => {
+                let (answer, answered) = std::sync::mpsc::sync_channel(1);
+                self.committer.submit(
+                    new.clone(),
+                    *length,
+                    Box::new(move |outcome| {
+                        let _ = answer.send(outcome);
+                    }),
+                );
+                // Answered after the flush that covers it.
+                return answered
+                    .recv()
+                    .unwrap_or_else(|_| Err(backend("the create thread stopped")));
+            }
+            CodeChoice::Pool(length) => return Err(StoreError::PoolEmpty(*length)),
+            CodeChoice::Custom(code) => {
+                let _committing = self.flusher.committing();
+                self.create_custom(new, code)?
+            }
+            CodeChoice::Computed(codes) => {
+                let _committing = self.flusher.committing();
+                self.create_computed(new, codes)?
+            }
+        };
+        // A dedup hit may return a link whose own create is still waiting for its flush:
+        // answer only once that link is durable too.
+        self.flusher.wait_durable()?;
+        Ok(created)
+    }
+
+    /// A create that returns at once: a pooled one is queued to the committer, which calls
+    /// `done` after the flush; a custom one runs here.
+    pub(super) fn submit_create_impl(&self, new: NewLink, done: CreateDone) {
+        match new.code {
+            CodeChoice::Pool(length) if self.pool(length).is_some() => {
+                self.committer.submit(new, length, done)
+            }
+            // Custom and computed codes, and lengths without a pool, on the caller's thread.
+            _ => done(
+                self.space
+                    .admit(0)
+                    .and_then(|()| self.create_link_impl(&new)),
+            ),
+        }
+    }
+
+    pub(super) fn resolve_impl(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+        let Some(bytes) = self.codes.get(code.as_bytes()).map_err(backend)? else {
+            return Ok(None);
+        };
+        match decode_code_value(&bytes) {
+            Ok(CodeValue::Active(entry)) => Ok(Some(entry)),
+            // Owned by a link that is not active: nothing to redirect to.
+            Ok(CodeValue::Owned(_)) => Ok(None),
+            Err(e) => Err(StoreError::Corrupt {
+                tree: "codes",
+                detail: format!("code `{code}`: {e}"),
+            }),
+        }
+    }
+
+    pub(super) fn link_by_code_impl(&self, code: &str) -> StoreResult<Option<Link>> {
+        let Some(value) = self.codes.get(code.as_bytes()).map_err(backend)? else {
+            return Ok(None);
+        };
+        self.link_by_id_impl(code_owner(&value).map_err(|e| match e {
+            StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                tree,
+                detail: format!("{detail} (code `{code}`)"),
+            },
+            other => other,
+        })?)
+    }
+
+    pub(super) fn link_by_id_impl(&self, id: u64) -> StoreResult<Option<Link>> {
+        self.links
+            .get(keys::u64_key(id))
+            .map_err(backend)?
+            .map(|bytes| {
+                decode_link(&bytes).map_err(|e| match e {
+                    StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
+                        tree,
+                        detail: format!("link id {id}: {detail}"),
+                    },
+                    other => other,
+                })
+            })
+            .transpose()
+    }
+
+    pub(super) fn update_link_impl(
+        &self,
+        code: &str,
+        patch: &LinkPatch,
+        now: Millis,
+    ) -> StoreResult<Link> {
+        let trees = (&self.links, &self.codes, &self.dedup, &self.expiry);
+        let link = trees
+            .transaction(|(links, codes, dedup, expiry)| {
+                let old = Self::tx_link_by_code(codes, links, code)?;
+                if old.status != LinkStatus::Active {
+                    return abort(Abort::WrongStatus(old.status));
+                }
+                let link = patch.apply(&old, now);
+                if link.url != old.url && !link.custom {
+                    unlink_dedup(dedup, &old)?;
+                    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+                    // Another active link may already be the dedup target for the new URL.
+                    if dedup.get(&key)?.is_none() {
+                        dedup.insert(key, &keys::u64_key(link.id)[..])?;
+                    }
+                }
+                if link.expires_at != old.expires_at {
+                    if let Some(at) = old.expires_at {
+                        expiry.remove(&keys::time_id_key(at, link.id)[..])?;
+                    }
+                    if let Some(at) = link.expires_at {
+                        expiry.insert(&keys::time_id_key(at, link.id)[..], &[][..])?;
+                    }
+                }
+                codes.insert(code.as_bytes(), active_code_value(&link))?;
+                links.insert(&keys::u64_key(link.id)[..], encode(&link))?;
+                Ok(link)
+            })
+            .map_err(|e| tx_error(e, code))?;
+        self.flusher.wait_durable()?;
+        Ok(link)
+    }
+
+    pub(super) fn delete_link_impl(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.dedup,
+            &self.expiry,
+            &self.ended,
+            &self.counters,
+        );
+        let link = trees
+            .transaction(|(links, codes, dedup, expiry, ended, counters)| {
+                let old = Self::tx_link_by_code(codes, links, code)?;
+                match old.status {
+                    LinkStatus::Active => {
+                        // It keeps its code until it is recycled, but redirects no more.
+                        codes.insert(code.as_bytes(), &owned_code_value(old.id)[..])?;
+                        unlink_dedup(dedup, &old)?;
+                        if let Some(at) = old.expires_at {
+                            expiry.remove(&keys::time_id_key(at, old.id)[..])?;
+                        }
+                    }
+                    LinkStatus::Expired => {
+                        // It waited for recycling from its expiry; now it waits from deletion.
+                        if let Some(at) = old.expires_at {
+                            ended.remove(&keys::time_id_key(at, old.id)[..])?;
+                        }
+                    }
+                    other => return abort(Abort::WrongStatus(other)),
+                }
+                let mut link = old.clone();
+                link.status = LinkStatus::Deleted;
+                link.deleted_at = Some(now);
+                link.updated_at = now;
+                ended.insert(&keys::time_id_key(now, link.id)[..], &[][..])?;
+                links.insert(&keys::u64_key(link.id)[..], encode(&link))?;
+                bump_status(counters, Some(old.status), LinkStatus::Deleted)?;
+                Ok(link)
+            })
+            .map_err(|e| tx_error(e, code))?;
+        self.flusher.wait_durable()?;
+        Ok(link)
+    }
+
+    /// Expires the links of `ids` that are active and due, in one transaction: sled applies
+    /// each transaction under a global write lock that every read in the process waits
+    /// behind, so the lifecycle job takes it once per group rather than once per link.
+    pub(super) fn expire_links_impl(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        let trees = (
+            &self.links,
+            &self.codes,
+            &self.dedup,
+            &self.expiry,
+            &self.ended,
+            &self.counters,
+        );
+        trees
+            .transaction(|(links, codes, dedup, expiry, ended, counters)| {
+                let mut expired = Vec::new();
+                for &id in ids {
+                    let id_key = keys::u64_key(id);
+                    let Some(bytes) = links.get(&id_key[..])? else {
+                        continue;
+                    };
+                    let old = tx_decode_link(&bytes)?;
+                    let Some(at) = old.expires_at else {
+                        continue;
+                    };
+                    if now < at {
+                        continue;
+                    }
+                    if old.status != LinkStatus::Active {
+                        // Not in the active set: whatever index entry led here is stale.
+                        expiry.remove(&keys::time_id_key(at, id)[..])?;
+                        continue;
+                    }
+                    codes.insert(old.code.as_bytes(), &owned_code_value(id)[..])?;
+                    unlink_dedup(dedup, &old)?;
+                    expiry.remove(&keys::time_id_key(at, id)[..])?;
+                    ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
+                    let mut link = old;
+                    link.status = LinkStatus::Expired;
+                    link.updated_at = now;
+                    links.insert(&id_key[..], encode(&link))?;
+                    bump_status(counters, Some(LinkStatus::Active), LinkStatus::Expired)?;
+                    expired.push(link);
+                }
+                Ok(expired)
+            })
+            .map_err(|e| tx_error(e, ""))
+    }
+
+    pub(super) fn recycle_link_impl(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        let Some(current) = self.link_by_id_impl(id)? else {
+            return Ok(None);
+        };
+        let Some(length) = length_of(&current.code) else {
+            return Ok(None);
+        };
+        let pool = self.pool(length).ok_or(StoreError::NotFound)?;
+        let mut members = self.members(length).ok_or(StoreError::NotFound)?;
+        let trees = (&self.links, &self.codes, &self.ended, pool, &self.counters);
+        let id_key = keys::u64_key(id);
+        let link = trees
+            .transaction(|(links, codes, ended, pool, counters)| {
+                let Some(bytes) = links.get(&id_key[..])? else {
+                    return Ok(None);
+                };
+                let old = tx_decode_link(&bytes)?;
+                if !old.status.recyclable() {
+                    return Ok(None);
+                }
+                if let Some(at) = old.ended_at() {
+                    ended.remove(&keys::time_id_key(at, id)[..])?;
+                }
+                let owned = match codes.get(old.code.as_bytes())? {
+                    Some(value) => tx_code_owner(&value)? == id,
+                    None => false,
+                };
+                if !owned {
+                    // The code belongs to someone else: archive without pooling it.
+                    let mut link = old.clone();
+                    link.status = LinkStatus::Archived;
+                    links.insert(&id_key[..], encode(&link))?;
+                    bump_status(counters, Some(old.status), LinkStatus::Archived)?;
+                    return Ok(Some((link, false)));
+                }
+                codes.remove(old.code.as_bytes())?;
+                // Recycled codes have scores of their own: no tiebreak needed.
+                pool.insert(keys::pool_key(score, 0, &old.code), &[][..])?;
+                let mut link = old.clone();
+                link.status = LinkStatus::Archived;
+                links.insert(&id_key[..], encode(&link))?;
+                bump_status(counters, Some(old.status), LinkStatus::Archived)?;
+                bump(counters, &counter::pool_size(length), 1)?;
+                bump(counters, &counter::pool_recycled(length), 1)?;
+                Ok(Some((link, true)))
+            })
+            .map_err(|e| tx_error(e, &current.code))?;
+        let Some((link, pooled)) = link else {
+            return Ok(None);
+        };
+        if pooled {
+            members.pooled(&link.code, &keys::pool_key(score, 0, &link.code));
+            drop(members);
+            self.note_cooling(length, score, 1);
+        }
+        Ok(Some(link))
+    }
+
+    pub(super) fn dedup_target_impl(
+        &self,
+        space: &str,
+        length: u8,
+        url: &str,
+    ) -> StoreResult<Option<Link>> {
+        let Some(id) = self
+            .dedup
+            .get(keys::dedup_key(space, length, url))
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let link = self.link_by_id_impl(read_u64(&id).unwrap_or(0))?;
+        Ok(link.filter(|l| l.status == LinkStatus::Active))
+    }
+
+    pub(super) fn list_links_impl(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        let limit = query.limit.max(1);
+        let range = if query.newest_first {
+            let end = query.after.unwrap_or(u64::MAX);
+            Box::new(self.links.range(..keys::u64_key(end)).rev())
+                as Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>
+        } else {
+            let start = query.after.map_or(0, |a| a.saturating_add(1));
+            Box::new(self.links.range(keys::u64_key(start)..))
+        };
+        let mut page = LinkPage::default();
+        for (scanned, item) in range.enumerate() {
+            let (_, bytes) = item.map_err(backend)?;
+            let link = decode_link(&bytes)?;
+            let last_id = Some(link.id);
+            if query.matches(&link) {
+                page.items.push(link);
+                if page.items.len() == limit {
+                    page.next = last_id;
+                    return Ok(page);
+                }
+            }
+            // A search that matches little must not walk every link in one request: stop
+            // and hand out a cursor to go on from.
+            if scanned + 1 >= LIST_SCAN_BUDGET {
+                page.next = last_id;
+                return Ok(page);
+            }
+        }
+        Ok(page)
+    }
+
+    pub(super) fn retire_link_impl(&self, id: u64) -> StoreResult<bool> {
+        let Some(link) = self.link_by_id_impl(id)? else {
+            return Ok(false);
+        };
+        let Some(at) = link.ended_at() else {
+            return Ok(false);
+        };
+        Ok(self
+            .ended
+            .remove(keys::time_id_key(at, id))
+            .map_err(backend)?
+            .is_some())
+    }
+
+    pub(super) fn link_counts_impl(&self) -> StoreResult<LinkCounts> {
+        Ok(LinkCounts {
+            active: self.counter(&counter::links(LinkStatus::Active))?,
+            expired: self.counter(&counter::links(LinkStatus::Expired))?,
+            deleted: self.counter(&counter::links(LinkStatus::Deleted))?,
+            archived: self.counter(&counter::links(LinkStatus::Archived))?,
+        })
+    }
+}
