@@ -37,35 +37,22 @@
 
 #![forbid(unsafe_code)]
 
-pub mod blocklist;
-pub mod cache;
-pub mod clock;
-pub use vshortlink_codes as codes;
 pub mod commands;
-pub mod config;
-pub mod csv_safe;
-pub mod health;
 pub mod http;
-pub mod jobs;
-pub mod keys;
-pub mod leads;
-pub mod limits;
-pub mod links;
-pub mod memory;
-pub mod metrics;
-pub use vshortlink_model as model;
 pub mod ops;
-pub mod pools;
-pub mod qr;
-pub mod records;
-pub mod review;
 pub mod shutdown;
 pub mod store;
 pub mod transfer;
 pub mod ui;
-pub mod visits;
 pub mod web;
-pub mod webhooks;
+
+// The crates below, under the names every layer above uses (`vshortlink::links`, …).
+pub use vshortlink_codes as codes;
+pub use vshortlink_model as model;
+pub use vshortlink_services::{
+    blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links, memory,
+    metrics, pools, qr, records, review, visits, webhooks, BoxError,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,9 +72,6 @@ use crate::store::Store;
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
 use crate::web::state::{AppState, Services};
-
-/// Any failure that stops the server.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Opens the configured store (see [`store::open`]), saying plainly when another process
 /// holds a data directory.

@@ -144,9 +144,9 @@ fn present(value: Option<&str>) -> Option<String> {
 }
 
 /// The test database builder the integration tests use too (a `#[path]` inside `mod tests`
-/// would resolve under `src/visits/geo/`).
+/// would resolve under `visits/geo/`).
 #[cfg(test)]
-#[path = "../../tests/common/mmdb.rs"]
+#[path = "../../../../tests/common/mmdb.rs"]
 mod test_mmdb;
 
 #[cfg(test)]

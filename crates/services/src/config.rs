@@ -18,7 +18,7 @@ use crate::codes::{Space, Strategy, MAX_CODE_LEN, MAX_GENERATED_LEN};
 use crate::store::Durability;
 
 /// The default configuration, compiled in.
-pub const DEFAULT_TOML: &str = include_str!("../config.toml");
+pub const DEFAULT_TOML: &str = include_str!("../../../config.toml");
 
 /// A configuration that could not be loaded; the message names the key.
 #[derive(Debug, thiserror::Error)]

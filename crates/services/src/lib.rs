@@ -1,0 +1,55 @@
+//! vshortlink's services: the rules, once, and what they are configured with. Above the store
+//! (`vshortlink-store`) and the pure layers (`vshortlink-codes`, `vshortlink-model`); below the
+//! web (HTTP, pages) and the binary, which name nothing here but through these modules. Nothing
+//! here knows HTTP: errors carry a code and the field they are about, and the web maps them to
+//! statuses.
+//!
+//! - [`config`] is the layered configuration (embedded `config.toml` < `--config` file <
+//!   `VSL_*` environment), validated, naming the key of any bad value; [`memory`] derives every
+//!   cache's, queue's and buffer's bound from `memory.budget`.
+//! - [`links`] is the link service, the one home of business rules: URL checks, tiers and
+//!   default validity, custom codes, dedup, the read-through [`cache`], invalidation, the
+//!   redirect's decision (options, rules, rotation, caps, passwords).
+//! - [`pools`] keeps every length's pool supplied: it runs the strategies, refills in the
+//!   background when a pool runs low and synchronously when one is empty.
+//! - [`visits`] is the visit queue and writer, user agents, client addresses, geolocation and
+//!   the statistics service.
+//! - [`leads`] (forms before the destination), [`review`] (the review of destinations, its
+//!   checks and its browser proxy), [`webhooks`] (the outbox and its sender).
+//! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.
+//! - [`keys`] is the API key ring; [`limits`] enforces `limits.rates` (governor);
+//!   [`blocklist`] holds the blocked hosts.
+//! - [`health`] and [`metrics`] are `/healthz` and `/metrics` as services; [`records`] keeps
+//!   the pages' records a while (sessions, batch results).
+//! - [`qr`] draws QR codes and [`csv_safe`] writes every CSV the product makes; [`clock`] is
+//!   the single source of time, replaceable in tests.
+
+#![forbid(unsafe_code)]
+
+pub mod blocklist;
+pub mod cache;
+pub mod clock;
+pub mod config;
+pub mod csv_safe;
+pub mod health;
+pub mod jobs;
+pub mod keys;
+pub mod leads;
+pub mod limits;
+pub mod links;
+pub mod memory;
+pub mod metrics;
+pub mod pools;
+pub mod qr;
+pub mod records;
+pub mod review;
+pub mod visits;
+pub mod webhooks;
+
+// The layers below, under the names the services use.
+pub(crate) use vshortlink_codes as codes;
+pub(crate) use vshortlink_model as model;
+pub(crate) use vshortlink_store as store;
+
+/// Any error, sent across threads: what start-up and the commands report.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
