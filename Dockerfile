@@ -10,6 +10,7 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock config.toml ./
 COPY src src
+COPY crates crates
 COPY vendor vendor
 COPY assets assets
 COPY examples examples

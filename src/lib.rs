@@ -30,7 +30,7 @@
 //! - [`limits`] enforces `limits.rates` (governor); [`blocklist`] holds the blocked hosts.
 //! - [`memory`] derives every cache's, queue's and buffer's bound from `memory.budget`.
 //! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
-//!   into a graceful stop; [`state`] is what handlers can reach.
+//!   into a graceful stop; `state` is what handlers can reach.
 //!
 //! [`build`] wires the services and the router over a store (the server and in-process tests
 //! alike); [`run`] opens the store, builds, serves, then drains and flushes.

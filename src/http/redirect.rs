@@ -367,7 +367,7 @@ impl Later {
     /// post, else `X-Link-Password`); a posted form is checked and stored; then the gates
     /// after them (the form page, the in-app page, the crawler preview), or the rules, the
     /// rotation and the caps choose the destination, or end the link. (`valid_from` was
-    /// checked by [`decide`], which made this.)
+    /// checked by `decide`, which made this.)
     pub async fn finish(self, raw_query: &str, body: Option<Posted>) -> Response {
         let Later {
             state,

@@ -153,7 +153,7 @@ pub fn csv_response(
 }
 
 /// Every visit of a link (after `after`) as a CSV body, streamed one store page
-/// ([`CSV_PAGE`] visits) per chunk: at most [`CSV_AHEAD`] chunks wait for a slow client, so an
+/// (`CSV_PAGE` visits) per chunk: at most `CSV_AHEAD` chunks wait for a slow client, so an
 /// export of any size holds a few thousand visits in memory.
 pub fn csv_body(stats: Arc<Statistics>, link_id: u64, after: Option<u64>) -> Body {
     let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(CSV_AHEAD);

@@ -300,7 +300,7 @@ pub struct LinkPage {
     pub next: Option<u64>,
 }
 
-/// Which links [`Store::list_links`] returns. A store walks links in id order from the cursor
+/// Which links `Store::list_links` returns. A store walks links in id order from the cursor
 /// and keeps those [`LinkQuery::matches`] accepts: the rule lives here, once, for every backend.
 #[derive(Clone, Debug, Default)]
 pub struct LinkQuery {

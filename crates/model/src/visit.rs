@@ -165,7 +165,7 @@ pub struct NewVisit {
 }
 
 /// The distinct-counting key of a stored client id: the first 8 bytes of its SHA-1, as
-/// [`client_key`] gives it; `None` if the id is not hex.
+/// `client_key` gives it; `None` if the id is not hex.
 pub fn client_hash_from_id(client_id: &str) -> Option<u64> {
     hex::decode(client_id.get(..16)?)
         .ok()

@@ -3,7 +3,7 @@
 //!
 //! Generation is pure (`codes::*`); this module decides how many codes to make, filters them
 //! (reserved and blocked words, the issued-code filter for `random`) and hands them to
-//! [`Store::pool_add`] together with the strategy's new state, so that a crash never loses or
+//! `Store::pool_add` together with the strategy's new state, so that a crash never loses or
 //! repeats a code. It holds no sled types and no HTTP types.
 
 use std::collections::{BTreeMap, HashSet};
@@ -276,7 +276,7 @@ impl Pools {
     }
 
     /// Creates a link without holding a thread: a pooled create is handed to the store, which
-    /// returns at once ([`LinkStore::submit_create`]), and awaited; everything else (custom
+    /// returns at once (`LinkStore::submit_create`), and awaited; everything else (custom
     /// codes, an empty pool that needs a synchronous refill) runs [`Pools::create`] on a
     /// blocking thread.
     pub async fn create_async(self: &Arc<Self>, new: NewLink) -> StoreResult<Created> {

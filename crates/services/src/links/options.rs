@@ -490,7 +490,7 @@ pub fn check_password_hash(hash: &str) -> Result<()> {
 
 /// Whether `password` is the one `hash` was made from. Slow on purpose (tens of
 /// milliseconds): callers run it off the async threads and limit it per address. A hash
-/// [`check_password_hash`] refuses (one stored before imports were checked) verifies
+/// `check_password_hash` refuses (one stored before imports were checked) verifies
 /// nothing: its cost is not this server's to pay for each guess.
 pub fn verify_password(hash: &str, password: &str) -> bool {
     check_password_hash(hash).is_ok()

@@ -247,7 +247,7 @@ impl Links {
     /// Whether `password` opens the link. A password found right once is remembered (as a
     /// SHA-256, compared in constant time); any other runs Argon2 on a blocking thread, at most
     /// `memory.budget`'s `password_checks` at once: a check that finds none free within
-    /// [`PASSWORD_CHECK_WAIT`] is [`Unlock::Busy`] (429), so wrong passwords from many
+    /// `PASSWORD_CHECK_WAIT` is `Unlock::Busy` (429), so wrong passwords from many
     /// sources cost waiting requests, never another 19 MiB each.
     pub async fn unlock(&self, state: &Arc<LinkState>, password: &str) -> Unlock {
         let Some(hash) = state.options.password.clone() else {

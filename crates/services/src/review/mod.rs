@@ -450,7 +450,7 @@ impl Reviews {
     /// A link's latest review, and its latest checked one: the same unless the latest is an
     /// admin's override, which checks nothing (no title, description, final URL, checks or
     /// screenshot); then the newest review behind it that ran the checks, among the last
-    /// [`FINDINGS_LOOKBACK`]. The listings show the verdict of the first and what the second
+    /// `FINDINGS_LOOKBACK`. The listings show the verdict of the first and what the second
     /// found, so that a link an admin blocked still shows what it was blocked for.
     pub fn latest_and_checked(
         &self,

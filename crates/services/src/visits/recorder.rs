@@ -62,7 +62,7 @@ const MAX_HEADER_BYTES: usize = 4 * MAX_HEADER_CHARS;
 /// Bytes of a visit's code, user agent and referer held in its queue slot itself. A browser's
 /// user agent is 100 to 250 bytes and a referer usually less; longer ones go to the heap.
 const INLINE_BYTES: usize = 384;
-/// Bytes of a queue slot: a visit whose code and headers fit [`INLINE_BYTES`] takes this
+/// Bytes of a queue slot: a visit whose code and headers fit `INLINE_BYTES` takes this
 /// and no more; a longer one also takes its text's length ([`RawVisit::queued_bytes`]).
 pub const SLOT_BYTES: usize = std::mem::size_of::<RawVisit>();
 
@@ -88,7 +88,7 @@ pub struct RawVisit {
 
 impl RawVisit {
     /// A missing header and an empty one are the same to the writer. Headers are cut at
-    /// [`MAX_HEADER_BYTES`].
+    /// `MAX_HEADER_BYTES`.
     pub fn new(
         link_id: u64,
         code: &str,

@@ -1,18 +1,18 @@
-//! The PostgreSQL [`Store`]: several vshortlink instances share one database (see
+//! The PostgreSQL `Store`: several vshortlink instances share one database (see
 //! docs/operations.md, "Several instances on PostgreSQL"). Only `store/postgres/` knows about
 //! PostgreSQL.
 //!
-//! The seam is blocking ([`Store`] methods return values, as sled's do), so this store owns a
+//! The seam is blocking (`Store` methods return values, as sled's do), so this store owns a
 //! small tokio runtime of its own for the driver and blocks on it (`runtime.rs`).
 //!
 //! What keeps several instances right:
 //! - a code has one owner by a unique index, so a pool take (`FOR UPDATE SKIP LOCKED`) and a
 //!   custom create can never issue one code twice;
 //! - link ids come from segments reserved with one `UPDATE` per block;
-//! - every change to a link notifies `vsl_links` with its code, and each instance's [`watch`]
+//! - every change to a link notifies `vsl_links` with its code, and each instance's `watch`
 //!   listener evicts its cache entry (see `watch.rs`); the code filter is not consulted, so a
 //!   code another instance just issued is found in the database at once;
-//! - the lifecycle job holds a session advisory lock ([`Store::job_lock`]);
+//! - the lifecycle job holds a session advisory lock (`Store::job_lock`);
 //! - migrations run under an advisory lock, one instance at a time.
 //!
 //!
@@ -34,8 +34,6 @@
 //! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log |
 //! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
 //! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
-//!
-//! [`watch`]: Store::watch
 
 mod check;
 mod claims;

@@ -1,5 +1,5 @@
-//! The embedded [`Store`]: sled 0.34 trees with MessagePack values. The only code in the crate
-//! that says `sled::`. This file holds the store's struct and the [`Store`] implementation,
+//! The embedded `Store`: sled 0.34 trees with MessagePack values. The only code in the crate
+//! that says `sled::`. This file holds the store's struct and the `Store` implementation,
 //! which hands each call to the file that owns the behaviour:
 //!
 //! | file | owns |
@@ -27,7 +27,7 @@
 //! | `page_table.rs` | sled's page table against its reserve: the cache gives way as it grows |
 //!
 //! Every write is one multi-tree transaction followed by a group-committed flush
-//! ([`flusher`]). Transaction closures may run more than once, so they do no I/O, read no
+//! (`flusher`). Transaction closures may run more than once, so they do no I/O, read no
 //! clock and send on no channel; everything they need is computed before.
 //!
 //! Pool takes are ZPOPMIN: the first key of `pool/<L>` (lowest score) is read outside the
@@ -105,16 +105,16 @@ pub struct StoreOptions {
     /// quick reopen in tests). Another process holding it fails at once when this is zero.
     pub lock_wait: std::time::Duration,
     /// Writes are refused while the file system has less than this free (at most a
-    /// twentieth of it), so that sled never fails a write ([`space`]).
+    /// twentieth of it), so that sled never fails a write (`space`).
     pub min_free_bytes: u64,
     /// Estimated bytes of visit counters held in memory before a fold starts early, and past
-    /// which each write folds more ([`visit_counts`]).
+    /// which each write folds more (`visit_counts`).
     pub held_counts_bytes: usize,
     /// Estimated bytes of visit-index references held before a fold comes early
-    /// ([`visit_index`]).
+    /// (`visit_index`).
     pub held_index_bytes: usize,
     /// sled's page table: its reserve, and how far the cache gives way when the table
-    /// outgrows it ([`page_table`]).
+    /// outgrows it (`page_table`).
     pub page_table: PageTableBudget,
 }
 

@@ -28,7 +28,7 @@ pub(super) fn open_error(e: sled::Error, path: &Path) -> StoreError {
 
 impl SledStore {
     /// Opens (or creates) the store in `options.path`, rebuilding the code filter if it is
-    /// missing or stale, and starts its create committer ([`group`]).
+    /// missing or stale, and starts its create committer (`group`).
     pub fn open(options: &StoreOptions) -> StoreResult<Arc<Self>> {
         std::fs::create_dir_all(&options.path).map_err(|e| {
             backend(format!(

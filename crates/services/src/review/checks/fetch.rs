@@ -4,7 +4,7 @@
 //! title and description with an HTML parser. Decides no verdict: it reports what it saw.
 //!
 //! Why a resolver of our own: checking a name's addresses and then letting the client resolve
-//! it again leaves a gap a DNS answer can change in (rebinding). [`CheckedResolver`] is the
+//! it again leaves a gap a DNS answer can change in (rebinding). `CheckedResolver` is the
 //! client's only resolver; it resolves once, refuses the name when any address is refused, and
 //! hands the client exactly the addresses it checked. A URL whose host is an address never
 //! reaches a resolver, so each hop checks such a host itself. Proxies are off: a proxy would

@@ -2,7 +2,7 @@
 //! own, alive for one screenshot) that Chromium is pointed at with `--proxy-server`. Every
 //! request the browser makes (the page, its frames, images, scripts, sockets) names a host
 //! here; the proxy resolves it itself and checks every address with the fetch's rule (the same
-//! [`AddressPolicy`], through [`super::fetch::resolve_checked`]), then connects to the address
+//! `AddressPolicy`, through `super::fetch::resolve_checked`), then connects to the address
 //! it checked and never resolves again. Plain HTTP is forwarded (absolute-form requests);
 //! `CONNECT` is tunnelled (HTTPS, WebSockets); anything else is refused.
 //!
