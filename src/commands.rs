@@ -32,6 +32,11 @@ use crate::BoxError;
 pub fn check(config: &Config, out: &mut dyn Write) -> Result<bool, BoxError> {
     let report = match config.storage.backend {
         crate::config::Backend::Sled => check_sled(config, out)?,
+        #[cfg(not(feature = "postgres"))]
+        crate::config::Backend::Postgres => {
+            return Err("this binary was built without the `postgres` feature".into())
+        }
+        #[cfg(feature = "postgres")]
         crate::config::Backend::Postgres => {
             let store = crate::store::open_postgres(config)?;
             writeln!(out, "database: {}", store.describe())?;

@@ -1,36 +1,34 @@
 //! vshortlink: a URL shortener in one binary with its storage embedded.
 //!
-//! A tour, in the order a request meets the code:
+//! A workspace of crates, one a layer, each depending only on those below it (Cargo refuses
+//! anything else; docs/architecture.md has the rule each keeps):
 //!
-//! - [`config`] loads the layered configuration (embedded `config.toml` < `--config` file <
-//!   `VSL_*` environment) and validates it, naming the key of any bad value.
-//! - [`http`] is the router: `/{code}` redirects, `/api/v1` manages links and pools, errors
-//!   are problem+json, API keys are checked by an extractor. Handlers are thin. `/rest/v3`
-//!   speaks Shlink's REST API and `/yourls-api.php` YOURLS's, over the same services.
-//! - [`links`] is the domain service, the one home of business rules: URL checks, tiers and
-//!   default validity, custom codes, dedup, the read-through [`cache`], invalidation.
-//! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.
-//! - [`pools`] keeps every length's pool supplied: it runs the strategies, refills in the
-//!   background when a pool runs low and synchronously when one is empty.
-//! - [`codes`] is pure: the base-62 alphabet, each length's number space, reserved and blocked
-//!   words, and the three generation strategies (`random` with its Bloom filter, `step`,
-//!   `permute`).
-//! - [`store`] is the storage interface ([`store::Store`]) and its two backends: the embedded
-//!   default on sled ([`store::sled::SledStore`]: links, the active mapping that redirects
-//!   read, the dedup index, one ZSet-like pool tree per length, counters; every write one
-//!   multi-tree transaction acknowledged after a group-committed flush; nothing else in the
-//!   crate touches sled), and PostgreSQL for several instances ([`store::postgres::PgStore`]).
-//! - [`ui`] is the web pages: shorten, sign in, links, statistics, dashboard, in English and
-//!   Simplified Chinese, rendered on the server from embedded templates; [`qr`] draws QR codes.
-//! - [`keys`] is the API key ring (also what the pages' sign-in checks).
-//! - [`commands`] is `vshortlink check`, `create` and `stats`.
-//! - [`transfer`] is `vshortlink export` / `import`: JSON lines out, our own export, YOURLS and
-//!   Shlink CSV in, on a stopped store.
-//! - [`csv_safe`] writes every CSV the product makes, formula cells neutralised.
-//! - [`limits`] enforces `limits.rates` (governor); [`blocklist`] holds the blocked hosts.
-//! - [`memory`] derives every cache's, queue's and buffer's bound from `memory.budget`.
-//! - [`clock`] is the single source of time, replaceable in tests; [`shutdown`] turns signals
-//!   into a graceful stop; `state` is what handlers can reach.
+//! - `vshortlink-codes` ([`codes`]) and `vshortlink-model` ([`model`]) are pure: the base-62
+//!   alphabet, number spaces, words, strategies, the check character and the code filter; the
+//!   records and their rules (links, options, visits, pools, reviews, the outbox, time).
+//! - `vshortlink-store` ([`store`]) is the storage interface ([`store::Store`], by capability)
+//!   and its two backends: the embedded default on sled ([`store::sled::SledStore`]; nothing
+//!   else touches sled) and PostgreSQL for several instances ([`store::postgres::PgStore`]).
+//! - `vshortlink-services` holds the rules, once: [`config`] and [`memory`] (the layered,
+//!   validated configuration and every bound derived from `memory.budget`), [`links`] (the
+//!   link service: URL checks, tiers, codes, dedup, the read-through [`cache`], the redirect's
+//!   decision), [`pools`], [`visits`], [`leads`], [`review`], [`webhooks`], [`jobs`],
+//!   [`keys`], [`limits`], [`blocklist`], [`health`], [`metrics`], [`records`], [`qr`],
+//!   [`csv_safe`] and [`clock`]. This crate re-exports each under its module name.
+//!
+//! This crate, the top, in the order a request meets it:
+//!
+//! - [`http`]: the first stop (`GET /{code}` before the router), the accept loop, `/{code}`
+//!   and the pages before the destination, `/api/v1`, `/rest/v3` (Shlink's API) and
+//!   `/yourls-api.php` (YOURLS's), over the same services; handlers are thin.
+//! - [`ui`]: the web pages, in English and Simplified Chinese, rendered on the server from
+//!   embedded templates, working without script.
+//! - [`web`]: what [`http`] and [`ui`] share, below both: the state handlers reach, the one
+//!   place that maps errors to statuses, the caller and its rights, CSV and QR responses.
+//! - [`store::open`]: `[storage]` into a store, the one place above the store that names a
+//!   backend.
+//! - [`commands`] (`check`, `create`, `stats`), [`transfer`] (`export` / `import` on a stopped
+//!   store), [`ops`] (the Docker health probe) and [`shutdown`] (signals into a graceful stop).
 //!
 //! [`build`] wires the services and the router over a store (the server and in-process tests
 //! alike); [`run`] opens the store, builds, serves, then drains and flushes.
@@ -169,143 +167,22 @@ pub async fn build(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
 ) -> Result<App, BoxError> {
-    let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
-    {
-        let pools = pools.clone();
-        tokio::task::spawn_blocking(move || pools.prime()).await??;
-    }
-    pools.start_background()?;
-
-    let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path, &*store)?;
-    if let Some(key) = generated {
-        if key.created {
-            tracing::warn!(path = %key.path.display(), "no API key configured: generated an admin key");
-        } else {
-            tracing::info!(path = %key.path.display(), "no API key configured: using the generated admin key");
-        }
-    }
-    let blocked = Arc::new(BlockedHosts::new(
-        &config.limits.blocked_hosts,
-        config.limits.blocked_hosts_path(),
-    )?);
-    blocked.start_watching();
-    let links = Arc::new(
-        Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
-            .with_blocklist(blocked.clone()),
-    );
-    if config
-        .tiers
-        .values()
-        .any(|t| t.strategy == config::TierStrategy::Hash)
-    {
-        // The `hash` strategy's secret exists from the first start on, like the permute keys.
-        let links = links.clone();
-        tokio::task::spawn_blocking(move || links.hash_secret()).await??;
-    }
-    {
-        // Instances sharing one database evict what the others changed.
-        if let Some(cluster) = store.cluster() {
-            let links = links.clone();
-            cluster.watch(Box::new(move |change| links.forget(&change)));
-        }
-    }
-    let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
-        .map_err(|e| format!("visits.geo_db: {e}"))?;
-    links.use_geo(recorder.geo());
-    let limits = Arc::new(
-        RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)
-            .with_ipv6_prefix(config.limits.ipv6_prefix),
-    );
-    let mut metrics = Metrics::new(
-        links.cache_counters(),
-        &recorder,
-        config.server.redirect_status,
-    );
-    metrics.register_rate_limits(&limits);
-    metrics.register_memory(&config.memory.bounds);
-    // The review of destinations: checks only when enabled (an appliance sends nothing out
-    // unless asked); overrides and listings work either way.
-    let checker = if config.review.enabled {
-        Some(
-            review::checks::Checker::new(&config.review, blocked.clone())
-                .map_err(|e| format!("review: {e}"))?,
-        )
-    } else {
-        None
-    };
-    let (reviews, review_triggers) = review::Reviews::new(
-        store.clone(),
-        links.clone(),
-        clock.clone(),
-        &config.review,
-        checker,
-        config.memory.bounds.review_totals,
-    );
-    let r = &config.review;
-    if r.enabled {
-        let or_none = |s: &str| {
-            if s.trim().is_empty() {
-                "none".to_string()
-            } else {
-                s.trim().to_string()
-            }
-        };
-        tracing::info!(
-            blocklists = r.blocklists.len(),
-            fetch = r.fetch,
-            allow_private = r.allow_private,
-            browser = %or_none(&r.browser),
-            scorer = %or_none(&r.scorer.url),
-            workers = r.concurrency,
-            "review of destinations: on (destinations are fetched and scored as listed here)"
-        );
-    } else {
-        tracing::info!(
-            "review of destinations: off (nothing is fetched; set review.enabled to review links)"
-        );
-    }
-    if reviews.enabled() {
-        links.on_review(reviews.hook());
-        let told = reviews.clone();
-        recorder.on_written(Arc::new(move |visits| told.visits_written(visits)));
-        reviews.start(review_triggers);
-    }
-    metrics.register_reviews(&reviews);
-    let (webhooks, webhook_events) = webhooks::Webhooks::new(
-        store.clone(),
-        clock.clone(),
-        config.webhooks.clone(),
-        webhooks::QueueBounds {
-            events: config.memory.bounds.webhook_events,
-            visits: config.memory.bounds.webhook_visits,
-        },
-    )
-    .map_err(|e| format!("webhooks: {e}"))?;
-    metrics.register_webhooks(&webhooks);
-    if webhooks.enabled() {
-        wire_webhooks(&webhooks, &config, &links, &recorder, &reviews);
-        tracing::info!(
-            webhooks = config.webhooks.len(),
-            "webhooks: events go through the outbox to each endpoint, signed"
-        );
-    }
-    let metrics = Arc::new(metrics);
-    let leads = {
-        let (store, clock) = (store.clone(), clock.clone());
-        Arc::new(tokio::task::spawn_blocking(move || leads::Leads::new(store, clock)).await??)
-    };
-    if webhooks.wants(webhooks::events::EventKind::Lead) {
-        let told = webhooks.clone();
-        leads.on_lead(Arc::new(move |lead| {
-            told.tell(webhooks::events::Event::of_link(
-                webhooks::events::EventKind::Lead,
-                lead.link_id,
-                lead.at,
-                webhooks::events::lead_data(lead),
-            ))
-        }));
-    }
-    webhooks.start(webhook_events);
+    let core = Core::start(&config, &store, &clock).await?;
+    let told = Told::start(&config, &store, &clock, &core).await?;
+    let Core {
+        pools,
+        keys,
+        blocked,
+        links,
+    } = core;
+    let Told {
+        recorder,
+        limits,
+        metrics,
+        reviews,
+        webhooks,
+        leads,
+    } = told;
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
@@ -372,6 +249,199 @@ pub async fn build(
         watchdog,
         recovered,
     })
+}
+
+/// The first part of [`build`]: the pools primed and refilling, the key ring, the blocked
+/// hosts and their watcher, and the link service over them.
+struct Core {
+    pools: Arc<Pools>,
+    keys: KeyRing,
+    blocked: Arc<BlockedHosts>,
+    links: Arc<Links>,
+}
+
+impl Core {
+    async fn start(
+        config: &Arc<Config>,
+        store: &Arc<dyn Store>,
+        clock: &Arc<dyn Clock>,
+    ) -> Result<Self, BoxError> {
+        let pools = Arc::new(Pools::new(store.clone(), clock.clone(), config)?);
+        {
+            let pools = pools.clone();
+            tokio::task::spawn_blocking(move || pools.prime()).await??;
+        }
+        pools.start_background()?;
+        let (keys, generated) = KeyRing::load(&config.auth, &config.storage.path, &**store)?;
+        if let Some(key) = generated {
+            if key.created {
+                tracing::warn!(path = %key.path.display(), "no API key configured: generated an admin key");
+            } else {
+                tracing::info!(path = %key.path.display(), "no API key configured: using the generated admin key");
+            }
+        }
+        let blocked = Arc::new(BlockedHosts::new(
+            &config.limits.blocked_hosts,
+            config.limits.blocked_hosts_path(),
+        )?);
+        blocked.start_watching();
+        let links = Arc::new(
+            Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
+                .with_blocklist(blocked.clone()),
+        );
+        if config
+            .tiers
+            .values()
+            .any(|t| t.strategy == config::TierStrategy::Hash)
+        {
+            // The `hash` strategy's secret exists from the first start on, like the permute
+            // keys.
+            let links = links.clone();
+            tokio::task::spawn_blocking(move || links.hash_secret()).await??;
+        }
+        // Instances sharing one database evict what the others changed.
+        if let Some(cluster) = store.cluster() {
+            let links = links.clone();
+            cluster.watch(Box::new(move |change| links.forget(&change)));
+        }
+        Ok(Core {
+            pools,
+            keys,
+            blocked,
+            links,
+        })
+    }
+}
+
+/// The second part of [`build`]: the services that are told of what happens — the visit
+/// recorder, the rate limits and metrics, the review of destinations, the webhooks, the
+/// leads — each started and wired to the hooks it listens on.
+struct Told {
+    recorder: Arc<Recorder>,
+    limits: Arc<RateLimits>,
+    metrics: Arc<Metrics>,
+    reviews: Arc<review::Reviews>,
+    webhooks: Arc<webhooks::Webhooks>,
+    leads: Arc<leads::Leads>,
+}
+
+impl Told {
+    async fn start(
+        config: &Arc<Config>,
+        store: &Arc<dyn Store>,
+        clock: &Arc<dyn Clock>,
+        core: &Core,
+    ) -> Result<Self, BoxError> {
+        let links = &core.links;
+        let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
+            .map_err(|e| format!("visits.geo_db: {e}"))?;
+        links.use_geo(recorder.geo());
+        let limits = Arc::new(
+            RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)
+                .with_ipv6_prefix(config.limits.ipv6_prefix),
+        );
+        let mut metrics = Metrics::new(
+            links.cache_counters(),
+            &recorder,
+            config.server.redirect_status,
+        );
+        metrics.register_rate_limits(&limits);
+        metrics.register_memory(&config.memory.bounds);
+        // The review of destinations: checks only when enabled (an appliance sends nothing
+        // out unless asked); overrides and listings work either way.
+        let checker = if config.review.enabled {
+            Some(
+                review::checks::Checker::new(&config.review, core.blocked.clone())
+                    .map_err(|e| format!("review: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let (reviews, review_triggers) = review::Reviews::new(
+            store.clone(),
+            links.clone(),
+            clock.clone(),
+            &config.review,
+            checker,
+            config.memory.bounds.review_totals,
+        );
+        log_review(&config.review);
+        if reviews.enabled() {
+            links.on_review(reviews.hook());
+            let told = reviews.clone();
+            recorder.on_written(Arc::new(move |visits| told.visits_written(visits)));
+            reviews.start(review_triggers);
+        }
+        metrics.register_reviews(&reviews);
+        let (webhooks, webhook_events) = webhooks::Webhooks::new(
+            store.clone(),
+            clock.clone(),
+            config.webhooks.clone(),
+            webhooks::QueueBounds {
+                events: config.memory.bounds.webhook_events,
+                visits: config.memory.bounds.webhook_visits,
+            },
+        )
+        .map_err(|e| format!("webhooks: {e}"))?;
+        metrics.register_webhooks(&webhooks);
+        if webhooks.enabled() {
+            wire_webhooks(&webhooks, config, links, &recorder, &reviews);
+            tracing::info!(
+                webhooks = config.webhooks.len(),
+                "webhooks: events go through the outbox to each endpoint, signed"
+            );
+        }
+        let leads = {
+            let (store, clock) = (store.clone(), clock.clone());
+            Arc::new(tokio::task::spawn_blocking(move || leads::Leads::new(store, clock)).await??)
+        };
+        if webhooks.wants(webhooks::events::EventKind::Lead) {
+            let told = webhooks.clone();
+            leads.on_lead(Arc::new(move |lead| {
+                told.tell(webhooks::events::Event::of_link(
+                    webhooks::events::EventKind::Lead,
+                    lead.link_id,
+                    lead.at,
+                    webhooks::events::lead_data(lead),
+                ))
+            }));
+        }
+        webhooks.start(webhook_events);
+        Ok(Told {
+            recorder,
+            limits,
+            metrics: Arc::new(metrics),
+            reviews,
+            webhooks,
+            leads,
+        })
+    }
+}
+
+/// The start-up line that says whether destinations are reviewed, and with what.
+fn log_review(r: &config::ReviewConfig) {
+    if !r.enabled {
+        tracing::info!(
+            "review of destinations: off (nothing is fetched; set review.enabled to review links)"
+        );
+        return;
+    }
+    let or_none = |s: &str| {
+        if s.trim().is_empty() {
+            "none".to_string()
+        } else {
+            s.trim().to_string()
+        }
+    };
+    tracing::info!(
+        blocklists = r.blocklists.len(),
+        fetch = r.fetch,
+        allow_private = r.allow_private,
+        browser = %or_none(&r.browser),
+        scorer = %or_none(&r.scorer.url),
+        workers = r.concurrency,
+        "review of destinations: on (destinations are fetched and scored as listed here)"
+    );
 }
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down cleanly.

@@ -6,4 +6,6 @@ pub use vshortlink_store::*;
 
 mod open;
 
-pub use self::open::{open, open_embedded, open_postgres, sled_options};
+#[cfg(feature = "postgres")]
+pub use self::open::open_postgres;
+pub use self::open::{open, open_embedded, sled_options};

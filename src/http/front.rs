@@ -8,7 +8,7 @@
 //! (431), and `X-Content-Type-Options: nosniff` on every answer.
 //!
 //! Measured on 2 cores against the bare axum ceiling (`benches/run.py`): the router's layers
-//! were a fixed cost on every redirect; see the README's "Benchmarks".
+//! were a fixed cost on every redirect; see benches/RESULTS.md.
 
 use std::net::SocketAddr;
 use std::time::Instant;

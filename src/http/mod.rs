@@ -3,9 +3,10 @@
 //!
 //! - `api` — `/api/v1` (links, batch, pools, health)
 //! - `redirect` — `/{code}`, the `/{code}+` preview, `/robots.txt`, and the 404/410/429/403
-//!   pages
-//! - `error` — the only place that maps errors to status codes
-//! - `auth` — API keys and roles
+//!   pages; `gates` — the pages before the destination (password, form, in-app, crawler
+//!   preview) on the same path
+//! - `leads` — a link's leads (`/api/v1/links/{code}/leads`); `reviews` — the review of
+//!   destinations (`/api/v1/reviews`, a link's reviews and overrides)
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
 //! - `qr` — QR codes of short URLs
@@ -14,6 +15,9 @@
 //! - `openapi` — `/api/v1/openapi.json`, generated from the handlers
 //! - `server` — the accept loop: header timeout and size, connection cap, drain
 //! - `front` — the first stop of a request: `GET /{code}` without the router, the rest to it
+//!
+//! What the API and the pages share is [`crate::web`] below both: the errors mapped to
+//! statuses (`web::error`, the only place), the caller and its key (`web::caller`).
 //!
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::config::{Backend, Config};
 use crate::model::StoreResult;
+#[cfg(feature = "postgres")]
 use vshortlink_store::postgres::{PgOptions, PgStore};
 use vshortlink_store::sled::{OpenReport, PageTableBudget, SledStore, StoreOptions};
 use vshortlink_store::Store;
@@ -19,14 +20,21 @@ pub fn open(config: &Config) -> StoreResult<Arc<dyn Store>> {
             log_open_report(sled.open_report());
             Ok(sled)
         }
+        #[cfg(feature = "postgres")]
         Backend::Postgres => {
             let pg = open_postgres(config)?;
             tracing::info!(database = %pg.describe(), "using the PostgreSQL store");
             Ok(Arc::new(pg))
         }
+        // Refused when the configuration is checked; here for a configuration built by hand.
+        #[cfg(not(feature = "postgres"))]
+        Backend::Postgres => Err(crate::model::StoreError::Backend(
+            "this binary was built without the `postgres` feature".into(),
+        )),
     }
 }
 
+#[cfg(feature = "postgres")]
 /// The PostgreSQL store of a configuration, whatever `backend` says (`vshortlink check`
 /// calls its own `check`).
 pub fn open_postgres(config: &Config) -> StoreResult<PgStore> {

@@ -849,23 +849,33 @@ impl Config {
             return fail("server.max_connections", "must be at least 1".into());
         }
         if self.storage.backend == Backend::Postgres {
-            if self.storage.postgres.url.trim().is_empty() {
-                return fail(
-                    "storage.postgres.url",
-                    "must be set when storage.backend is \"postgres\" (postgres://user:password@host:port/database)".into(),
-                );
-            }
-            if let Err(e) = self.storage.postgres.url.parse::<tokio_postgres::Config>() {
-                return fail(
-                    "storage.postgres.url",
-                    format!("is not a PostgreSQL connection URL: {e}"),
-                );
-            }
-            if self.storage.postgres.pool_size == 0 || self.storage.postgres.pool_size > 1000 {
-                return fail(
-                    "storage.postgres.pool_size",
-                    "must be between 1 and 1000".into(),
-                );
+            #[cfg(not(feature = "postgres"))]
+            return fail(
+                "storage.backend",
+                "\"postgres\" needs a binary built with the `postgres` feature (the default); \
+                 this one has the embedded store only"
+                    .into(),
+            );
+            #[cfg(feature = "postgres")]
+            {
+                if self.storage.postgres.url.trim().is_empty() {
+                    return fail(
+                        "storage.postgres.url",
+                        "must be set when storage.backend is \"postgres\" (postgres://user:password@host:port/database)".into(),
+                    );
+                }
+                if let Err(e) = self.storage.postgres.url.parse::<tokio_postgres::Config>() {
+                    return fail(
+                        "storage.postgres.url",
+                        format!("is not a PostgreSQL connection URL: {e}"),
+                    );
+                }
+                if self.storage.postgres.pool_size == 0 || self.storage.postgres.pool_size > 1000 {
+                    return fail(
+                        "storage.postgres.pool_size",
+                        "must be between 1 and 1000".into(),
+                    );
+                }
             }
         }
         if self.cache.ttl.0.is_none() {

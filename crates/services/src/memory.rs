@@ -22,7 +22,7 @@ pub const MIN_BUDGET: u64 = 128 * MIB;
 pub const BASE: u64 = 40 * MIB;
 /// sled 0.34's page table: every page of the store has an entry that lives as long as the
 /// store is open, whatever `cache_capacity` says: the page and its list of fragments on disk,
-/// about 220 bytes a page. Our sled splits leaves at 32 entries (`vendor/sled/VENDORED.md`), and
+/// about 240 bytes a page ([`SLED_PAGE_BYTES`]). Our sled splits leaves at 32 entries (`vendor/sled/VENDORED.md`), and
 /// a store of 1 M links opens with about 137,000 pages (about 30 MB); the visit trees add pages
 /// as links are visited, and after uniform redirects across them the same store counted
 /// 228,000 pages (about 50 MB, walked in a sled built to count them: benches/RESULTS.md). A

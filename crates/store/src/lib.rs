@@ -17,6 +17,7 @@
 //! [`Durability`] mode (concurrent writers share one flush), on PostgreSQL once committed.
 //! The lifecycle writes, imports and visit batches say where they differ.
 
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sled;
 
