@@ -2,14 +2,13 @@
 //! has said which one stands: the form before the visit (its page, its submission, the pass
 //! cookie that lets the same browser through for 30 days), the page for in-app browsers and
 //! the `og:` page of link-preview crawlers. The order itself is decided in the model, once;
-//! the redirect path ([`super::redirect`]) asks it and comes here.
-
-use std::net::{IpAddr, SocketAddr};
+//! the redirect path ([`super::redirect`]) asks it and comes here, and what both answer with
+//! is [`super::asked`]: this file never calls back into the redirect.
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::redirect::{rate_limited, record_visit, wants_json, Visit};
+use super::asked::Asked;
 use crate::leads::{LeadError, Leads};
 use crate::limits::Limit;
 use crate::links::LinkState;
@@ -44,16 +43,15 @@ pub fn has_pass(state: &AppState, link_id: u64, headers: &HeaderMap) -> bool {
 
 /// The form, to a `GET`: the page for a browser, 401 `form_required` for a JSON client.
 pub fn form_page(
-    state: &AppState,
+    asked: &Asked<'_>,
     code: &str,
     link: &LinkState,
     password: Option<&str>,
-    headers: &HeaderMap,
 ) -> Response {
     let Some(form) = &link.options.form else {
         return ApiError::internal("a form gate without a form").into_response();
     };
-    if wants_json(headers) {
+    if asked.wants_json() {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,
             "form_required",
@@ -62,7 +60,7 @@ pub fn form_page(
         .into_response();
     }
     let none = |_: &str| None;
-    state.pages.lead_form(
+    asked.state.pages.lead_form(
         FormPage {
             action: &format!("/{code}"),
             form,
@@ -71,7 +69,7 @@ pub fn form_page(
             problems: &[],
             password,
         },
-        headers,
+        asked.headers,
     )
 }
 
@@ -79,19 +77,18 @@ pub fn form_page(
 /// the answer that stops here (the form again with its problems, 400; 429 past
 /// `form_per_ip`; a storage error).
 pub async fn submit(
-    state: &AppState,
-    ip: IpAddr,
+    asked: &Asked<'_>,
     code: &str,
     link: &LinkState,
     body: &Posted,
     password: Option<&str>,
-    headers: &HeaderMap,
 ) -> Result<HeaderValue, Response> {
+    let state = asked.state;
     let Some(form) = &link.options.form else {
         return Err(ApiError::internal("a form submission without a form").into_response());
     };
-    if let Err(e) = state.limits.check_ip(Limit::FormPerIp, ip, 1) {
-        return Err(rate_limited(state, e, headers));
+    if let Err(e) = state.limits.check_ip(Limit::FormPerIp, asked.ip(), 1) {
+        return Err(asked.rate_limited(e));
     }
     let consented = posted(body, CONSENT_FIELD).is_some_and(|v| !v.is_empty());
     let (leads, form_owned, body_owned, link_id) =
@@ -121,26 +118,24 @@ pub async fn submit(
             );
             HeaderValue::from_str(&cookie).map_err(|e| ApiError::internal(e).into_response())
         }
-        Err(LeadError::Invalid(problems)) => Err(refused(
-            state, code, form, body, &problems, password, headers,
-        )),
+        Err(LeadError::Invalid(problems)) => {
+            Err(refused(asked, code, form, body, &problems, password))
+        }
         Err(LeadError::Store(e)) => Err(ApiError::from(e).into_response()),
     }
 }
 
 /// The form again after a refused submission: 400, the values kept, each problem beside its
 /// field (problem+json naming the first field for a JSON client).
-#[allow(clippy::too_many_arguments)]
 fn refused(
-    state: &AppState,
+    asked: &Asked<'_>,
     code: &str,
     form: &LeadForm,
     body: &Posted,
     problems: &[(String, FieldProblem)],
     password: Option<&str>,
-    headers: &HeaderMap,
 ) -> Response {
-    if wants_json(headers) {
+    if asked.wants_json() {
         let (field, problem) = problems
             .first()
             .map_or(("form", "required"), |(f, p)| (f.as_str(), p.key()));
@@ -148,7 +143,7 @@ fn refused(
             .into_response();
     }
     let value = |name: &str| posted(body, name);
-    state.pages.lead_form(
+    asked.state.pages.lead_form(
         FormPage {
             action: &format!("/{code}"),
             form,
@@ -157,65 +152,35 @@ fn refused(
             problems,
             password,
         },
-        headers,
+        asked.headers,
     )
 }
 
 /// The page for an in-app browser; the visit is recorded (its route `in_app`; its user agent
 /// says the app).
-#[allow(clippy::too_many_arguments)]
-pub fn in_app_page(
-    state: &AppState,
-    peer: SocketAddr,
-    link_id: u64,
-    code: &str,
-    url: &str,
-    app: App,
-    headers: &HeaderMap,
-    visit: Visit,
-) -> Response {
-    record_visit(
-        state,
-        peer,
-        link_id,
-        code,
-        headers,
-        visit,
-        Some(Route::InAppPage),
-    );
+pub fn in_app_page(asked: &Asked<'_>, link_id: u64, code: &str, url: &str, app: App) -> Response {
+    asked.record(link_id, code, Some(Route::InAppPage));
     let host = url::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
         .unwrap_or_default();
+    let state = asked.state;
     state
         .pages
-        .in_app(&state.links.short_url(code), &host, app, headers)
+        .in_app(&state.links.short_url(code), &host, app, asked.headers)
 }
 
 /// The `og:` page for a link-preview crawler; the visit is recorded (as a bot, by its agent).
-pub fn crawler_page(
-    state: &AppState,
-    peer: SocketAddr,
-    link: &LinkState,
-    headers: &HeaderMap,
-    visit: Visit,
-) -> Response {
+pub fn crawler_page(asked: &Asked<'_>, link: &LinkState) -> Response {
     let Some(preview) = &link.options.preview else {
         return ApiError::internal("a crawler preview without a preview").into_response();
     };
-    record_visit(
-        state,
-        peer,
-        link.id,
-        &link.code,
-        headers,
-        visit,
-        Some(Route::CrawlerPreview),
-    );
+    asked.record(link.id, &link.code, Some(Route::CrawlerPreview));
+    let state = asked.state;
     state.pages.crawler_preview(
         &state.links.short_url(&link.code),
         &link.url,
         preview,
-        headers,
+        asked.headers,
     )
 }

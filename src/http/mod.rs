@@ -2,6 +2,7 @@
 //! problem+json, the API-key extractor, and thin handlers that call the domain services.
 //!
 //! - `api` — `/api/v1` (links, batch, pools, health)
+//! - `asked` — one request to `/{code}` and the answers the redirect and the gates share
 //! - `redirect` — `/{code}`, the `/{code}+` preview, `/robots.txt`, and the 404/410/429/403
 //!   pages; `gates` — the pages before the destination (password, form, in-app, crawler
 //!   preview) on the same path
@@ -22,6 +23,7 @@
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
 pub mod api;
+pub mod asked;
 pub mod front;
 pub mod gates;
 pub mod leads;

@@ -12,26 +12,24 @@
 //! only on the way to a 404, so that redirects that succeed never pay for it. Past a quota the
 //! answer is 429 with `Retry-After` (a page, or problem+json for JSON clients).
 
-use axum::extract::rejection::PathRejection;
 use std::net::SocketAddr;
-
 use std::sync::Arc;
 
+use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
+pub use super::asked::Visit;
+use super::asked::{redirect_to, retry_after, Asked, CACHE_CONTROL};
 use super::gates::{self, Posted};
 use super::observe::count_unmatched;
-use crate::limits::{Limit, RateLimited};
+use crate::limits::Limit;
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed, Unlock};
 use crate::model::{gate, Gate, InApp, Passed, Route};
 use crate::web::error::ApiError;
 use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
-
-/// Browsers come back for every visit, so every visit can be counted.
-const CACHE_CONTROL: HeaderValue = HeaderValue::from_static("private, max-age=0");
 
 #[utoipa::path(get, path = "/{code}", tag = "redirect",
     params(("code" = String, Path, description = "A short code"),
@@ -96,22 +94,6 @@ pub async fn post(
     }
 }
 
-/// Whether a redirect records a visit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Visit {
-    Counted,
-    /// `HEAD /{code}`: the same answer, no visit.
-    NotCounted,
-    /// `POST /{code}`: the visitor's password or form, then counted as a `GET`.
-    Posted,
-}
-
-impl Visit {
-    pub fn counts(self) -> bool {
-        self != Visit::NotCounted
-    }
-}
-
 /// The answer to `/{code}`: at once (plain links, errors), or after the link's options have
 /// been worked through ([`Later::finish`]).
 pub enum Answer {
@@ -136,17 +118,17 @@ pub fn answer(
     headers: &HeaderMap,
     visit: Visit,
 ) -> Answer {
+    let asked = Asked::new(state, peer, headers, visit);
     if state.limits.limits_redirects() {
-        let ip = client_ip(state, peer, headers);
-        if let Err(e) = state.limits.check_ip(Limit::RedirectPerIp, ip, 1) {
-            return rate_limited(state, e, headers).into();
+        if let Err(e) = state.limits.check_ip(Limit::RedirectPerIp, asked.ip(), 1) {
+            return asked.rate_limited(e).into();
         }
     }
     let Some(code) = code else {
-        return not_found(state, peer, "", headers).into();
+        return not_found(&asked, "").into();
     };
     if let Some(code) = code.strip_suffix('+') {
-        return preview(state, peer, code, headers).into();
+        return preview(&asked, code).into();
     }
     match state.links.resolve(code) {
         Ok(Resolution::Found {
@@ -156,21 +138,20 @@ pub fn answer(
         }) => {
             // A plain link meets no gate but the in-app page, and only when that is the default.
             if state.config.links.in_app == InApp::Interstitial {
-                let ua = text(headers, header::USER_AGENT);
+                let ua = asked.text(header::USER_AGENT);
                 if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua)
                 {
-                    return gates::in_app_page(state, peer, id, code, &url, app, headers, visit)
-                        .into();
+                    return gates::in_app_page(&asked, id, code, &url, app).into();
                 }
             }
-            found(state, peer, id, code, &url, headers, visit, None).into()
+            found(&asked, id, code, &url, None).into()
         }
         Ok(Resolution::Found {
             state: Some(link), ..
-        }) => decide(state, peer, code, link, raw_query, headers, visit),
-        Ok(Resolution::Gone { fallback }) => gone(state, code, fallback, headers).into(),
-        Ok(Resolution::NotFound) => not_found(state, peer, code, headers).into(),
-        Ok(Resolution::Blocked) => blocked(state, code, headers).into(),
+        }) => decide(&asked, code, link, raw_query),
+        Ok(Resolution::Gone { fallback }) => gone(&asked, code, fallback).into(),
+        Ok(Resolution::NotFound) => not_found(&asked, code).into(),
+        Ok(Resolution::Blocked) => blocked(&asked, code).into(),
         Err(e) => ApiError::from(e).into_response().into(),
     }
 }
@@ -178,101 +159,63 @@ pub fn answer(
 /// A link with options, decided in memory where it can be: before `valid_from` the code is
 /// unknown; a redirect chosen by rules and rotation with nothing to count is answered here.
 /// A password to check or a cap to count goes on asynchronously ([`Later`]).
-fn decide(
-    state: &AppState,
-    peer: SocketAddr,
-    code: &str,
-    link: Arc<LinkState>,
-    raw_query: &str,
-    headers: &HeaderMap,
-    visit: Visit,
-) -> Answer {
+fn decide(asked: &Asked<'_>, code: &str, link: Arc<LinkState>, raw_query: &str) -> Answer {
+    let state = asked.state;
     if link.not_yet(state.links.now()) {
-        return not_found(state, peer, code, headers).into();
+        return not_found(asked, code).into();
     }
     let later = |choice| {
         Answer::Later(Box::new(Later {
             state: state.clone(),
-            peer,
+            peer: asked.peer,
             code: code.to_string(),
             link: link.clone(),
-            headers: headers.clone(),
-            visit,
+            headers: asked.headers.clone(),
+            visit: asked.visit,
             choice,
         }))
     };
     let passed = Passed {
         password: false,
-        form: link.options.form.is_some() && gates::has_pass(state, link.id, headers),
+        form: link.options.form.is_some() && gates::has_pass(state, link.id, asked.headers),
     };
-    let ua = text(headers, header::USER_AGENT);
+    let ua = asked.text(header::USER_AGENT);
     match gate(Some(&link.options), state.config.links.in_app, passed, ua) {
         Gate::Password => return later(None),
-        Gate::Form if visit == Visit::Posted => return later(None),
-        Gate::Form => return gates::form_page(state, code, &link, None, headers).into(),
+        Gate::Form if asked.visit == Visit::Posted => return later(None),
+        Gate::Form => return gates::form_page(asked, code, &link, None).into(),
         Gate::InAppPage(app) => {
-            return gates::in_app_page(state, peer, link.id, code, &link.url, app, headers, visit)
-                .into()
+            return gates::in_app_page(asked, link.id, code, &link.url, app).into()
         }
-        Gate::CrawlerPreview => {
-            return gates::crawler_page(state, peer, &link, headers, visit).into()
-        }
+        Gate::CrawlerPreview => return gates::crawler_page(asked, &link).into(),
         Gate::Destination => {}
     }
-    let ip = state.client_ip(peer.ip(), headers);
-    match state.links.choose(&link, facts(ip, headers, raw_query)) {
-        Choice::Done(routed) => {
-            routed_answer(state, peer, code, &link, headers, visit, routed).into()
-        }
+    match state.links.choose(&link, facts(asked, raw_query)) {
+        Choice::Done(routed) => routed_answer(asked, code, &link, routed).into(),
         // A HEAD answers where a GET would go, claiming no cap slot.
-        counted if !visit.counts() => {
+        counted if !asked.visit.counts() => {
             let routed = counted.uncounted(&link);
-            routed_answer(state, peer, code, &link, headers, visit, routed).into()
+            routed_answer(asked, code, &link, routed).into()
         }
         counted => later(Some(counted)),
     }
 }
 
 /// What the rules read from a request.
-fn facts<'a>(ip: std::net::IpAddr, headers: &'a HeaderMap, raw_query: &'a str) -> RequestFacts<'a> {
+fn facts<'a>(asked: &Asked<'a>, raw_query: &'a str) -> RequestFacts<'a> {
     RequestFacts {
-        ip,
-        user_agent: text(headers, header::USER_AGENT),
-        accept_language: text(headers, header::ACCEPT_LANGUAGE),
+        ip: asked.ip(),
+        user_agent: asked.text(header::USER_AGENT),
+        accept_language: asked.text(header::ACCEPT_LANGUAGE),
         raw_query,
     }
 }
 
-/// A header as text ("" when absent or not text).
-fn text(headers: &HeaderMap, name: header::HeaderName) -> &str {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-}
-
 /// The answer to a routed redirect of a link with options.
-fn routed_answer(
-    state: &AppState,
-    peer: SocketAddr,
-    code: &str,
-    link: &LinkState,
-    headers: &HeaderMap,
-    visit: Visit,
-    routed: Routed,
-) -> Response {
+fn routed_answer(asked: &Asked<'_>, code: &str, link: &LinkState, routed: Routed) -> Response {
     match routed {
         Routed::Go { url, route } => {
-            let mut response = found(
-                state,
-                peer,
-                link.id,
-                code,
-                &url,
-                headers,
-                visit,
-                Some(route),
-            );
+            let mut response = found(asked, link.id, code, &url, Some(route));
             // A protected link's destination is no one else's business.
             if link.protected() {
                 response
@@ -281,71 +224,27 @@ fn routed_answer(
             }
             response
         }
-        Routed::Ended { fallback } => gone(state, code, fallback, headers),
+        Routed::Ended { fallback } => gone(asked, code, fallback),
     }
 }
 
 /// The redirect itself, and the visit of a `GET` handed to the visit queue.
-#[allow(clippy::too_many_arguments)]
-fn found(
-    state: &AppState,
-    peer: SocketAddr,
-    id: u64,
-    code: &str,
-    url: &str,
-    headers: &HeaderMap,
-    visit: Visit,
-    route: Option<Route>,
-) -> Response {
-    let Ok(location) = HeaderValue::from_str(url) else {
+fn found(asked: &Asked<'_>, id: u64, code: &str, url: &str, route: Option<Route>) -> Response {
+    let status = StatusCode::from_u16(asked.state.config.server.redirect_status)
+        .unwrap_or(StatusCode::FOUND);
+    let Some(response) = redirect_to(status, url) else {
         return ApiError::internal(format!("stored URL of `{code}` is not a header value"))
             .into_response();
     };
-    let status =
-        StatusCode::from_u16(state.config.server.redirect_status).unwrap_or(StatusCode::FOUND);
-    let mut response = status.into_response();
-    let h = response.headers_mut();
-    h.insert(header::LOCATION, location);
-    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-    record_visit(state, peer, id, code, headers, visit, route);
+    asked.record(id, code, route);
     response
 }
 
-/// Hands the visit of a `GET` (or a post that went through) to the visit queue, with the route
-/// that served it: a destination, or a page that stopped the visitor there.
-pub(super) fn record_visit(
-    state: &AppState,
-    peer: SocketAddr,
-    link_id: u64,
-    code: &str,
-    headers: &HeaderMap,
-    visit: Visit,
-    route: Option<Route>,
-) {
-    if visit.counts() && state.recorder.enabled() {
-        state.recorder.record(
-            link_id,
-            code,
-            state.client_ip(peer.ip(), headers),
-            headers.get(header::USER_AGENT),
-            headers.get(header::REFERER),
-            route,
-        );
-    }
-}
-
 /// A link whose time has passed: to its `fallback_url` if it has one (no visit), else 410.
-fn gone(state: &AppState, code: &str, fallback: Option<Arc<str>>, headers: &HeaderMap) -> Response {
-    match fallback.and_then(|url| HeaderValue::from_str(&url).ok()) {
-        Some(location) => {
-            let mut response = StatusCode::FOUND.into_response();
-            let h = response.headers_mut();
-            h.insert(header::LOCATION, location);
-            h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-            response
-        }
-        None => missing(state, StatusCode::GONE, code, headers),
-    }
+fn gone(asked: &Asked<'_>, code: &str, fallback: Option<Arc<str>>) -> Response {
+    fallback
+        .and_then(|url| redirect_to(StatusCode::FOUND, &url))
+        .unwrap_or_else(|| missing(asked, StatusCode::GONE, code))
 }
 
 /// The redirect of a link with options that waits for something: a password to check, a
@@ -378,23 +277,15 @@ impl Later {
             visit,
             choice,
         } = self;
-        let ip = state.client_ip(peer.ip(), &headers);
+        let asked = Asked::new(&state, peer, &headers, visit);
         let password = body
             .as_ref()
             .and_then(|b| gates::posted(b, "password"))
             .map(str::to_string);
         if link.protected() {
             let from_form = body.is_some();
-            if let Some(refused) = check_password(
-                &state,
-                ip,
-                &code,
-                &link,
-                &headers,
-                password.clone(),
-                from_form,
-            )
-            .await
+            if let Some(refused) =
+                check_password(&asked, &code, &link, password.clone(), from_form).await
             {
                 return refused;
             }
@@ -408,17 +299,7 @@ impl Later {
         let mut pass_cookie = None;
         if let (Some(form), Some(body)) = (&link.options.form, &body) {
             if !passed.form && gates::is_submission(form, body) {
-                match gates::submit(
-                    &state,
-                    ip,
-                    &code,
-                    &link,
-                    body,
-                    password.as_deref(),
-                    &headers,
-                )
-                .await
-                {
+                match gates::submit(&asked, &code, &link, body, password.as_deref()).await {
                     Ok(cookie) => {
                         passed.form = true;
                         pass_cookie = Some(cookie);
@@ -427,18 +308,16 @@ impl Later {
                 }
             }
         }
-        let ua = text(&headers, header::USER_AGENT);
+        let ua = asked.text(header::USER_AGENT);
         let mut response = match gate(Some(&link.options), state.config.links.in_app, passed, ua) {
             Gate::Password | Gate::Form => {
-                gates::form_page(&state, &code, &link, password.as_deref(), &headers)
+                gates::form_page(&asked, &code, &link, password.as_deref())
             }
-            Gate::InAppPage(app) => gates::in_app_page(
-                &state, peer, link.id, &code, &link.url, app, &headers, visit,
-            ),
-            Gate::CrawlerPreview => gates::crawler_page(&state, peer, &link, &headers, visit),
+            Gate::InAppPage(app) => gates::in_app_page(&asked, link.id, &code, &link.url, app),
+            Gate::CrawlerPreview => gates::crawler_page(&asked, &link),
             Gate::Destination => {
-                let choice = choice
-                    .unwrap_or_else(|| state.links.choose(&link, facts(ip, &headers, raw_query)));
+                let choice =
+                    choice.unwrap_or_else(|| state.links.choose(&link, facts(&asked, raw_query)));
                 let routed = match choice {
                     Choice::Done(routed) => routed,
                     counted if !visit.counts() => counted.uncounted(&link),
@@ -449,7 +328,7 @@ impl Later {
                         }
                     }
                 };
-                routed_answer(&state, peer, &code, &link, &headers, visit, routed)
+                routed_answer(&asked, &code, &link, routed)
             }
         };
         if let Some(cookie) = pass_cookie {
@@ -462,22 +341,22 @@ impl Later {
 /// A protected link's password: `None` when it is right, else the answer (the form, 401, 403
 /// or 429).
 async fn check_password(
-    state: &AppState,
-    ip: std::net::IpAddr,
+    asked: &Asked<'_>,
     code: &str,
     link: &Arc<LinkState>,
-    headers: &HeaderMap,
     form: Option<String>,
     from_form: bool,
 ) -> Option<Response> {
+    let state = asked.state;
     let given = form.or_else(|| {
-        headers
+        asked
+            .headers
             .get(PASSWORD_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     });
     let Some(password) = given else {
-        return Some(if wants_json(headers) {
+        return Some(if asked.wants_json() {
             ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "password_required",
@@ -485,19 +364,21 @@ async fn check_password(
             )
             .into_response()
         } else {
-            state.pages.unlock(&format!("/{code}"), false, headers)
+            state
+                .pages
+                .unlock(&format!("/{code}"), false, asked.headers)
         });
     };
-    if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, ip, 1) {
-        return Some(rate_limited(state, e, headers));
+    if let Err(e) = state.limits.check_ip(Limit::PasswordPerIp, asked.ip(), 1) {
+        return Some(asked.rate_limited(e));
     }
     match state.links.unlock(link, &password).await {
         Unlock::Right => return None,
-        Unlock::Busy => return Some(busy(state, headers)),
+        Unlock::Busy => return Some(busy(asked)),
         Unlock::Wrong => {}
     }
     Some(if from_form {
-        state.pages.unlock(&format!("/{code}"), true, headers)
+        state.pages.unlock(&format!("/{code}"), true, asked.headers)
     } else {
         ApiError::new(
             StatusCode::FORBIDDEN,
@@ -509,8 +390,8 @@ async fn check_password(
 }
 
 /// 429 with `Retry-After: 1` when every password check the memory budget allows is running.
-fn busy(state: &AppState, headers: &HeaderMap) -> Response {
-    let mut response = if wants_json(headers) {
+fn busy(asked: &Asked<'_>) -> Response {
+    let response = if asked.wants_json() {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "busy",
@@ -518,12 +399,12 @@ fn busy(state: &AppState, headers: &HeaderMap) -> Response {
         )
         .into_response()
     } else {
-        state.pages.error(StatusCode::TOO_MANY_REQUESTS, headers)
+        asked
+            .state
+            .pages
+            .error(StatusCode::TOO_MANY_REQUESTS, asked.headers)
     };
-    let h = response.headers_mut();
-    h.insert(header::RETRY_AFTER, HeaderValue::from(1u64));
-    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-    response
+    retry_after(response, 1)
 }
 
 /// The header a client sends a protected link's password in.
@@ -533,13 +414,14 @@ const PASSWORD_HEADER: &str = "x-link-password";
 /// shows only what a visitor reaches without a gate: a link before its `valid_from` is as
 /// unknown as on `/{code}`, and the destination of a link behind a password or a form is not
 /// shown (a blocked link answers 403 like the redirect).
-fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
+fn preview(asked: &Asked<'_>, code: &str) -> Response {
+    let state = asked.state;
     match state.links.resolve(code) {
         Ok(Resolution::Found {
             url, state: link, ..
         }) => {
             if link.as_ref().is_some_and(|l| l.not_yet(state.links.now())) {
-                return not_found(state, peer, code, headers);
+                return not_found(asked, code);
             }
             let hidden = link.as_ref().and_then(|l| {
                 if l.protected() {
@@ -554,7 +436,7 @@ fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) 
                 Some(_) => state.links.short_url(code),
                 None => url.to_string(),
             };
-            let mut response = state.pages.preview(&shown, hidden, headers);
+            let mut response = state.pages.preview(&shown, hidden, asked.headers);
             let cache_control = match hidden {
                 Some(_) => HeaderValue::from_static("no-store"),
                 None => CACHE_CONTROL,
@@ -564,9 +446,9 @@ fn preview(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) 
                 .insert(header::CACHE_CONTROL, cache_control);
             response
         }
-        Ok(Resolution::Gone { .. }) => missing(state, StatusCode::GONE, code, headers),
-        Ok(Resolution::NotFound) => not_found(state, peer, code, headers),
-        Ok(Resolution::Blocked) => blocked(state, code, headers),
+        Ok(Resolution::Gone { .. }) => missing(asked, StatusCode::GONE, code),
+        Ok(Resolution::NotFound) => not_found(asked, code),
+        Ok(Resolution::Blocked) => blocked(asked, code),
         Err(e) => ApiError::from(e).into_response(),
     }
 }
@@ -584,12 +466,15 @@ pub async fn robots() -> Response {
 }
 
 /// 403 for a link whose destination host is blocked.
-fn blocked(state: &AppState, code: &str, headers: &HeaderMap) -> Response {
-    let mut response = if wants_json(headers) {
+fn blocked(asked: &Asked<'_>, code: &str) -> Response {
+    let mut response = if asked.wants_json() {
         ApiError::blocked_url(format!("the destination of `{code}` is on a blocked host"))
             .into_response()
     } else {
-        state.pages.error(StatusCode::FORBIDDEN, headers)
+        asked
+            .state
+            .pages
+            .error(StatusCode::FORBIDDEN, asked.headers)
     };
     response
         .headers_mut()
@@ -605,61 +490,40 @@ pub async fn fallback(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
+    let asked = Asked::new(&state, peer, &headers, Visit::NotCounted);
     // Only what could be a short link goes to `not_found_url`; the API's and the pages' own
     // paths answer 404 as they are.
     let own = ["/api/", "/ui/", "/static/", "/rest/", "/yourls-api.php"]
         .iter()
         .any(|prefix| uri.path().starts_with(prefix));
     let response = if own {
-        missing(&state, StatusCode::NOT_FOUND, "", &headers)
+        missing(&asked, StatusCode::NOT_FOUND, "")
     } else {
-        not_found(&state, peer, "", &headers)
+        not_found(&asked, "")
     };
     count_unmatched(&state, &method, response.status());
     response
 }
 
-/// The client address (the proxy headers only when trusted).
-fn client_ip(state: &AppState, peer: SocketAddr, headers: &HeaderMap) -> std::net::IpAddr {
-    state.client_ip(peer.ip(), headers)
-}
-
 /// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429. A
 /// browser goes to `server.not_found_url` instead, when it is set.
-fn not_found(state: &AppState, peer: SocketAddr, code: &str, headers: &HeaderMap) -> Response {
-    let ip = client_ip(state, peer, headers);
-    if let Err(e) = state.limits.check_ip(Limit::NotFoundPerIp, ip, 1) {
-        return rate_limited(state, e, headers);
+fn not_found(asked: &Asked<'_>, code: &str) -> Response {
+    let state = asked.state;
+    if let Err(e) = state.limits.check_ip(Limit::NotFoundPerIp, asked.ip(), 1) {
+        return asked.rate_limited(e);
     }
     let elsewhere = state.config.server.not_found_url.trim();
-    if !elsewhere.is_empty() && !wants_json(headers) {
-        if let Ok(location) = HeaderValue::from_str(elsewhere) {
-            let mut response = StatusCode::FOUND.into_response();
-            let h = response.headers_mut();
-            h.insert(header::LOCATION, location);
-            h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
+    if !elsewhere.is_empty() && !asked.wants_json() {
+        if let Some(response) = redirect_to(StatusCode::FOUND, elsewhere) {
             return response;
         }
     }
-    missing(state, StatusCode::NOT_FOUND, code, headers)
+    missing(asked, StatusCode::NOT_FOUND, code)
 }
 
-/// 429 with `Retry-After`: problem+json for JSON clients, else the page.
-pub(super) fn rate_limited(state: &AppState, e: RateLimited, headers: &HeaderMap) -> Response {
-    let secs = e.retry_after_secs;
-    let mut response = if wants_json(headers) {
-        ApiError::from(e).into_response()
-    } else {
-        state.pages.error(StatusCode::TOO_MANY_REQUESTS, headers)
-    };
-    let h = response.headers_mut();
-    h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    h.insert(header::CACHE_CONTROL, CACHE_CONTROL);
-    response
-}
-
-fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap) -> Response {
-    let mut response = if wants_json(headers) {
+/// 404 or 410: problem+json for JSON clients, else the page.
+fn missing(asked: &Asked<'_>, status: StatusCode, code: &str) -> Response {
+    let mut response = if asked.wants_json() {
         let (kind, detail) = if status == StatusCode::GONE {
             (
                 "gone",
@@ -670,18 +534,10 @@ fn missing(state: &AppState, status: StatusCode, code: &str, headers: &HeaderMap
         };
         ApiError::new(status, kind, detail).into_response()
     } else {
-        state.pages.error(status, headers)
+        asked.state.pages.error(status, asked.headers)
     };
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, CACHE_CONTROL);
     response
-}
-
-pub(super) fn wants_json(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/json") || v.contains("application/problem+json"))
 }
