@@ -24,7 +24,8 @@ pub use link::{
 };
 pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
 pub use outbox::{
-    DeliveryAttempt, DeliveryOutcome, DeliveryRecord, NewOutboxItem, OutboxItem, DELIVERY_LOG_KEEP,
+    DeliveryAttempt, DeliveryOutcome, DeliveryRecord, EventKind, NewOutboxItem, OutboxItem,
+    DELIVERY_LOG_KEEP,
 };
 pub use pool::PoolCounts;
 pub use review::{CheckRecord, QueuedReview, Review, ReviewMark, Trigger, Verdict};

@@ -210,3 +210,48 @@ mod tests {
         assert_eq!(fine.kept_error(), None);
     }
 }
+
+/// What happened, as a webhook subscribes to it (`webhooks[].events`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    LinkCreated,
+    LinkUpdated,
+    LinkDeleted,
+    /// Expired, or its visit cap reached.
+    LinkEnded,
+    /// Visits, batched: at most one POST a second per webhook.
+    Visit,
+    /// A lead left through a link's form.
+    Lead,
+    /// A review's verdict.
+    Review,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 7] = [
+        EventKind::LinkCreated,
+        EventKind::LinkUpdated,
+        EventKind::LinkDeleted,
+        EventKind::LinkEnded,
+        EventKind::Visit,
+        EventKind::Lead,
+        EventKind::Review,
+    ];
+
+    /// The name in `events = [...]`, `X-Vsl-Event` and the body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::LinkCreated => "link.created",
+            EventKind::LinkUpdated => "link.updated",
+            EventKind::LinkDeleted => "link.deleted",
+            EventKind::LinkEnded => "link.ended",
+            EventKind::Visit => "visit",
+            EventKind::Lead => "lead",
+            EventKind::Review => "review",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}

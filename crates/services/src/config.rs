@@ -78,7 +78,7 @@ pub struct WebhookConfig {
 
 impl WebhookConfig {
     /// Whether this webhook subscribed to `kind`.
-    pub fn wants(&self, kind: crate::webhooks::events::EventKind) -> bool {
+    pub fn wants(&self, kind: crate::model::EventKind) -> bool {
         self.events.iter().any(|e| e == kind.as_str())
     }
 }
@@ -758,7 +758,7 @@ impl Config {
             if let Some(bad) = hook
                 .events
                 .iter()
-                .find(|e| crate::webhooks::events::EventKind::parse(e).is_none())
+                .find(|e| crate::model::EventKind::parse(e).is_none())
             {
                 return fail(
                     &key("events"),
