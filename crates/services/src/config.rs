@@ -164,6 +164,11 @@ impl ServerConfig {
     }
 }
 
+/// A configuration error naming its key.
+fn fail<T>(key: &str, why: String) -> Result<T, ConfigError> {
+    Err(ConfigError(format!("`{key}`: {why}")))
+}
+
 /// `server.client_ip_header`: which forwarding header the trusted proxy writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub enum ClientIpHeader {
@@ -744,7 +749,18 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let fail = |key: &str, why: String| Err(ConfigError(format!("`{key}`: {why}")));
+        self.validate_webhooks()?;
+        self.validate_server()?;
+        self.validate_review()?;
+        self.validate_connections()?;
+        self.validate_storage()?;
+        self.validate_codes()?;
+        self.validate_limits()?;
+        Ok(())
+    }
+
+    /// Checks the webhooks: URLs, events, secrets, names.
+    fn validate_webhooks(&self) -> Result<(), ConfigError> {
         let mut names = std::collections::HashSet::new();
         for (i, hook) in self.webhooks.iter().enumerate() {
             let key = |field: &str| format!("webhooks[{i}].{field}");
@@ -775,6 +791,11 @@ impl Config {
                 return fail(&key("name"), format!("`{}` names two webhooks", hook.name));
             }
         }
+        Ok(())
+    }
+
+    /// Checks the server and its pages: redirect status, session lifetime, base URL, where unknown codes go.
+    fn validate_server(&self) -> Result<(), ConfigError> {
         if ![301, 302, 307, 308].contains(&self.server.redirect_status) {
             return fail(
                 "server.redirect_status",
@@ -811,6 +832,11 @@ impl Config {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Checks the review of destinations: thresholds, workers, the scorer.
+    fn validate_review(&self) -> Result<(), ConfigError> {
         let r = &self.review;
         if !(0.0..=1.0).contains(&r.flag_threshold)
             || !(0.0..=1.0).contains(&r.block_threshold)
@@ -836,6 +862,11 @@ impl Config {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Checks the accept loop: header timeout and size, the connection cap.
+    fn validate_connections(&self) -> Result<(), ConfigError> {
         if self.server.header_timeout.0.is_none_or(|d| d.is_zero()) {
             return fail(
                 "server.header_timeout",
@@ -848,6 +879,11 @@ impl Config {
         if self.server.max_connections == 0 {
             return fail("server.max_connections", "must be at least 1".into());
         }
+        Ok(())
+    }
+
+    /// Checks the storage backend.
+    fn validate_storage(&self) -> Result<(), ConfigError> {
         if self.storage.backend == Backend::Postgres {
             #[cfg(not(feature = "postgres"))]
             return fail(
@@ -878,6 +914,11 @@ impl Config {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Checks the redirect cache, the code filter, the tiers and the default length.
+    fn validate_codes(&self) -> Result<(), ConfigError> {
         if self.cache.ttl.0.is_none() {
             return fail("cache.ttl", "must be a duration, not permanent".into());
         }
@@ -936,6 +977,11 @@ impl Config {
                 )
             }
         }
+        Ok(())
+    }
+
+    /// Checks the lifecycle schedule, queues, the memory budget, keys, limits and the YOURLS users.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
         if self.lifecycle.recycle_after.0.is_none() {
             return fail("lifecycle.recycle_after", "must be a duration".into());
         }
