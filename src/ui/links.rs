@@ -60,9 +60,20 @@ pub(super) fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Res
 
 /// A link as the pages show it.
 fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
+    let short_url = state.links.short_url(&link.code);
+    // The short URL's host and path before the code, without the scheme: the page may shorten
+    // it, never the code.
+    let short_host = short_url
+        .strip_suffix(link.code.as_str())
+        .unwrap_or(&short_url)
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     context! {
         code => link.code.clone(),
-        short_url => state.links.short_url(&link.code),
+        short_host => short_host,
+        short_url => short_url,
         url => link.url.clone(),
         space => link.space.clone(),
         status => link.status.as_str(),
@@ -466,7 +477,10 @@ async fn render_detail(
             context! {
                 at => display_time(v.at),
                 browser => format!("{} {}", v.browser, v.browser_version).trim().to_string(),
-                os => format!("{} {}", v.os, v.os_version).trim().to_string(),
+                os => {
+                    let (os, version) = crate::visits::ua::friendly_os(&v.os, &v.os_version);
+                    format!("{os} {version}").trim().to_string()
+                },
                 device => v.device.clone(),
                 is_bot => v.is_bot,
                 place => [v.country.clone(), v.city.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "),
@@ -502,7 +516,11 @@ async fn render_detail(
         context! {
             name => name,
             entries => entries.iter().map(|e| context! {
-                value => e.value.clone(),
+                value => if name == "os" {
+                    crate::visits::ua::friendly_os(&e.value, "").0.to_string()
+                } else {
+                    e.value.clone()
+                },
                 visits => e.visits,
                 share => (e.visits * 100).checked_div(sum).unwrap_or(0),
             }).collect::<Vec<_>>(),
