@@ -518,7 +518,7 @@ fn busy(state: &AppState, headers: &HeaderMap) -> Response {
         )
         .into_response()
     } else {
-        state.pages.error(StatusCode::TOO_MANY_REQUESTS, headers)
+        state.pages.rate_limited(1, headers)
     };
     let h = response.headers_mut();
     h.insert(header::RETRY_AFTER, HeaderValue::from(1u64));
@@ -650,7 +650,7 @@ pub(super) fn rate_limited(state: &AppState, e: RateLimited, headers: &HeaderMap
     let mut response = if wants_json(headers) {
         ApiError::from(e).into_response()
     } else {
-        state.pages.error(StatusCode::TOO_MANY_REQUESTS, headers)
+        state.pages.rate_limited(secs, headers)
     };
     let h = response.headers_mut();
     h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
