@@ -349,7 +349,7 @@ fn hostile_titles_and_urls_render_as_text_everywhere() {
     );
     assert_eq!(response.status(), 201);
     let result = response.text().unwrap();
-    let marker = "id=\"short\" class=\"short\" value=\"http:&#x2f;&#x2f;sl.test&#x2f;";
+    let marker = "id=\"short\" class=\"sr-only\" value=\"http:&#x2f;&#x2f;sl.test&#x2f;";
     let start = result.find(marker).expect("the short URL") + marker.len();
     let hostile_code = result[start..].split('"').next().unwrap().to_string();
     let list = page.html("/ui/links", 200);
@@ -1441,7 +1441,7 @@ fn admins_review_flagged_links_and_block_or_approve_them() {
     assert!(html.contains(&format!("id=\"r-{code}\"")) && html.contains("verdict · admin"));
     assert!(admin
         .html("/ui/links", 200)
-        .contains("<span class=\"marker blocked\">blocked</span>"));
+        .contains("<span class=\"badge blocked\">blocked</span>"));
     assert!(admin
         .html(&format!("/ui/links/{code}"), 200)
         .contains("badge v-blocked"));
@@ -1513,14 +1513,15 @@ fn the_reviews_page_says_when_reviews_are_off_and_overrides_still_work() {
     );
     assert_eq!(response.status(), 200);
     let html = admin.html("/ui/reviews?verdict=blocked", 200);
-    assert!(html.contains(&format!("id=\"r-{code}\"")) && html.contains("No screenshot"));
+    // No screenshot: no empty box for one.
+    assert!(html.contains(&format!("id=\"r-{code}\"")) && !html.contains("class=\"shot\""));
     assert!(
         html.contains("admin&#x27;s verdict"),
         "the trigger in words"
     );
     admin.get("/ui/lang?set=zh-CN&back=%2F");
     let html = admin.html("/ui/reviews?verdict=blocked", 200);
-    assert!(html.contains("目标网址审核") && html.contains("拦截") && html.contains("没有截图"));
+    assert!(html.contains("目标网址审核") && html.contains("拦截") && html.contains("已拦截"));
     // An unknown verdict shows the flagged tab; a bad cursor the first page.
     let html = admin.html("/ui/reviews?verdict=nonsense&after=x", 200);
     assert!(html.contains("没有待复核的链接"));
