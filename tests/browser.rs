@@ -269,7 +269,8 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         let title = c.find(Locator::Id("e-title")).await.expect("title field");
         title.clear().await.expect("clear");
         title.send_keys("Edited in a browser").await.expect("type title");
-        c.find(Locator::Css("#edit button.primary")).await.expect("save").click().await.expect("save");
+        // One Save for the link and its options, at the end of the editor.
+        c.find(Locator::Css(".save-bar button.primary")).await.expect("save").click().await.expect("save");
         wait_for_path(&c, &format!("/ui/links/{code}?notice=saved")).await;
         assert!(text_of(&c, ".link-head").await.contains("Edited in a browser"));
 

@@ -736,6 +736,64 @@ fn options_post<'a>(
 }
 
 #[test]
+fn one_save_changes_the_address_title_tags_and_options_together() {
+    let app = TestApp::start();
+    let code = app.create(json!({ "url": "https://example.com/one" }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let html = page.html(&format!("/ui/links/{code}"), 200);
+    // One editor, one visible Save.
+    assert_eq!(
+        html.matches("class=\"primary\" name=\"action\" value=\"save\"")
+            .count(),
+        1
+    );
+    assert!(html.contains("id=\"e-url\"") && html.contains("id=\"o-max_visits\""));
+    // A refused address: beside its field, nothing saved, every value kept.
+    let refused = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("url", "javascript:alert(1)"),
+            ("title", "Kept title"),
+            ("tags", ""),
+            ("validity", "keep"),
+            ("max_visits", "7"),
+        ],
+    );
+    assert_eq!(refused.status(), 400);
+    let html = refused.text().unwrap();
+    assert!(
+        html.contains("id=\"url-error\"") && html.contains("value=\"Kept title\""),
+        "{html}"
+    );
+    let link = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    assert!(link["max_visits"].is_null() && link["title"].is_null());
+    // Saved together.
+    let saved = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("url", "https://example.com/two"),
+            ("title", "Both at once"),
+            ("tags", "a, b"),
+            ("validity", "keep"),
+            ("max_visits", "7"),
+        ],
+    );
+    assert_eq!(saved.status(), 303, "back to the page");
+    let link = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    assert_eq!(link["url"], "https://example.com/two");
+    assert_eq!(link["title"], "Both at once");
+    assert_eq!(link["tags"], json!(["a", "b"]));
+    assert_eq!(link["max_visits"], 7);
+}
+
+#[test]
 fn a_bad_target_weight_is_shown_beside_its_field_and_nothing_is_saved() {
     let app = TestApp::start();
     let code = app.create(json!({ "url": "https://example.com/w" }))["code"]
