@@ -90,7 +90,7 @@ pub fn stacked_bars(bars: &[Bar], series: &[&str], aria_label: &str, width: f64)
     }
     out.push_str(r#"</svg><div class="x-axis" aria-hidden="true">"#);
     let last = bars.len().saturating_sub(1);
-    for i in 0..bars.len() {
+    for (i, bar) in bars.iter().enumerate() {
         // Every `label_every`-th bar counted back from the last, so that the latest is labelled;
         // the first and last cells' labels lean inwards so they stay inside the chart.
         if (last - i) % label_every != 0 {
@@ -104,7 +104,7 @@ pub fn stacked_bars(bars: &[Bar], series: &[&str], aria_label: &str, width: f64)
         } else {
             ""
         };
-        let _ = write!(out, "<i{class}><span>{}</span></i>", escape(&bars[i].label));
+        let _ = write!(out, "<i{class}><span>{}</span></i>", escape(&bar.label));
     }
     out.push_str("</div></div></div>");
     out

@@ -21,9 +21,10 @@ const KINDS: [(StatusCode, &str); 4] = [
 pub struct ErrorPages {
     /// (language, status, page)
     pages: Vec<(Lang, StatusCode, Bytes)>,
-    /// The 429 page per language saying when to try again, in seconds and in minutes: each
-    /// split where the number goes.
-    waits: Vec<(Lang, [(String, String); 2])>,
+    /// The 429 page per language saying when to try again: in a second, in N seconds, in a
+    /// minute, in N minutes; each split where the number goes (nothing after the split when
+    /// the words hold no number).
+    waits: Vec<(Lang, [(String, String); 4])>,
 }
 
 /// Where the number of seconds or minutes goes in a rendered 429 page.
@@ -51,11 +52,8 @@ impl ErrorPages {
                 )?;
                 pages.push((lang, status, Bytes::from(html)));
             }
-            let mut halves = [
-                (String::new(), String::new()),
-                (String::new(), String::new()),
-            ];
-            for (i, unit) in ["secs", "mins"].into_iter().enumerate() {
+            let mut halves: [(String, String); 4] = Default::default();
+            for (i, unit) in ["sec", "secs", "min", "mins"].into_iter().enumerate() {
                 let html = templates.render(
                     "error.html",
                     context! {
@@ -68,8 +66,10 @@ impl ErrorPages {
                         css => css,
                     },
                 )?;
-                let (before, after) = html.split_once(WAIT_MARK).unwrap_or((&html, ""));
-                halves[i] = (before.to_string(), after.to_string());
+                halves[i] = match html.split_once(WAIT_MARK) {
+                    Some((before, after)) => (before.to_string(), after.to_string()),
+                    None => (html, String::new()),
+                };
             }
             waits.push((lang, halves));
         }
@@ -77,18 +77,26 @@ impl ErrorPages {
     }
 
     /// The 429 page in the visitor's language, saying to try again in `secs` seconds (or, past
-    /// 90 of them, in minutes).
+    /// 90 of them, in minutes; "in a second", "in a minute" for one).
     pub fn rate_limited(&self, secs: u64, headers: &HeaderMap) -> Response {
         let lang = language(headers);
         let Some((_, halves)) = self.waits.iter().find(|(l, _)| *l == lang) else {
             return self.response(StatusCode::TOO_MANY_REQUESTS, headers);
         };
-        let (half, n) = if secs > 90 {
-            (&halves[1], secs.div_ceil(60))
-        } else {
-            (&halves[0], secs.max(1))
+        let (i, n) = match secs {
+            0 | 1 => (0, 1),
+            2..=90 => (1, secs),
+            _ => match secs.div_ceil(60) {
+                1 => (2, 1),
+                mins => (3, mins),
+            },
         };
-        let body = format!("{}{n}{}", half.0, half.1);
+        let half = &halves[i];
+        let body = if i % 2 == 0 {
+            half.0.clone()
+        } else {
+            format!("{}{n}{}", half.0, half.1)
+        };
         visitor_page(StatusCode::TOO_MANY_REQUESTS, Bytes::from(body))
     }
 
