@@ -252,7 +252,9 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             c.goto(&format!("{base}/ui/links/{code}?range=24h")).await.expect("link page");
-            let rows = c.find_all(Locator::Css("#visits tbody tr")).await.expect("rows");
+            // The latest visits are folded under their count: open them.
+            c.find(Locator::Css("#visits > summary")).await.expect("visits").click().await.expect("open");
+            let rows = c.find_all(Locator::Css("#visits li")).await.expect("rows");
             if !rows.is_empty() {
                 let row = rows[0].text().await.expect("row");
                 assert!(row.contains("Chrom"), "the visit's browser: {row}");
@@ -261,13 +263,14 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
             assert!(Instant::now() < deadline, "the visit never showed");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        assert!(text_of(&c, ".tiles.small").await.contains('1'));
+        assert!(text_of(&c, ".stats").await.contains('1'));
 
         // Edit its title.
         let title = c.find(Locator::Id("e-title")).await.expect("title field");
         title.clear().await.expect("clear");
         title.send_keys("Edited in a browser").await.expect("type title");
-        c.find(Locator::Css("#edit button.primary")).await.expect("save").click().await.expect("save");
+        // One Save for the link and its options, at the end of the editor.
+        c.find(Locator::Css(".save-bar button.primary")).await.expect("save").click().await.expect("save");
         wait_for_path(&c, &format!("/ui/links/{code}?notice=saved")).await;
         assert!(text_of(&c, ".link-head").await.contains("Edited in a browser"));
 
@@ -535,9 +538,10 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
             type_in(format!("target-{i}-url"), url.to_string()).await;
         }
         type_in("target-2-weight".into(), "3".into()).await;
+        click("#access > summary".into()).await;
         type_in("o-max_visits".into(), "1000".into()).await;
         type_in("o-fallback_url".into(), "https://example.com/ended".into()).await;
-        click(".save-row button.primary".into()).await;
+        click(".save-bar button.primary".into()).await;
         wait_for_path(&c, &format!("/ui/links/{code}?notice=saved")).await;
         assert!(text_of(&c, ".notice").await.contains("Saved."));
         let checked = c
@@ -564,9 +568,12 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
         );
         // A weight out of range: the page comes back with the error beside it, every value
         // kept, and nothing is saved (the API below still says 3).
+        // Saved rules and targets fold to one line each: open them to edit.
+        click("#target-2 > summary".into()).await;
         type_in("target-2-weight".into(), "5000".into()).await;
+        click("#rule-1 > summary".into()).await;
         type_in("rule-1-language".into(), "zh".into()).await;
-        click(".save-row button.primary".into()).await;
+        click(".save-bar button.primary".into()).await;
         let error = c
             .wait()
             .for_element(Locator::Css("[id='target.2.weight-error']"))
@@ -642,7 +649,7 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
                 .await
                 .expect("page");
             let rows = c
-                .find_all(Locator::Css("table.dest tbody tr"))
+                .find_all(Locator::Css("#destinations li"))
                 .await
                 .expect("rows");
             if rows.len() == 3 {
@@ -651,7 +658,14 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
             assert!(Instant::now() < deadline, "the destinations never showed");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let table = text_of(&c, "table.dest").await;
+        // Folded under their count: open them.
+        c.find(Locator::Css("#destinations > summary"))
+            .await
+            .expect("destinations")
+            .click()
+            .await
+            .expect("open");
+        let table = text_of(&c, "#destinations").await;
         assert!(table.contains("Rule 1") && table.contains("Rule 2") && table.contains(ios));
         // The list marks the link's options.
         c.goto(&format!("{base}/ui/links")).await.expect("list");

@@ -117,8 +117,29 @@ fn unknown_code_bursts_are_rate_limited_per_address() {
     // Browsers get a page, JSON clients a problem; both say when to come back.
     let page = from("198.51.100.7", "/zzpage", false);
     assert_eq!(page.status(), 429);
-    assert!(retry_after(&page) >= 1);
-    assert!(page.text().unwrap_or_default().contains("<html"));
+    let wait = retry_after(&page);
+    assert!(wait >= 1);
+    // The page says when, in the visitor's language, as Retry-After does.
+    let text = page.text().unwrap_or_default();
+    assert!(text.contains("<html"));
+    let when = if wait == 1 {
+        "Try again in a second.".to_string()
+    } else {
+        format!("Try again in {wait} seconds.")
+    };
+    assert!(text.contains(&when), "{text}");
+    let zh = app
+        .client
+        .get(app.url("/zzpage-zh"))
+        .header("x-forwarded-for", "198.51.100.7")
+        .header("accept-language", "zh-CN")
+        .send()
+        .expect("GET");
+    let wait = retry_after(&zh);
+    assert!(zh
+        .text()
+        .unwrap_or_default()
+        .contains(&format!("请在 {wait} 秒后再试。")));
     let body = problem(from("198.51.100.7", "/a/b/c", true), 429);
     assert_eq!(body["code"], "rate_limited");
     // Another address is untouched; the limited one still follows real links.

@@ -349,7 +349,7 @@ fn hostile_titles_and_urls_render_as_text_everywhere() {
     );
     assert_eq!(response.status(), 201);
     let result = response.text().unwrap();
-    let marker = "id=\"short\" class=\"short\" value=\"http:&#x2f;&#x2f;sl.test&#x2f;";
+    let marker = "id=\"short\" class=\"sr-only\" value=\"http:&#x2f;&#x2f;sl.test&#x2f;";
     let start = result.find(marker).expect("the short URL") + marker.len();
     let hostile_code = result[start..].split('"').next().unwrap().to_string();
     let list = page.html("/ui/links", 200);
@@ -674,7 +674,7 @@ fn a_link_page_shows_its_visits() {
         "the referer in the top list and the table"
     );
     assert!(html.contains("Chrome"));
-    assert!(html.contains("<svg class=\"chart\""), "the chart");
+    assert!(html.contains("<div class=\"chart\""), "the chart");
     assert!(html.contains("Show as a table"), "the chart's numbers");
     for range in ["7d", "30d", "1y"] {
         page.html(&format!("/ui/links/{code}?range={range}"), 200);
@@ -697,7 +697,7 @@ fn dashboard_shows_counts_and_pools_and_admins_refill() {
     let admin = PageClient::signed_in(&app, ADMIN);
     let html = admin.html("/ui/dashboard", 200);
     assert!(html.contains("Code pools") && html.contains("Refill"));
-    assert_eq!(html.matches("<svg class=\"chart\"").count(), 2);
+    assert_eq!(html.matches("<div class=\"chart\"").count(), 2);
     let before: serde_json::Value = app.api_get("/api/v1/pools", ADMIN);
     let refill = admin.post_form("/ui/pools/5/refill", &[]);
     assert_eq!(refill.status(), 303);
@@ -733,6 +733,64 @@ fn options_post<'a>(
     let mut all = vec![("section", "options")];
     all.extend_from_slice(fields);
     page.post_form(&format!("/ui/links/{code}/edit"), &all)
+}
+
+#[test]
+fn one_save_changes_the_address_title_tags_and_options_together() {
+    let app = TestApp::start();
+    let code = app.create(json!({ "url": "https://example.com/one" }))["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = PageClient::signed_in(&app, EDITOR);
+    let html = page.html(&format!("/ui/links/{code}"), 200);
+    // One editor, one visible Save.
+    assert_eq!(
+        html.matches("class=\"primary\" name=\"action\" value=\"save\"")
+            .count(),
+        1
+    );
+    assert!(html.contains("id=\"e-url\"") && html.contains("id=\"o-max_visits\""));
+    // A refused address: beside its field, nothing saved, every value kept.
+    let refused = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("url", "javascript:alert(1)"),
+            ("title", "Kept title"),
+            ("tags", ""),
+            ("validity", "keep"),
+            ("max_visits", "7"),
+        ],
+    );
+    assert_eq!(refused.status(), 400);
+    let html = refused.text().unwrap();
+    assert!(
+        html.contains("id=\"url-error\"") && html.contains("value=\"Kept title\""),
+        "{html}"
+    );
+    let link = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    assert!(link["max_visits"].is_null() && link["title"].is_null());
+    // Saved together.
+    let saved = options_post(
+        &page,
+        &code,
+        &[
+            ("action", "save"),
+            ("url", "https://example.com/two"),
+            ("title", "Both at once"),
+            ("tags", "a, b"),
+            ("validity", "keep"),
+            ("max_visits", "7"),
+        ],
+    );
+    assert_eq!(saved.status(), 303, "back to the page");
+    let link = app.api_get(&format!("/api/v1/links/{code}"), EDITOR);
+    assert_eq!(link["url"], "https://example.com/two");
+    assert_eq!(link["title"], "Both at once");
+    assert_eq!(link["tags"], json!(["a", "b"]));
+    assert_eq!(link["max_visits"], 7);
 }
 
 #[test]
@@ -1442,7 +1500,7 @@ fn admins_review_flagged_links_and_block_or_approve_them() {
     assert!(html.contains(&format!("id=\"r-{code}\"")) && html.contains("verdict · admin"));
     assert!(admin
         .html("/ui/links", 200)
-        .contains("<span class=\"marker blocked\">blocked</span>"));
+        .contains("<span class=\"badge blocked\">blocked</span>"));
     assert!(admin
         .html(&format!("/ui/links/{code}"), 200)
         .contains("badge v-blocked"));
@@ -1514,14 +1572,15 @@ fn the_reviews_page_says_when_reviews_are_off_and_overrides_still_work() {
     );
     assert_eq!(response.status(), 200);
     let html = admin.html("/ui/reviews?verdict=blocked", 200);
-    assert!(html.contains(&format!("id=\"r-{code}\"")) && html.contains("No screenshot"));
+    // No screenshot: no empty box for one.
+    assert!(html.contains(&format!("id=\"r-{code}\"")) && !html.contains("class=\"shot\""));
     assert!(
         html.contains("admin&#x27;s verdict"),
         "the trigger in words"
     );
     admin.get("/ui/lang?set=zh-CN&back=%2F");
     let html = admin.html("/ui/reviews?verdict=blocked", 200);
-    assert!(html.contains("目标网址审核") && html.contains("拦截") && html.contains("没有截图"));
+    assert!(html.contains("目标网址审核") && html.contains("拦截") && html.contains("已拦截"));
     // An unknown verdict shows the flagged tab; a bad cursor the first page.
     let html = admin.html("/ui/reviews?verdict=nonsense&after=x", 200);
     assert!(html.contains("没有待复核的链接"));

@@ -103,9 +103,7 @@ impl<'a> Asked<'a> {
         let response = if self.wants_json() {
             ApiError::from(e).into_response()
         } else {
-            self.state
-                .pages
-                .error(StatusCode::TOO_MANY_REQUESTS, self.headers)
+            self.state.pages.rate_limited(secs, self.headers)
         };
         retry_after(response, secs)
     }

@@ -399,10 +399,7 @@ fn busy(asked: &Asked<'_>) -> Response {
         )
         .into_response()
     } else {
-        asked
-            .state
-            .pages
-            .error(StatusCode::TOO_MANY_REQUESTS, asked.headers)
+        asked.state.pages.rate_limited(1, asked.headers)
     };
     retry_after(response, 1)
 }

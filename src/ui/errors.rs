@@ -21,7 +21,14 @@ const KINDS: [(StatusCode, &str); 4] = [
 pub struct ErrorPages {
     /// (language, status, page)
     pages: Vec<(Lang, StatusCode, Bytes)>,
+    /// The 429 page per language saying when to try again: in a second, in N seconds, in a
+    /// minute, in N minutes; each split where the number goes (nothing after the split when
+    /// the words hold no number).
+    waits: Vec<(Lang, [(String, String); 4])>,
 }
+
+/// Where the number of seconds or minutes goes in a rendered 429 page.
+const WAIT_MARK: &str = "\u{1}n\u{1}";
 
 impl ErrorPages {
     pub fn new(
@@ -30,6 +37,7 @@ impl ErrorPages {
         css: &str,
     ) -> Result<Self, minijinja::Error> {
         let mut pages = Vec::new();
+        let mut waits = Vec::new();
         for lang in Lang::ALL {
             for (status, kind) in KINDS {
                 let html = templates.render(
@@ -44,8 +52,52 @@ impl ErrorPages {
                 )?;
                 pages.push((lang, status, Bytes::from(html)));
             }
+            let mut halves: [(String, String); 4] = Default::default();
+            for (i, unit) in ["sec", "secs", "min", "mins"].into_iter().enumerate() {
+                let html = templates.render(
+                    "error.html",
+                    context! {
+                        lang => lang.tag(),
+                        t => catalogues.template(lang),
+                        status => 429,
+                        kind => "rate_limited",
+                        wait => unit,
+                        wait_mark => WAIT_MARK,
+                        css => css,
+                    },
+                )?;
+                halves[i] = match html.split_once(WAIT_MARK) {
+                    Some((before, after)) => (before.to_string(), after.to_string()),
+                    None => (html, String::new()),
+                };
+            }
+            waits.push((lang, halves));
         }
-        Ok(Self { pages })
+        Ok(Self { pages, waits })
+    }
+
+    /// The 429 page in the visitor's language, saying to try again in `secs` seconds (or, past
+    /// 90 of them, in minutes; "in a second", "in a minute" for one).
+    pub fn rate_limited(&self, secs: u64, headers: &HeaderMap) -> Response {
+        let lang = language(headers);
+        let Some((_, halves)) = self.waits.iter().find(|(l, _)| *l == lang) else {
+            return self.response(StatusCode::TOO_MANY_REQUESTS, headers);
+        };
+        let (i, n) = match secs {
+            0 | 1 => (0, 1),
+            2..=90 => (1, secs),
+            _ => match secs.div_ceil(60) {
+                1 => (2, 1),
+                mins => (3, mins),
+            },
+        };
+        let half = &halves[i];
+        let body = if i % 2 == 0 {
+            half.0.clone()
+        } else {
+            format!("{}{n}{}", half.0, half.1)
+        };
+        visitor_page(StatusCode::TOO_MANY_REQUESTS, Bytes::from(body))
     }
 
     /// The page of `status` (404 for any status without one) in the visitor's language.

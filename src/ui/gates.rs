@@ -100,6 +100,14 @@ impl Ui {
             ctx.insert("short_url", short_url.into());
             ctx.insert("host", host.into());
             ctx.insert("app", app.as_str().into());
+            // iPhones and iPads name the way out after Safari; other systems (desktop WeChat,
+            // Android) after the browser.
+            let ua = headers
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let ios = ["iPhone", "iPad", "iPod"].iter().any(|d| ua.contains(d));
+            ctx.insert("ios", ios.into());
             ctx.insert("js", self.assets.versioned("visitor.js").into());
         })
     }
@@ -177,6 +185,10 @@ impl Ui {
 impl VisitorPages for Ui {
     fn error(&self, status: StatusCode, headers: &HeaderMap) -> Response {
         self.errors.response(status, headers)
+    }
+
+    fn rate_limited(&self, retry_after_secs: u64, headers: &HeaderMap) -> Response {
+        self.errors.rate_limited(retry_after_secs, headers)
     }
 
     fn preview(&self, url: &str, hidden: Option<PreviewHidden>, headers: &HeaderMap) -> Response {

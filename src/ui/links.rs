@@ -60,9 +60,20 @@ pub(super) fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Res
 
 /// A link as the pages show it.
 fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
+    let short_url = state.links.short_url(&link.code);
+    // The short URL's host and path before the code, without the scheme: the page may shorten
+    // it, never the code.
+    let short_host = short_url
+        .strip_suffix(link.code.as_str())
+        .unwrap_or(&short_url)
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
     context! {
         code => link.code.clone(),
-        short_url => state.links.short_url(&link.code),
+        short_host => short_host,
+        short_url => short_url,
         url => link.url.clone(),
         space => link.space.clone(),
         status => link.status.as_str(),
@@ -214,8 +225,9 @@ enum Posted<'a> {
     Nothing,
     /// The edit form (URL, title, tags, validity).
     Edit(&'a Fields),
-    /// The options form.
-    Options(&'a OptionsForm),
+    /// The link's one editor: its URL, title, tags and validity (the posted fields) and its
+    /// options.
+    Options(&'a OptionsForm, &'a Fields),
 }
 
 /// `GET /ui/links?q&space&status&length&cursor`: newest first.
@@ -466,7 +478,10 @@ async fn render_detail(
             context! {
                 at => display_time(v.at),
                 browser => format!("{} {}", v.browser, v.browser_version).trim().to_string(),
-                os => format!("{} {}", v.os, v.os_version).trim().to_string(),
+                os => {
+                    let (os, version) = crate::visits::ua::friendly_os(&v.os, &v.os_version);
+                    format!("{os} {version}").trim().to_string()
+                },
                 device => v.device.clone(),
                 is_bot => v.is_bot,
                 place => [v.country.clone(), v.city.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "),
@@ -502,7 +517,11 @@ async fn render_detail(
         context! {
             name => name,
             entries => entries.iter().map(|e| context! {
-                value => e.value.clone(),
+                value => if name == "os" {
+                    crate::visits::ua::friendly_os(&e.value, "").0.to_string()
+                } else {
+                    e.value.clone()
+                },
                 visits => e.visits,
                 share => (e.visits * 100).checked_div(sum).unwrap_or(0),
             }).collect::<Vec<_>>(),
@@ -511,6 +530,7 @@ async fn render_detail(
     .collect::<Vec<_>>();
     let mut form_values: Fields = match posted {
         Posted::Edit(f) => f.clone(),
+        Posted::Options(_, f) if f.contains_key("url") => f.clone(),
         _ => {
             let mut f = Fields::new();
             f.insert("url".into(), link.url.clone());
@@ -523,7 +543,7 @@ async fn render_detail(
         form_values.entry(name.to_string()).or_default();
     }
     let options_form = match posted {
-        Posted::Options(f) => f.clone(),
+        Posted::Options(f, _) => f.clone(),
         _ => OptionsForm::from_options(link.options.as_deref(), &counted),
     };
     let editable = visitor.can_edit() && link.status == LinkStatus::Active;
@@ -543,7 +563,7 @@ async fn render_detail(
             link => link_view(state, &link, Some(totals.visits)),
             options => options_view(&link, &counted, now),
             opts => Value::from_serialize(&options_form),
-            opts_posted => matches!(posted, Posted::Options(_)),
+            opts_posted => matches!(posted, Posted::Options(..)),
             blank_rule => Value::from_serialize(forms::RuleForm::default()),
             blank_target => Value::from_serialize(forms::TargetForm { weight: "1".into(), ..forms::TargetForm::default() }),
             devices => forms::DEVICES,
@@ -705,26 +725,44 @@ async fn edit_options(
             code,
             &no_query,
             StatusCode::OK,
-            Posted::Options(&form),
+            Posted::Options(&form, fields),
             &[],
         )
         .await;
     }
-    let request = match form.to_request() {
-        Ok(r) => r,
-        Err(errors) => {
+    // The editor also holds the link's URL, title, tags and validity (absent from a post
+    // of the options alone): saved in the same update.
+    let basics = fields.contains_key("url");
+    let validity = if basics {
+        forms::validity(fields).map(Some)
+    } else {
+        Ok(None)
+    };
+    let mut request = match (form.to_request(), validity) {
+        (Ok(r), Ok(validity)) => (r, validity),
+        (checked, validity) => {
+            let mut errors = checked.err().unwrap_or_default();
+            errors.extend(validity.err());
             return render_detail(
                 state,
                 visitor,
                 code,
                 &no_query,
                 StatusCode::BAD_REQUEST,
-                Posted::Options(&form),
+                Posted::Options(&form, fields),
                 &errors,
             )
-            .await
+            .await;
         }
     };
+    if let Some(validity) = request.1 {
+        let update = &mut request.0.update;
+        update.url = field(fields, "url").map(str::to_string);
+        update.title = Some(field(fields, "title").map(str::to_string));
+        update.tags = Some(forms::tags(fields).unwrap_or_default());
+        update.expires_at = validity.to_update(state.links.now());
+    }
+    let request = request.0;
     let links = state.links.clone();
     let target = code.to_string();
     let update = request.update.clone();
@@ -735,14 +773,20 @@ async fn edit_options(
         )),
         Err(e) => {
             let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
-            let error = forms::options_error(&e, &request, known);
+            // A refusal of the URL, title or tags goes beside them, as the edit form's.
+            let error = match e.field.as_deref() {
+                Some("url" | "title" | "tags" | "expires_at") if basics => {
+                    FormError::from_api(&e, known)
+                }
+                _ => forms::options_error(&e, &request, known),
+            };
             render_detail(
                 state,
                 visitor,
                 code,
                 &no_query,
                 e.status,
-                Posted::Options(&form),
+                Posted::Options(&form, fields),
                 &[error],
             )
             .await

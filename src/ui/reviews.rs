@@ -107,10 +107,17 @@ pub async fn list(
             let (latest, checked) = reviews.latest_and_checked(link.id)?;
             out.push((link, latest, checked));
         }
-        Ok::<_, ApiError>((out, next))
+        // Each tab's count, up to a page ("50+" past it).
+        let mut counts = std::collections::BTreeMap::new();
+        for tab in TABS {
+            let (some, more) = reviews.by_verdict(tab, None, PAGE, spaces.as_deref())?;
+            let n = some.len().to_string();
+            counts.insert(tab.as_str(), if more.is_some() { n + "+" } else { n });
+        }
+        Ok::<_, ApiError>((out, next, counts))
     })
     .await;
-    let (items, next) = match read {
+    let (items, next, counts) = match read {
         Ok(r) => r,
         Err(e) => return refused(&state, &visitor, &e),
     };
@@ -143,6 +150,7 @@ pub async fn list(
         context! {
             verdict => verdict.as_str(),
             tabs => TABS.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
+            counts => counts,
             items => items,
             enabled => state.reviews.enabled(),
             back => back,

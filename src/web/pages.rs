@@ -46,6 +46,9 @@ pub trait VisitorPages: Send + Sync {
     /// The page of an error status (404, 410, 403, 429; another status gets the 404 page).
     fn error(&self, status: StatusCode, headers: &HeaderMap) -> Response;
 
+    /// The 429 page, saying when to try again (`retry_after_secs`, as `Retry-After` says).
+    fn rate_limited(&self, retry_after_secs: u64, headers: &HeaderMap) -> Response;
+
     /// The preview of `/{code}+`: where the link goes and a button to go on (`url`), or, for
     /// a link behind a gate, why it is not shown and a button to the short link.
     fn preview(&self, url: &str, hidden: Option<PreviewHidden>, headers: &HeaderMap) -> Response;

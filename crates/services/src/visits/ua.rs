@@ -114,11 +114,12 @@ impl UaParser {
                 Arc::from(s)
             }
         };
+        let (os, os_version) = friendly_os(parsed.os, &parsed.os_version);
         let mut agent = Agent {
             browser: known(parsed.name),
             browser_version: known(parsed.version),
-            os: known(parsed.os),
-            os_version: known(&parsed.os_version),
+            os: known(os),
+            os_version: known(os_version),
             device: Device::Other,
             is_bot: false,
         };
@@ -147,6 +148,22 @@ impl UaParser {
         agent.is_bot = agent.device == Device::Bot;
         agent
     }
+}
+
+/// The names people use for woothee's systems: "Mac OSX" is macOS, and Windows's kernel
+/// version ("NT 10.0") repeats what the name ("Windows 10") says. Also applied when showing
+/// visits recorded before.
+pub fn friendly_os<'a>(os: &'a str, version: &'a str) -> (&'a str, &'a str) {
+    let os = match os {
+        "Mac OSX" | "Mac OS X" => "macOS",
+        other => other,
+    };
+    let version = if os.starts_with("Windows") && version.starts_with("NT ") {
+        ""
+    } else {
+        version
+    };
+    (os, version)
 }
 
 /// woothee files iPads and all Android devices under `smartphone`. iPads say so in the OS;
@@ -208,15 +225,15 @@ mod tests {
     /// (user agent, browser, browser version, os, os version, device)
     #[rustfmt::skip]
     const CASES: &[(&str, &str, &str, &str, &str, Device)] = &[
-        (CHROME_WINDOWS, "Chrome", "124.0.0.0", "Windows 10", "NT 10.0", Device::Desktop),
+        (CHROME_WINDOWS, "Chrome", "124.0.0.0", "Windows 10", "", Device::Desktop),
         ("Mozilla/5.0 (X11; Linux x86_64; rv:125.0) Gecko/20100101 Firefox/125.0",
             "Firefox", "125.0", "Linux", "", Device::Desktop),
         ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 \
             (KHTML, like Gecko) Version/17.4.1 Safari/605.1.15",
-            "Safari", "17.4.1", "Mac OSX", "10.15.7", Device::Desktop),
+            "Safari", "17.4.1", "macOS", "10.15.7", Device::Desktop),
         ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) \
             Chrome/124.0.0.0 Safari/537.36 Edg/124.0.0.0",
-            "Edge", "124.0.0.0", "Windows 10", "NT 10.0", Device::Desktop),
+            "Edge", "124.0.0.0", "Windows 10", "", Device::Desktop),
         ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_4_1 like Mac OS X) AppleWebKit/605.1.15 \
             (KHTML, like Gecko) Version/17.4.1 Mobile/15E148 Safari/604.1",
             "Safari", "17.4.1", "iPhone", "17.4.1", Device::Mobile),

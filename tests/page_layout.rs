@@ -1,0 +1,264 @@
+//! The working pages' layout on a phone, in a real headless Chromium: every page a signed-in
+//! person uses (the home page and its result, the links, a busy link's page, the dashboard,
+//! the reviews) is shown 360 CSS pixels wide in English and in Chinese, and must neither be
+//! wider than the screen (`document.documentElement.scrollWidth` and the layout viewport ≤
+//! 360: a mobile browser widens its viewport to a page that is too wide) nor taller than a
+//! bound chosen per page (the link page of a busy link: at most 6 screens of 844 px).
+//!
+//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (or `CHROME` and `CHROMEDRIVER`), like
+//! `tests/browser.rs`; without them it says so and passes, unless `REQUIRE_BROWSER=1`.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TestApp, ADMIN};
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+
+/// The phone's width, in CSS pixels (the narrowest common phone).
+const PHONE: u32 = 360;
+
+fn browser_paths() -> Option<(PathBuf, PathBuf)> {
+    let driver = std::env::var_os("CHROMEDRIVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromedriver".into());
+    let chrome = std::env::var_os("CHROME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    (driver.exists() && chrome.exists()).then_some((driver, chrome))
+}
+
+/// chromedriver on a free port, stopped on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start(path: &Path) -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new(path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Any Chrome DevTools command through chromedriver.
+#[derive(Debug)]
+struct Cdp(&'static str, serde_json::Value);
+
+impl WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = serde_json::json!({ "cmd": self.0, "params": self.1 });
+        (axum::http::Method::POST, Some(body.to_string()))
+    }
+}
+
+async fn connect(driver: &Driver, chrome: &Path, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chrome,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--no-first-run", "--disable-dev-shm-usage", "--disable-component-update",
+                "--disable-sync", "--disable-quic", "--hide-scrollbars",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a browser session")
+}
+
+/// The page's width, the viewport's, and the page's height.
+async fn measure(c: &Client) -> (f64, f64, f64) {
+    let sizes = c
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth, \
+             document.documentElement.scrollHeight];",
+            vec![],
+        )
+        .await
+        .expect("sizes");
+    let n = |i: usize| sizes[i].as_f64().expect("a number");
+    (n(0), n(1), n(2))
+}
+
+/// The user agents of the busy link's visits: phones, tablets, desktops, an in-app browser, a
+/// crawler.
+const AGENTS: &[&str] = &[
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36 Edg/124.0",
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Mobile Safari/537.36",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 MicroMessenger/8.0.47(0x18002f2c) NetType/WIFI Language/zh_CN",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:125.0) Gecko/20100101 Firefox/125.0",
+    "Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1",
+    "Googlebot/2.1 (+http://www.google.com/bot.html)",
+];
+
+const REFERERS: &[&str] = &[
+    "https://www.google.com/",
+    "https://mp.weixin.qq.com/s/abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz",
+    "https://news.ycombinator.com/item?id=40000000",
+];
+
+#[test]
+fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
+    let Some((driver_path, chrome)) = browser_paths() else {
+        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
+        }
+        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+        return;
+    };
+    let app = TestApp::start();
+    // A busy link: a long URL, a title, tags, a cap, an end page, rules and targets, visits
+    // from many browsers and places; and a page of other links with long URLs.
+    app.create(serde_json::json!({
+        "url": "https://www.example.com/products/spring-collection/catalogue-2026?utm_source=newsletter&utm_medium=email&utm_campaign=spring",
+        "code": "spring",
+        "title": "Spring collection 2026 — the catalogue for every store and every season",
+        "tags": ["newsletter", "spring", "catalogue"],
+        "max_visits": 5000,
+        "fallback_url": "https://www.example.com/sold-out/and-a-long-path-after-it",
+        "rules": [
+            {"if": {"os": "ios", "language": "zh"}, "url": "https://www.example.com/cn/products/spring"},
+            {"if": {"device": "mobile", "app": "wechat"}, "url": "https://www.example.com/wechat/landing-page-for-the-spring-collection"},
+            {"if": {"country": "DE"}, "url": "https://www.example.de/fruehling"}
+        ],
+        "targets": [
+            {"url": "https://a.example.com/spring/variant-a-with-a-long-path", "weight": 7},
+            {"url": "https://b.example.com/spring/variant-b", "weight": 3, "max_visits": 1000}
+        ],
+        "rotation": "weighted"
+    }));
+    for i in 0..24 {
+        app.create(serde_json::json!({
+            "url": format!("https://docs.example.org/guides/section-{i}/a-rather-long-page-name-that-goes-on-and-on-{i}?ref=list&page={i}"),
+            "title": if i % 3 == 0 { String::new() } else { format!("Guide {i}") },
+            "tags": if i % 2 == 0 { vec!["docs"] } else { vec![] },
+        }));
+    }
+    let visits = 120;
+    for n in 0..visits {
+        let _ = app
+            .req(reqwest::Method::GET, "/spring", None)
+            .header("user-agent", AGENTS[n % AGENTS.len()])
+            .header("referer", REFERERS[n % REFERERS.len()])
+            .header("accept-language", if n % 2 == 0 { "zh-CN" } else { "en" })
+            .send()
+            .expect("visit");
+    }
+    // The visits are written in the background.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stats = app.api_get("/api/v1/links/spring/stats", ADMIN);
+        if stats["total"].as_u64().unwrap_or(0) >= visits as u64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "visits not counted: {stats}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let driver = Driver::start(&driver_path);
+    let profile = tempfile::tempdir().expect("profile dir");
+    let base = format!("http://{}", app.addr);
+    // (page, path, the tallest it may be at 360 px in either language). The link page gets
+    // 6 screens of 844 px; the list holds 25 links.
+    let pages: &[(&str, &str, f64)] = &[
+        ("home", "/", 1200.0),
+        ("result", "/", 1800.0),
+        ("links", "/ui/links", 5200.0),
+        ("link", "/ui/links/spring?range=30d", 6.0 * 844.0),
+        ("dashboard", "/ui/dashboard", 2400.0),
+        ("reviews", "/ui/reviews", 1200.0),
+    ];
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let failures = runtime.block_on(async {
+        let c = connect(&driver, &chrome, profile.path()).await;
+        c.set_window_size(1280, 900).await.expect("size");
+        c.goto(&format!("{base}/ui/login?next=%2F")).await.expect("login");
+        c.find(Locator::Id("key")).await.expect("key").send_keys(ADMIN).await.expect("type");
+        c.find(Locator::Css("main form button.primary")).await.expect("button").click().await.expect("sign in");
+        c.wait().for_element(Locator::Id("url")).await.expect("signed in");
+        c.issue_cmd(Cdp(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({ "width": PHONE, "height": 780, "deviceScaleFactor": 1, "mobile": true }),
+        ))
+        .await
+        .expect("phone");
+        let mut failures = Vec::new();
+        for lang in ["en", "zh-CN"] {
+            c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
+            for (name, path, tallest) in pages {
+                c.goto(&format!("{base}{path}")).await.expect("page");
+                if *name == "result" {
+                    let url = c.wait().for_element(Locator::Id("url")).await.expect("url field");
+                    url.send_keys("https://www.example.com/a/very/long/path/to/the/spring-catalogue-2026?utm_source=newsletter&utm_medium=email")
+                        .await
+                        .expect("type");
+                    c.find(Locator::Css("form.shorten button.primary")).await.expect("shorten").click().await.expect("click");
+                    c.wait().for_element(Locator::Css(".result")).await.expect("the result");
+                }
+                let (width, viewport, height) = measure(&c).await;
+                eprintln!("{lang:5} {name:9} {width} / {viewport} px wide, {height} px tall (at most {tallest})");
+                // A mobile browser widens its layout viewport to a page that is too wide (and
+                // shrinks the text): the page must fit the phone's own width.
+                let screen = f64::from(PHONE);
+                if width > screen || viewport > screen {
+                    failures.push(format!("{lang} {name}: {width} px wide (viewport {viewport}) on a {screen}-px screen"));
+                }
+                if height > *tallest {
+                    failures.push(format!("{lang} {name}: {height} px tall, more than {tallest}"));
+                }
+            }
+        }
+        c.close().await.expect("close");
+        failures
+    });
+    assert!(
+        failures.is_empty(),
+        "pages that do not fit a phone:\n{}",
+        failures.join("\n")
+    );
+}
