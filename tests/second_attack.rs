@@ -5,7 +5,8 @@
 //! options asked for, and webhook receivers' secret paths on the dashboard. (The hash tier's
 //! per-space candidates are in `hash_codes.rs`; reviews, import and `check` in theirs.)
 //!
-//! Every server here honours `TEST_STORE=postgres`, so CI runs them on both backends.
+//! Every server here is the real binary, and honours `TEST_STORE=postgres`, so CI runs them
+//! on both backends.
 
 mod common;
 
@@ -32,7 +33,7 @@ fn code_of(link: &Value) -> String {
 /// Finding 1: one IPv6 /64 is one client for every per-address limit.
 #[test]
 fn guesses_from_one_ipv6_64_share_one_quota() {
-    let app = TestApp::start_with("", &[TRUST_PROXY]);
+    let app = TestApp::binary_with("", &[TRUST_PROXY]);
     let link = create(
         &app,
         ADMIN,
@@ -90,7 +91,7 @@ fn guesses_from_one_ipv6_64_share_one_quota() {
 /// not read.
 #[test]
 fn only_the_header_the_proxy_sets_names_the_client() {
-    let app = TestApp::start_with(
+    let app = TestApp::binary_with(
         "[limits.rates]\nnot_found_per_ip = \"10/s\"\n",
         &[TRUST_PROXY, ("VSL_SERVER__CLIENT_IP_HEADER", "x-real-ip")],
     );
@@ -117,7 +118,7 @@ fn only_the_header_the_proxy_sets_names_the_client() {
 /// Finding 2: `/{code}+` shows a destination only where a visitor reaches it without a gate.
 #[test]
 fn the_preview_shows_nothing_a_gate_hides() {
-    let app = TestApp::start();
+    let app = TestApp::binary();
     let form = create(
         &app,
         ADMIN,
@@ -166,7 +167,7 @@ fn visits_after(app: &TestApp, code: &str, n: u64) -> u64 {
 /// Finding 3: `HEAD` answers what `GET` would, claiming no slot of a visit cap.
 #[test]
 fn head_uses_up_nothing() {
-    let app = TestApp::start();
+    let app = TestApp::binary();
     let link = create(
         &app,
         ADMIN,
@@ -224,7 +225,7 @@ fn head_uses_up_nothing() {
 /// `Retry-After`, never another 19 MiB.
 #[test]
 fn password_checks_stay_within_the_memory_budget() {
-    let app = TestApp::start_with("[limits.rates]\npassword_per_ip = \"off\"\n", &[]);
+    let app = TestApp::binary_with("[limits.rates]\npassword_per_ip = \"off\"\n", &[]);
     assert_eq!(
         app.metric("vsl_memory_bound_bytes{part=\"password_checks\"}"),
         20.0 * 1024.0 * 1024.0
@@ -288,7 +289,7 @@ fn password_checks_stay_within_the_memory_budget() {
 /// Finding 5: a create that asks for options never gets back a link without them.
 #[test]
 fn dedup_never_drops_the_options_asked_for() {
-    let app = TestApp::start();
+    let app = TestApp::binary();
     let url = "https://example.com/doc";
     let plain = app.post_json("/api/v1/links", EDITOR, &json!({"url": url}));
     assert_eq!(plain.status(), 201);
