@@ -32,6 +32,7 @@ use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
 
 #[utoipa::path(get, path = "/{code}", tag = "redirect",
+    description = "`HEAD /{code}` answers what a `GET` would, but records no visit and claims no slot of a visit cap. `GET /{code}+` previews the destination instead of redirecting, and shows it only where a visitor reaches it without a gate (no password, no form; before `valid_from` it is 404).",
     params(("code" = String, Path, description = "A short code"),
         ("X-Link-Password" = Option<String>, Header, description = "The password of a protected link")),
     responses((status = 302, description = "To the long URL (status per `server.redirect_status`); for a link with rules or targets, to the destination they choose; for an ended link with a `fallback_url`, there"),
@@ -40,7 +41,7 @@ use crate::web::state::AppState;
         (status = 403, description = "A wrong `X-Link-Password` (`wrong_password`), or a blocked destination"),
         (status = 404, description = "No such code, or a link before its `valid_from`"),
         (status = 410, description = "Expired (by date or visit cap) or deleted"),
-        (status = 429, description = "Over `password_per_ip` or another address limit")))]
+        (status = 429, description = "Over `password_per_ip` or another address limit (`rate_limited`), or every password check `memory.budget` allows is running (`busy`, `Retry-After: 1`)")))]
 pub async fn redirect(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
