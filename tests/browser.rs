@@ -13,56 +13,12 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::chrome::{browser_paths, connect, Cdp, Driver};
 use common::{TestApp, ADMIN};
 use fantoccini::wd::WebDriverCompatibleCommand;
-use fantoccini::{Client, ClientBuilder, Locator};
-
-fn browser_paths() -> Option<(PathBuf, PathBuf)> {
-    let driver = std::env::var_os("CHROMEDRIVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/chromedriver".into());
-    let chrome = std::env::var_os("CHROME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/chromium".into());
-    (driver.exists() && chrome.exists()).then_some((driver, chrome))
-}
-
-/// chromedriver on a free port, stopped on drop.
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Driver {
-    fn start(path: &Path) -> Driver {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let child = Command::new(path)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Driver { child, port }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use fantoccini::{Client, Locator};
 
 /// A stand-in for the site a short link leads to.
 fn target_site() -> String {
@@ -107,27 +63,6 @@ impl WebDriverCompatibleCommand for ColorScheme {
         });
         (axum::http::Method::POST, Some(body.to_string()))
     }
-}
-
-async fn connect(driver: &Driver, chrome: &Path, profile: &Path) -> Client {
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "binary": chrome,
-            "args": [
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--no-first-run", "--disable-dev-shm-usage", "--disable-component-update",
-                "--disable-sync", "--disable-quic", "--hide-scrollbars",
-                format!("--user-data-dir={}", profile.display()),
-            ],
-        }),
-    );
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{}", driver.port))
-        .await
-        .expect("a browser session")
 }
 
 /// Waits until the browser is at a URL whose path and query start with `prefix`.
@@ -366,28 +301,6 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
     });
     eprintln!("screenshots in {}", shots.display());
     assert_eq!(app.get(&format!("/{code}")).status(), 410);
-}
-
-/// Any Chrome DevTools command through chromedriver.
-#[derive(Debug)]
-struct Cdp(&'static str, serde_json::Value);
-
-impl WebDriverCompatibleCommand for Cdp {
-    fn endpoint(
-        &self,
-        base_url: &url::Url,
-        session_id: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        base_url.join(&format!(
-            "session/{}/goog/cdp/execute",
-            session_id.unwrap_or_default()
-        ))
-    }
-
-    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
-        let body = serde_json::json!({ "cmd": self.0, "params": self.1 });
-        (axum::http::Method::POST, Some(body.to_string()))
-    }
 }
 
 /// A phone's screen, `width` CSS pixels wide (a headless window is at least 500 wide, so the

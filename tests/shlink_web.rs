@@ -21,9 +21,10 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::chrome::{browser_paths, Driver};
 use common::{TestApp, ADMIN};
 use reqwest::blocking::Client;
 use serde_json::{json, Value};
@@ -48,17 +49,6 @@ fn skip(reason: &str) {
         "REQUIRE_BROWSER=1 or REQUIRE_NODE=1, but {reason}"
     );
     eprintln!("SKIPPED: {reason}");
-}
-
-/// chromedriver and chromium, as tests/browser.rs finds them.
-fn browser_paths() -> Option<(PathBuf, PathBuf)> {
-    let driver = std::env::var_os("CHROMEDRIVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/chromedriver".into());
-    let chrome = std::env::var_os("CHROME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/chromium".into());
-    (driver.exists() && chrome.exists()).then_some((driver, chrome))
 }
 
 fn runs(tool: &str) -> bool {
@@ -184,40 +174,6 @@ fn serve_file(root: &Path, mut stream: TcpStream) {
         body.len()
     );
     let _ = stream.write_all(&body);
-}
-
-/// chromedriver on a free port, stopped on drop (as in tests/browser.rs).
-struct Driver {
-    child: Child,
-    port: u16,
-}
-
-impl Driver {
-    fn start(path: &Path) -> Driver {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
-        let child = Command::new(path)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Driver { child, port }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A WebDriver session spoken to over plain HTTP (W3C WebDriver JSON), closed on drop.

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod chrome;
 pub mod cli;
 pub mod mmdb;
 pub mod pages;

@@ -1,0 +1,115 @@
+//! Headless Chromium for the page tests: finding chromium and chromedriver, chromedriver on a
+//! free port (stopped on drop), a fantoccini session with the flags this machine needs, and
+//! any Chrome DevTools command through chromedriver. `tests/browser.rs`,
+//! `tests/page_layout.rs` and `tests/shlink_web.rs` share it.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder};
+
+/// chromedriver and chromium: `CHROMEDRIVER` and `CHROME`, else Debian's paths; `None` when
+/// either is missing.
+pub fn browser_paths() -> Option<(PathBuf, PathBuf)> {
+    let driver = std::env::var_os("CHROMEDRIVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromedriver".into());
+    let chrome = std::env::var_os("CHROME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    (driver.exists() && chrome.exists()).then_some((driver, chrome))
+}
+
+/// chromedriver on a free port, stopped on drop.
+pub struct Driver {
+    child: Child,
+    pub port: u16,
+}
+
+impl Driver {
+    pub fn start(path: &Path) -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new(path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Driver { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The flags headless Chromium needs here: no sandbox (root), no GPU, and nothing that reaches
+/// out to Google's hosts (this machine's network refuses them, many at a time).
+pub fn chrome_args(profile: &Path) -> Vec<String> {
+    [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        "--hide-scrollbars",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .chain([format!("--user-data-dir={}", profile.display())])
+    .collect()
+}
+
+/// A fantoccini session in a fresh profile.
+pub async fn connect(driver: &Driver, chrome: &Path, profile: &Path) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({ "binary": chrome, "args": chrome_args(profile) }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a browser session")
+}
+
+/// Any Chrome DevTools command through chromedriver.
+#[derive(Debug)]
+pub struct Cdp(pub &'static str, pub serde_json::Value);
+
+impl WebDriverCompatibleCommand for Cdp {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!(
+            "session/{}/goog/cdp/execute",
+            session_id.unwrap_or_default()
+        ))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        let body = serde_json::json!({ "cmd": self.0, "params": self.1 });
+        (axum::http::Method::POST, Some(body.to_string()))
+    }
+}
