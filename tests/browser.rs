@@ -15,9 +15,8 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::chrome::{browser_paths, connect, Cdp, Driver};
+use common::chrome::{browser_or_skip, color_scheme, connect, Cdp, Driver};
 use common::{TestApp, ADMIN};
-use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, Locator};
 
 /// A stand-in for the site a short link leads to.
@@ -38,31 +37,6 @@ fn target_site() -> String {
         }
     });
     format!("http://{addr}/landing?campaign=browser")
-}
-
-/// Chrome DevTools through chromedriver: the colour scheme the page sees.
-#[derive(Debug)]
-struct ColorScheme(&'static str);
-
-impl WebDriverCompatibleCommand for ColorScheme {
-    fn endpoint(
-        &self,
-        base_url: &url::Url,
-        session_id: Option<&str>,
-    ) -> Result<url::Url, url::ParseError> {
-        base_url.join(&format!(
-            "session/{}/goog/cdp/execute",
-            session_id.unwrap_or_default()
-        ))
-    }
-
-    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
-        let body = serde_json::json!({
-            "cmd": "Emulation.setEmulatedMedia",
-            "params": { "features": [{ "name": "prefers-color-scheme", "value": self.0 }] }
-        });
-        (axum::http::Method::POST, Some(body.to_string()))
-    }
 }
 
 /// Waits until the browser is at a URL whose path and query start with `prefix`.
@@ -139,11 +113,7 @@ async fn text_of(c: &Client, css: &str) -> String {
 
 #[test]
 fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
-    let Some((driver_path, chrome)) = browser_paths() else {
-        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
-        }
-        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+    let Some((driver_path, chrome)) = browser_or_skip() else {
         return;
     };
     let target = target_site();
@@ -255,7 +225,7 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
             ("light", 390),
             ("dark", 390),
         ] {
-            c.issue_cmd(ColorScheme(scheme))
+            c.issue_cmd(color_scheme(scheme))
                 .await
                 .expect("colour scheme");
             c.set_window_size(width, 900).await.expect("size");
@@ -274,12 +244,12 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         c.goto(&format!("{base}/ui/lang?set=zh-CN&back=%2F"))
             .await
             .expect("zh");
-        c.issue_cmd(ColorScheme("light")).await.expect("light");
+        c.issue_cmd(color_scheme("light")).await.expect("light");
         c.set_window_size(1280, 900).await.expect("size");
         assert!(text_of(&c, "h1").await.contains("长网址"));
         // Every page again in Chinese, desktop light and phone dark.
         for (scheme, width) in [("light", 1280), ("dark", 390)] {
-            c.issue_cmd(ColorScheme(scheme))
+            c.issue_cmd(color_scheme(scheme))
                 .await
                 .expect("colour scheme");
             let device = if width > 600 { "desktop" } else { "phone" };
@@ -355,11 +325,7 @@ async fn sideways_overflow(c: &Client) -> (f64, f64) {
 
 #[test]
 fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_chromium() {
-    let Some((driver_path, chrome)) = browser_paths() else {
-        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
-        }
-        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+    let Some((driver_path, chrome)) = browser_or_skip() else {
         return;
     };
     let app = TestApp::start();
@@ -627,7 +593,7 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
             emulate_phone(&c, None).await;
         }
         // And dark.
-        c.issue_cmd(ColorScheme("dark")).await.expect("dark");
+        c.issue_cmd(color_scheme("dark")).await.expect("dark");
         emulate_phone(&c, Some(360)).await;
         c.goto(&format!("{base}/ui/links/{code}?range=24h"))
             .await
@@ -643,11 +609,7 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
 #[test]
 fn a_visitor_fills_the_form_before_the_link_and_an_in_app_visitor_is_shown_the_way_out_in_chromium()
 {
-    let Some((driver_path, chrome)) = browser_paths() else {
-        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
-        }
-        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+    let Some((driver_path, chrome)) = browser_or_skip() else {
         return;
     };
     let target = target_site();
@@ -754,7 +716,7 @@ fn a_visitor_fills_the_form_before_the_link_and_an_in_app_visitor_is_shown_the_w
         .expect("user agent");
         emulate_phone(&c, Some(360)).await;
         for scheme in ["light", "dark"] {
-            c.issue_cmd(ColorScheme(scheme)).await.expect("scheme");
+            c.issue_cmd(color_scheme(scheme)).await.expect("scheme");
             c.goto(&format!("{base}/{code}")).await.expect("in WeChat");
             assert_eq!(text_of(&c, "h1").await, "Open this link in your browser");
             let copy = c.find(Locator::Id("copy")).await.expect("copy button");

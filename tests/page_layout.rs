@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::chrome::{browser_paths, connect, Cdp, Driver};
+use common::chrome::{browser_or_skip, connect, Cdp, Driver};
 use common::{TestApp, ADMIN};
 use fantoccini::{Client, Locator};
 
@@ -54,11 +54,7 @@ const REFERERS: &[&str] = &[
 
 #[test]
 fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
-    let Some((driver_path, chrome)) = browser_paths() else {
-        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
-            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
-        }
-        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+    let Some((driver_path, chrome)) = browser_or_skip() else {
         return;
     };
     let app = TestApp::start();

@@ -23,6 +23,19 @@ pub fn browser_paths() -> Option<(PathBuf, PathBuf)> {
     (driver.exists() && chrome.exists()).then_some((driver, chrome))
 }
 
+/// [`browser_paths`], or `None` after saying the test is skipped; with `REQUIRE_BROWSER=1`
+/// (CI) a missing browser fails the test instead.
+pub fn browser_or_skip() -> Option<(PathBuf, PathBuf)> {
+    let found = browser_paths();
+    if found.is_none() {
+        if std::env::var("REQUIRE_BROWSER").as_deref() == Ok("1") {
+            panic!("chromium and chromedriver are required (REQUIRE_BROWSER=1) but not found");
+        }
+        eprintln!("SKIPPED: no /usr/bin/chromium and /usr/bin/chromedriver (apt install chromium chromium-driver)");
+    }
+    found
+}
+
 /// chromedriver on a free port, stopped on drop.
 pub struct Driver {
     child: Child,
@@ -90,6 +103,14 @@ pub async fn connect(driver: &Driver, chrome: &Path, profile: &Path) -> Client {
         .connect(&format!("http://127.0.0.1:{}", driver.port))
         .await
         .expect("a browser session")
+}
+
+/// The colour scheme the page sees (`light` or `dark`), as a DevTools command.
+pub fn color_scheme(scheme: &str) -> Cdp {
+    Cdp(
+        "Emulation.setEmulatedMedia",
+        serde_json::json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+    )
 }
 
 /// Any Chrome DevTools command through chromedriver.
