@@ -349,6 +349,7 @@ impl Told {
         metrics.register_memory(&config.memory.bounds);
         // The review of destinations: checks only when enabled (an appliance sends nothing
         // out unless asked); overrides and listings work either way.
+        #[cfg(feature = "review")]
         let checker = if config.review.enabled {
             Some(
                 review::checks::Checker::new(&config.review, core.blocked.clone())
@@ -357,6 +358,9 @@ impl Told {
         } else {
             None
         };
+        // Refused when the configuration is read: no checks in this build.
+        #[cfg(not(feature = "review"))]
+        let checker = None;
         let (reviews, review_triggers) = review::Reviews::new(
             store.clone(),
             links.clone(),

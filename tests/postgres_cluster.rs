@@ -4,6 +4,7 @@
 //! a second; concurrent creates over both never share a code; the lifecycle job run on both
 //! at once handles each link once; killing one instance while it creates loses nothing it
 //! acknowledged. Skipped (with a message) where PostgreSQL is not installed.
+#![cfg(feature = "postgres")]
 
 mod common;
 

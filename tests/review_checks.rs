@@ -3,6 +3,7 @@
 //! 127.0.0.1 and 127.0.0.2 (Linux routes all of 127/8 to loopback). An address policy that
 //! refuses only 127.0.0.2 stands for "private" where the default policy would refuse every
 //! local server. The browser is a script that writes a PNG, or the real Chromium when installed.
+#![cfg(feature = "review")]
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};

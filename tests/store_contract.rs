@@ -2,6 +2,7 @@
 //! each backend (sled, and PostgreSQL on a real server the suite starts itself; a backend adds
 //! one `backend!` line to the `contract!` macro). The cases speak only the trait, so a backend
 //! that passes them behaves the same to the domain services.
+#![cfg(feature = "postgres")]
 
 #[path = "common/postgres.rs"]
 mod pg;

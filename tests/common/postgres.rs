@@ -248,6 +248,7 @@ impl Postgres {
 /// The store a test runs on in process: sled in `dir`, or with `TEST_STORE=postgres` a fresh
 /// database of the test server (CI runs both).
 pub fn test_store(dir: &Path) -> std::sync::Arc<dyn vshortlink::store::Store> {
+    #[cfg(feature = "postgres")]
     if std::env::var("TEST_STORE").as_deref() == Ok("postgres") {
         let url = fresh_database().expect("TEST_STORE=postgres needs PostgreSQL");
         return std::sync::Arc::new(

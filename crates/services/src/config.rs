@@ -838,6 +838,15 @@ impl Config {
     /// Checks the review of destinations: thresholds, workers, the scorer.
     fn validate_review(&self) -> Result<(), ConfigError> {
         let r = &self.review;
+        #[cfg(not(feature = "review"))]
+        if r.enabled {
+            return fail(
+                "review.enabled",
+                "this binary was built without the `review` feature (the default): it has no \
+                 fetch, screenshot or scorer"
+                    .into(),
+            );
+        }
         if !(0.0..=1.0).contains(&r.flag_threshold)
             || !(0.0..=1.0).contains(&r.block_threshold)
             || r.flag_threshold > r.block_threshold

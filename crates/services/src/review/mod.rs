@@ -15,6 +15,7 @@
 //!   instances hear of the change as of any other).
 //! - **Overrides** by an admin are reviews too (trigger `override`, the key's name kept).
 
+#[cfg(feature = "review")]
 pub mod checks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +26,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::{mpsc, Notify};
 
+#[cfg(feature = "review")]
 use self::checks::Checker;
+
+/// Without the `review` feature there are no checks: `review.enabled` is refused when the
+/// configuration is read, so no checker is ever made.
+#[cfg(not(feature = "review"))]
+pub enum Checker {}
 use crate::clock::Clock;
 use crate::config::ReviewConfig;
 use crate::links::{LinkError, Links};
@@ -40,6 +47,7 @@ use crate::store::Store;
 const LEASE_MS: Millis = 15_000;
 const RENEW_EVERY: Duration = Duration::from_secs(5);
 /// A whole review, every check included, at most (the checks have their own, shorter limits).
+#[cfg(feature = "review")]
 const REVIEW_TIMEOUT: Duration = Duration::from_secs(90);
 /// Triggers waiting for the queue writer; past it a trigger is dropped (and logged).
 const TRIGGERS: usize = 4096;
@@ -275,8 +283,10 @@ impl Reviews {
             screenshot: false,
             by: None,
         };
+        #[cfg_attr(not(feature = "review"), allow(unused_mut))]
         let mut screenshot = None;
         match (&link, &self.checker) {
+            #[cfg(feature = "review")]
             (Some(link), Some(checker)) if link.status != LinkStatus::Archived => {
                 let urls = destinations(link);
                 match tokio::time::timeout(REVIEW_TIMEOUT, checker.check(&urls)).await {
