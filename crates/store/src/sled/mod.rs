@@ -1,20 +1,22 @@
 //! The embedded `Store`: sled 0.34 trees with MessagePack values. The only code in the crate
-//! that says `sled::`. This file holds the store's struct and the `Store` implementation,
-//! which hands each call to the file that owns the behaviour:
+//! that says `sled::`. This file holds the store's struct and the implementations of
+//! `LinkStore`, `PoolStore`, `VisitStore` and `StoreOps`, which hand each call to the file that
+//! owns the behaviour; the other capability traits are implemented in the file that owns them
+//! (named in brackets):
 //!
 //! | file | owns |
 //! |---|---|
 //! | `open.rs` | opening, recovery checks, the code filter and its checkpoints, closing |
 //! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing |
 //! | `group.rs` | the create committer: pooled creates applied many to one transaction |
-//! | `pools.rs` | the code pools, their counters and cooling counts, strategy states |
+//! | `pools.rs` | the code pools, their counters and cooling counts, strategy states; the `meta` tree (`MetaStore`) |
 //! | `visits/` | visit blocks and their counters: writing, listings, totals, pruning, older layouts |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
 //! | `visit_counts.rs` | the per-link day counters held in memory, and their fold |
-//! | `leads.rs` | leads left through links' forms, by link |
-//! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict |
-//! | `outbox.rs` | the webhook outbox (leases in memory), its order per key, the delivery log |
-//! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps |
+//! | `leads.rs` | leads left through links' forms, by link (`LeadStore`) |
+//! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict (`ReviewStore`) |
+//! | `outbox.rs` | the webhook outbox (leases in memory), its order per key, the delivery log (`OutboxStore`) |
+//! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps (`CapStore`) |
 //! | `import.rs` | bulk import of links |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
 //! | `codec.rs` | record bytes: MessagePack, counters, [`check_record`] |
@@ -73,12 +75,10 @@ use self::keys::counter;
 use crate::codes::filter::CodeFilter;
 use crate::prelude::*;
 use crate::{
-    ActiveEntry, CapSlot, ClaimDone, CommitStats, CreateDone, DayCount, Durability, Imported, Lead,
-    LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink,
-    NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, StorageFault, StoreResult,
-    Trigger, Verdict, VisitClaim, VisitPage, VisitSummary, VisitTotals,
+    ActiveEntry, CommitStats, CreateDone, DayCount, Durability, Imported, Link, LinkCounts,
+    LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
+    PoolCounts, StorageFault, StoreResult, VisitPage, VisitSummary, VisitTotals,
 };
-use crate::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
 const MAX_LEN: u8 = 16;
@@ -337,130 +337,6 @@ impl LinkStore for SledStore {
     }
 }
 
-impl CapStore for SledStore {
-    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
-        self.claim_visit_impl(claim, done)
-    }
-
-    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
-        self.counted_impl(link_id)
-    }
-
-    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
-        self.import_counted_impl(link_id, counts)
-    }
-}
-
-impl LeadStore for SledStore {
-    fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
-        self.space.admit(0)?;
-        self.add_lead_impl(lead)
-    }
-
-    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
-        self.leads_impl(link_id, before, limit)
-    }
-
-    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
-        self.lead_count_impl(link_id)
-    }
-
-    fn lead_links(&self) -> StoreResult<Vec<u64>> {
-        self.lead_links_impl()
-    }
-
-    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
-        self.delete_leads_impl(link_id, before)
-    }
-
-    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
-        self.space.admit(0)?;
-        self.import_leads_impl(leads)
-    }
-}
-
-impl ReviewStore for SledStore {
-    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
-        self.space.admit(0)?;
-        self.queue_reviews_impl(items, at)
-    }
-
-    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
-        self.take_review_impl(now, lease)
-    }
-
-    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
-        self.renew_review_impl(link_id, until);
-        Ok(())
-    }
-
-    fn review_queue_depth(&self) -> StoreResult<u64> {
-        self.review_queue_depth_impl()
-    }
-
-    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
-        self.space.admit(screenshot.map_or(0, |s| s.len() as u64))?;
-        self.add_review_impl(review, screenshot)
-    }
-
-    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
-        self.reviews_impl(link_id, limit)
-    }
-
-    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
-        self.review_screenshot_impl(link_id, review_id)
-    }
-
-    fn links_by_verdict(
-        &self,
-        verdict: Verdict,
-        after: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<(Vec<u64>, Option<u64>)> {
-        self.links_by_verdict_impl(verdict, after, limit)
-    }
-}
-
-impl OutboxStore for SledStore {
-    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
-        let bytes = items.iter().map(|i| i.body.len() as u64).sum();
-        self.space.admit(bytes)?;
-        self.enqueue_impl(items)
-    }
-
-    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
-        self.take_due_impl(now, lease, limit)
-    }
-
-    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
-        self.space.admit(0)?;
-        self.delivered_impl(id, attempt)
-    }
-
-    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
-        self.space.admit(0)?;
-        self.retry_impl(id, attempt, next_at)
-    }
-
-    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
-        self.space.admit(0)?;
-        self.give_up_impl(id, attempt)
-    }
-
-    fn outbox_depth(&self) -> StoreResult<u64> {
-        Ok(self.outbox_depth_impl())
-    }
-
-    fn deliveries(
-        &self,
-        webhook: Option<&str>,
-        failed_only: bool,
-        limit: usize,
-    ) -> StoreResult<Vec<DeliveryRecord>> {
-        self.deliveries_impl(webhook, failed_only, limit)
-    }
-}
-
 impl PoolStore for SledStore {
     fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
         self.space.admit(0)?;
@@ -537,17 +413,6 @@ impl VisitStore for SledStore {
 
     fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
         self.day_counts_impl(from_day, to_day)
-    }
-}
-
-impl MetaStore for SledStore {
-    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.meta_get_impl(key)
-    }
-
-    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
-        self.space.admit(0)?;
-        self.meta_init_impl(key, value)
     }
 }
 

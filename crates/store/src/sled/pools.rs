@@ -14,7 +14,7 @@ use super::codec::bump;
 use super::errors::{backend, tx_error, Abort, TxResult};
 use super::keys::{self, counter};
 use super::{SledStore, MAX_LEN, POOL_ADD_CHUNK};
-use crate::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreError, StoreResult};
+use crate::{MetaStore, Millis, PoolAdded, PoolBatch, PoolCounts, StoreError, StoreResult};
 
 /// How long after they became due cooling entries are kept (a week): levels asked with a
 /// clock up to that far behind the latest reading are still right.
@@ -105,6 +105,31 @@ pub(super) fn length_of(code: &str) -> Option<u8> {
     u8::try_from(code.len())
         .ok()
         .filter(|l| (1..=MAX_LEN).contains(l))
+}
+
+impl MetaStore for SledStore {
+    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self
+            .meta
+            .get(key.as_bytes())
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
+    }
+
+    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        self.space.admit(0)?;
+        let previous = self
+            .meta
+            .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(value))
+            .map_err(backend)?;
+        match previous {
+            Ok(()) => {
+                self.flusher.wait_durable()?;
+                Ok(value.to_vec())
+            }
+            Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
+        }
+    }
 }
 
 impl SledStore {
@@ -360,28 +385,6 @@ impl SledStore {
                     })
             })
             .collect()
-    }
-
-    pub(super) fn meta_get_impl(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(self
-            .meta
-            .get(key.as_bytes())
-            .map_err(backend)?
-            .map(|v| v.to_vec()))
-    }
-
-    pub(super) fn meta_init_impl(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
-        let previous = self
-            .meta
-            .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(value))
-            .map_err(backend)?;
-        match previous {
-            Ok(()) => {
-                self.flusher.wait_durable()?;
-                Ok(value.to_vec())
-            }
-            Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
-        }
     }
 }
 
