@@ -1,23 +1,22 @@
 //! The embedded `Store`: sled 0.34 trees with MessagePack values. The only code in the crate
-//! that says `sled::`. This file holds the store's struct and the implementations of
-//! `LinkStore`, `PoolStore`, `VisitStore` and `StoreOps`, which hand each call to the file that
-//! owns the behaviour; the other capability traits are implemented in the file that owns them
-//! (named in brackets):
+//! that says `sled::`. This file holds the store's struct and its options; each capability
+//! trait is implemented in the file that owns its behaviour (named in brackets), calling into
+//! the other files' helpers where a trait spans several:
 //!
 //! | file | owns |
 //! |---|---|
-//! | `open.rs` | opening, recovery checks, the code filter and its checkpoints, closing |
-//! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing |
+//! | `open.rs` | opening, recovery checks, the code filter and its checkpoints, closing, flushes and faults (`StoreOps`) |
+//! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing (`LinkStore`) |
 //! | `group.rs` | the create committer: pooled creates applied many to one transaction |
-//! | `pools.rs` | the code pools, their counters and cooling counts, strategy states; the `meta` tree (`MetaStore`) |
-//! | `visits/` | visit blocks and their counters: writing, listings, totals, pruning, older layouts |
+//! | `pools.rs` | the code pools, their counters and cooling counts, strategy states (`PoolStore`); the `meta` tree (`MetaStore`) |
+//! | `visits/` | visit blocks and their counters: writing, listings, totals, pruning, older layouts (`VisitStore`, in `read.rs`) |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
 //! | `visit_counts.rs` | the per-link day counters held in memory, and their fold |
 //! | `leads.rs` | leads left through links' forms, by link (`LeadStore`) |
 //! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict (`ReviewStore`) |
 //! | `outbox.rs` | the webhook outbox (leases in memory), its order per key, the delivery log (`OutboxStore`) |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps (`CapStore`) |
-//! | `import.rs` | bulk import of links |
+//! | `import.rs` | bulk import of links, one code length at a time |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
 //! | `codec.rs` | record bytes: MessagePack, counters, [`check_record`] |
 //! | `formats.rs` | the byte formats readers and writers share: per-link keys, visit blocks, day records |
@@ -71,14 +70,8 @@ pub use self::page_table::PageTableBudget;
 use self::codec::{bump, encode, tx_decode_link};
 use self::errors::{backend, Abort};
 use self::flusher::Flusher;
-use self::keys::counter;
 use crate::codes::filter::CodeFilter;
-use crate::prelude::*;
-use crate::{
-    ActiveEntry, CommitStats, CreateDone, DayCount, Durability, Imported, Link, LinkCounts,
-    LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded, PoolBatch,
-    PoolCounts, StorageFault, StoreResult, VisitPage, VisitSummary, VisitTotals,
-};
+use crate::{Durability, Millis};
 
 /// Longest code the store keeps a pool tree for (custom codes may sit in any of them).
 const MAX_LEN: u8 = 16;
@@ -231,228 +224,4 @@ pub struct SledStore {
     /// Gives sled's cache capacity to its page table as the store grows ([`page_table`]).
     page_table: Arc<page_table::PageTableWatch>,
     report: OpenReport,
-}
-
-/// The room a batch of visits asks the space guard for.
-fn visit_bytes(visits: usize) -> u64 {
-    u64::try_from(visits)
-        .unwrap_or(u64::MAX)
-        .saturating_mul(space::BYTES_PER_VISIT)
-}
-
-impl LinkStore for SledStore {
-    fn submit_create(&self, new: NewLink, done: CreateDone) {
-        self.submit_create_impl(new, done)
-    }
-
-    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
-        self.resolve_impl(code)
-    }
-
-    fn may_exist(&self, code: &str) -> bool {
-        self.filter.read().check(code)
-    }
-
-    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
-        self.link_by_code_impl(code)
-    }
-
-    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
-        self.link_by_id_impl(id)
-    }
-
-    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
-        self.space.admit(0)?;
-        self.update_link_impl(code, patch, now)
-    }
-
-    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
-        self.space.admit(0)?;
-        self.delete_link_impl(code, now)
-    }
-
-    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
-        self.space.admit(0)?;
-        self.expire_links_impl(ids, now)
-    }
-
-    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
-        self.space.admit(0)?;
-        self.recycle_link_impl(id, score)
-    }
-
-    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
-        self.list_links_impl(query)
-    }
-
-    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.scan_index(&self.expiry, now, limit)
-    }
-
-    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.scan_index(&self.ended, ended_before.saturating_sub(1), limit)
-    }
-
-    fn retire_link(&self, id: u64) -> StoreResult<bool> {
-        self.space.admit(0)?;
-        self.retire_link_impl(id)
-    }
-
-    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
-        self.space.admit(0)?;
-        // One transaction per code length, under that length's pool lock; an archived record
-        // owns no code and goes alone.
-        let mut groups: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
-        let mut alone = Vec::new();
-        for (at, link) in links.iter().enumerate() {
-            if link.status == LinkStatus::Archived {
-                alone.push(vec![at]);
-            } else {
-                groups.entry(Some(link.code.len())).or_default().push(at);
-            }
-        }
-        if alone.is_empty() && groups.len() == 1 {
-            // One length, as the importer sends them: no copy.
-            return self.import_links_impl(links);
-        }
-        let mut results: Vec<Option<Imported>> = vec![None; links.len()];
-        for group in groups.into_values().chain(alone) {
-            let batch: Vec<Link> = group.iter().map(|&at| links[at].clone()).collect();
-            for (at, imported) in group.into_iter().zip(self.import_links_impl(&batch)?) {
-                results[at] = Some(imported);
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.ok_or_else(|| backend("an imported record got no result")))
-            .collect()
-    }
-
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
-        self.dedup_target_impl(space, length, url)
-    }
-
-    fn link_counts(&self) -> StoreResult<LinkCounts> {
-        self.link_counts_impl()
-    }
-}
-
-impl PoolStore for SledStore {
-    fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
-        self.space.admit(0)?;
-        self.pool_add_impl(batch)
-    }
-
-    fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
-        self.pool_counts_impl(length, now)
-    }
-
-    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
-        // The counts are counters in memory: as cheap as any shortcut.
-        Ok(self.pool_counts_impl(length, now)?.available < level)
-    }
-
-    fn in_pool(&self, code: &str) -> StoreResult<bool> {
-        Ok(self.in_pool_impl(code))
-    }
-
-    fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>> {
-        self.pool_peek_impl(length, limit)
-    }
-
-    fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
-        self.meta_get(&keys::strategy_state_key(length))
-    }
-}
-
-impl VisitStore for SledStore {
-    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.space.admit(visit_bytes(visits.len()))?;
-        self.record_visits_impl(visits)
-    }
-
-    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.space.admit(visit_bytes(visits.len()))?;
-        self.import_visits_impl(visits)
-    }
-
-    fn last_visit_id(&self) -> StoreResult<u64> {
-        self.counter(counter::VISIT_ID)
-    }
-
-    fn recent_visits(
-        &self,
-        link_id: u64,
-        before: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<VisitPage> {
-        self.recent_visits_impl(link_id, before, limit)
-    }
-
-    fn visits_page(
-        &self,
-        link_id: u64,
-        after: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<VisitPage> {
-        self.visits_page_impl(link_id, after, limit)
-    }
-
-    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
-        self.visit_totals_impl(link_id)
-    }
-
-    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
-        self.visit_summary_impl(link_id, from, to)
-    }
-
-    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
-        self.space.admit(0)?;
-        self.prune_visits_impl(before, limit)
-    }
-
-    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
-        self.day_counts_impl(from_day, to_day)
-    }
-}
-
-impl StoreOps for SledStore {
-    fn checkpoint(&self) -> StoreResult<()> {
-        self.checkpoint_impl()
-    }
-
-    fn sync(&self) -> StoreResult<()> {
-        self.flusher.wait_durable()
-    }
-
-    fn ping(&self) -> StoreResult<()> {
-        self.counters
-            .get(counter::LINK_ID)
-            .map(|_| ())
-            .map_err(backend)
-    }
-
-    fn write_fault(&self) -> Option<StorageFault> {
-        self.flusher.fault().or_else(|| self.space.fault())
-    }
-
-    fn commit_stats(&self) -> CommitStats {
-        self.flusher.stats()
-    }
-
-    fn memory_held(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("sled_page_table", self.page_table.table_bytes()),
-            ("sled_cache_capacity", self.page_table.cache_capacity()),
-        ]
-    }
-
-    /// Only this process writes the directory (sled holds its lock).
-    fn cluster(&self) -> Option<&dyn Cluster> {
-        None
-    }
-
-    fn close(&self) -> StoreResult<()> {
-        self.close_impl()
-    }
 }

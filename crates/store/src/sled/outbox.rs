@@ -9,7 +9,7 @@
 //! | `outbox_log` | log seq u64 | a [`DeliveryRecord`] (MessagePack) |
 //! | `outbox_log_hooks` | webhook (a u32 length then its bytes), log seq u64 | empty: each webhook's records, for its listing and its bound |
 //!
-//! Only heads sit in `outbox_due`, so [`SledStore::take_due_impl`] reads the due heads and
+//! Only heads sit in `outbox_due`, so `take_due` reads the due heads and
 //! nothing else, however many items wait behind a head that is retrying. Item ids and log
 //! sequence numbers come from counters raised in the same transaction.
 //!

@@ -1,7 +1,8 @@
 //! Reading visits back: a link's listings in both directions (through its index entries, the
 //! stored ones and the one held in memory), its totals and summary (the stored day records
 //! and the counts held in memory), the system's day counts, and the stored blocks a rebuild
-//! at open reads.
+//! at open reads. `VisitStore` is implemented here, its writes and pruning calling into
+//! `write.rs` and `prune.rs` after the space guard has admitted them.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -9,42 +10,69 @@ use crate::model::hll::Hll;
 use crate::sled::formats::{corrupt, decode_block, link_key, DayRecord};
 use crate::sled::keys::{counter, read_u64};
 use crate::sled::visit_index::Span;
-use crate::sled::{backend, SledStore};
+use crate::sled::{backend, space, SledStore};
 use crate::{
-    DayCount, Dimension, HourCount, Millis, StoreResult, SummarySpan, Visit, VisitPage,
-    VisitSummary, VisitTotals,
+    DayCount, Dimension, HourCount, Millis, NewVisit, StoreResult, SummarySpan, Visit, VisitPage,
+    VisitStore, VisitSummary, VisitTotals,
 };
 
-impl SledStore {
-    /// The stored blocks after `block`, in order, with their ids: what a rebuild of the
-    /// memory parts at open reads ([`crate::sled::visit_index`],
-    /// [`crate::sled::visit_counts`]).
-    pub(in crate::sled) fn blocks_after(
+/// The room a batch of visits asks the space guard for.
+fn visit_bytes(visits: usize) -> u64 {
+    u64::try_from(visits)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(space::BYTES_PER_VISIT)
+}
+
+impl VisitStore for SledStore {
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
+        self.write_visits(visits, false)
+    }
+
+    /// Writes visits whose ids are already set (an import into a store without visits): each
+    /// link's visits must come in increasing id order, and the id counter moves past them.
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
+        self.write_visits(visits, true)
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.counter(counter::VISIT_ID)
+    }
+
+    fn recent_visits(
         &self,
-        block: u64,
-    ) -> impl Iterator<Item = StoreResult<(u64, sled::IVec)>> {
-        self.visit_blocks
-            .range(block.saturating_add(1).to_be_bytes()..)
-            .map(|item| {
-                let (key, value) = item.map_err(backend)?;
-                Ok((read_u64(&key).unwrap_or(0), value))
-            })
-    }
-
-    /// The visits of `link_id` in the block `block_id`; none if the block is gone (pruned
-    /// between reading the index and the block).
-    fn block_visits(&self, link_id: u64, block_id: u64) -> StoreResult<Vec<Visit>> {
-        match self
-            .visit_blocks
-            .get(block_id.to_be_bytes())
-            .map_err(backend)?
-        {
-            Some(bytes) => decode_block(&bytes)?.visits_of(link_id),
-            None => Ok(Vec::new()),
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        let end = before.unwrap_or(u64::MAX);
+        let mut page = VisitPage::default();
+        // The unfolded entry first, then stored entries up to the fold point, newest first.
+        let (folded, recent) = self.recent_span(link_id);
+        let stored = self.stored_spans(link_id, folded).rev();
+        'blocks: for span in recent.map(Ok).into_iter().chain(stored) {
+            let span: Span = span?;
+            if span.first_id >= end {
+                continue;
+            }
+            for &block_id in span.blocks.iter().rev() {
+                for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
+                    if visit.id >= end {
+                        continue;
+                    }
+                    if page.items.len() == limit {
+                        page.next = page.items.last().map(|v| v.id);
+                        break 'blocks;
+                    }
+                    page.items.push(visit);
+                }
+            }
         }
+        Ok(page)
     }
 
-    pub(in crate::sled) fn visits_page_impl(
+    fn visits_page(
         &self,
         link_id: u64,
         after: Option<u64>,
@@ -78,39 +106,7 @@ impl SledStore {
         Ok(page)
     }
 
-    pub(in crate::sled) fn recent_visits_impl(
-        &self,
-        link_id: u64,
-        before: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<VisitPage> {
-        let end = before.unwrap_or(u64::MAX);
-        let mut page = VisitPage::default();
-        // The unfolded entry first, then stored entries up to the fold point, newest first.
-        let (folded, recent) = self.recent_span(link_id);
-        let stored = self.stored_spans(link_id, folded).rev();
-        'blocks: for span in recent.map(Ok).into_iter().chain(stored) {
-            let span: Span = span?;
-            if span.first_id >= end {
-                continue;
-            }
-            for &block_id in span.blocks.iter().rev() {
-                for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
-                    if visit.id >= end {
-                        continue;
-                    }
-                    if page.items.len() == limit {
-                        page.next = page.items.last().map(|v| v.id);
-                        break 'blocks;
-                    }
-                    page.items.push(visit);
-                }
-            }
-        }
-        Ok(page)
-    }
-
-    pub(in crate::sled) fn visit_totals_impl(&self, link_id: u64) -> StoreResult<VisitTotals> {
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
         // The stored records and the counts held in memory, under one read lock: a fold
         // moves counts from one to the other under the write lock.
         let unwritten = self.unwritten_counts.read();
@@ -136,12 +132,7 @@ impl SledStore {
         })
     }
 
-    pub(in crate::sled) fn visit_summary_impl(
-        &self,
-        link_id: u64,
-        from: Millis,
-        to: Millis,
-    ) -> StoreResult<VisitSummary> {
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
         let mut summary = VisitSummary::default();
         let Some(SummarySpan {
             first_hour,
@@ -206,11 +197,12 @@ impl SledStore {
         Ok(summary)
     }
 
-    pub(in crate::sled) fn day_counts_impl(
-        &self,
-        from_day: u64,
-        to_day: u64,
-    ) -> StoreResult<Vec<DayCount>> {
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.space.admit(0)?;
+        self.prune_blocks(before, limit)
+    }
+
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
         (from_day..=to_day)
             .map(|day| {
                 Ok(DayCount {
@@ -220,5 +212,35 @@ impl SledStore {
                 })
             })
             .collect()
+    }
+}
+
+impl SledStore {
+    /// The stored blocks after `block`, in order, with their ids: what a rebuild of the
+    /// memory parts at open reads ([`crate::sled::visit_index`],
+    /// [`crate::sled::visit_counts`]).
+    pub(in crate::sled) fn blocks_after(
+        &self,
+        block: u64,
+    ) -> impl Iterator<Item = StoreResult<(u64, sled::IVec)>> {
+        self.visit_blocks
+            .range(block.saturating_add(1).to_be_bytes()..)
+            .map(|item| {
+                let (key, value) = item.map_err(backend)?;
+                Ok((read_u64(&key).unwrap_or(0), value))
+            })
+    }
+
+    /// The visits of `link_id` in the block `block_id`; none if the block is gone (pruned
+    /// between reading the index and the block).
+    fn block_visits(&self, link_id: u64, block_id: u64) -> StoreResult<Vec<Visit>> {
+        match self
+            .visit_blocks
+            .get(block_id.to_be_bytes())
+            .map_err(backend)?
+        {
+            Some(bytes) => decode_block(&bytes)?.visits_of(link_id),
+            None => Ok(Vec::new()),
+        }
     }
 }
