@@ -17,8 +17,11 @@
 //!
 //!
 //! This file holds the store's struct, opening, what every file uses (error mapping, column
-//! conversions, cached statements, sharded counters, notifications, link id segments), and the
-//! capability trait implementations, which hand each call to the file that owns it:
+//! conversions, cached statements, sharded counters, notifications, link id segments), the
+//! implementations of `LinkStore`, `PoolStore` and `VisitStore`, which hand each call to the
+//! file that owns it, and those of `MetaStore`, `StoreOps` and `Cluster`, which are short
+//! enough to live here. The other capability traits are implemented in the file that owns
+//! them (named in brackets), each method blocking on that file's async code:
 //!
 //! | file | owns |
 //! |---|---|
@@ -28,10 +31,10 @@
 //! | `pools.rs` | the code pools: refills, levels, peeks |
 //! | `visits.rs` | visits and their counters, listings, summaries, pruning |
 //! | `check.rs` | `vshortlink check`: what the schema does not enforce, read in one snapshot |
-//! | `claims.rs` | visit caps: the `link_claims` rows |
-//! | `leads.rs` | leads left through links' forms |
-//! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict |
-//! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log |
+//! | `claims.rs` | visit caps: the `link_claims` rows (`CapStore`) |
+//! | `leads.rs` | leads left through links' forms (`LeadStore`) |
+//! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict (`ReviewStore`) |
+//! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log (`OutboxStore`) |
 //! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
 //! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
 
@@ -64,13 +67,11 @@ use tokio_postgres::types::Json;
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
 use crate::prelude::*;
 use crate::{
-    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, CommitStats, CreateDone, DayCount, Imported,
-    JobLock, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis,
-    NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, SharedRecords,
-    StorageFault, StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary,
-    VisitTotals,
+    ActiveEntry, ChangeHandler, CommitStats, CreateDone, DayCount, Imported, JobLock, Link,
+    LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, NewVisit, PoolAdded,
+    PoolBatch, PoolCounts, SharedRecords, StorageFault, StoreError, StoreResult, VisitPage,
+    VisitSummary, VisitTotals,
 };
-use crate::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 /// Link ids reserved per round trip.
 const ID_BLOCK: i64 = 1024;
@@ -515,131 +516,6 @@ impl LinkStore for PgStore {
 
     fn link_counts(&self) -> StoreResult<LinkCounts> {
         self.block(self.shared.link_counts())
-    }
-}
-
-impl CapStore for PgStore {
-    /// Runs on the driver's runtime; the caller's thread goes on at once.
-    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
-        let Some(runtime) = &self.runtime else {
-            done(Err(StoreError::Unavailable("the store is closing".into())));
-            return;
-        };
-        let shared = self.shared.clone();
-        runtime.spawn(async move { done(shared.claim_visit(&claim).await) });
-    }
-
-    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
-        self.block(self.shared.counted(link_id))
-    }
-
-    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
-        self.block(self.shared.import_counted(link_id, counts))
-    }
-}
-
-impl LeadStore for PgStore {
-    fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
-        self.block(self.shared.add_lead(lead))
-    }
-
-    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
-        self.block(self.shared.leads(link_id, before, limit))
-    }
-
-    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
-        self.block(self.shared.lead_count(link_id))
-    }
-
-    fn lead_links(&self) -> StoreResult<Vec<u64>> {
-        self.block(self.shared.lead_links())
-    }
-
-    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
-        self.block(self.shared.delete_leads(link_id, before))
-    }
-
-    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
-        self.block(self.shared.import_leads(leads))
-    }
-}
-
-impl ReviewStore for PgStore {
-    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
-        self.block(self.shared.queue_reviews(items, at))
-    }
-
-    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
-        self.block(self.shared.take_review(now, lease))
-    }
-
-    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
-        self.block(self.shared.renew_review(link_id, until))
-    }
-
-    fn review_queue_depth(&self) -> StoreResult<u64> {
-        self.block(self.shared.review_queue_depth())
-    }
-
-    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
-        self.block(self.shared.add_review(review, screenshot))
-    }
-
-    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
-        self.block(self.shared.reviews(link_id, limit))
-    }
-
-    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
-        self.block(self.shared.review_screenshot(link_id, review_id))
-    }
-
-    fn links_by_verdict(
-        &self,
-        verdict: Verdict,
-        after: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<(Vec<u64>, Option<u64>)> {
-        self.block(self.shared.links_by_verdict(verdict, after, limit))
-    }
-}
-
-impl OutboxStore for PgStore {
-    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
-        self.block(self.shared.enqueue(items))
-    }
-
-    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
-        self.block(self.shared.take_due(now, lease, limit))
-    }
-
-    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
-        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::Delivered);
-        self.block(self.shared.settle(id, attempt, settle))
-    }
-
-    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
-        self.block(
-            self.shared
-                .settle(id, attempt, outbox::Settle::Retry(next_at)),
-        )
-    }
-
-    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
-        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::GaveUp);
-        self.block(self.shared.settle(id, attempt, settle))
-    }
-
-    fn outbox_depth(&self) -> StoreResult<u64> {
-        self.block(self.shared.outbox_depth())
-    }
-
-    fn deliveries(
-        &self,
-        webhook: Option<&str>,
-        failed_only: bool,
-        limit: usize,
-    ) -> StoreResult<Vec<DeliveryRecord>> {
-        self.block(self.shared.deliveries(webhook, failed_only, limit))
     }
 }
 
