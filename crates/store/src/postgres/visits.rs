@@ -10,8 +10,8 @@ use super::{bump, db_error, rust_ms, sql_ms, Cached, PgStore, Shared};
 use crate::model::hll::Hll;
 use crate::model::tally::Tally;
 use crate::{
-    DayCount, Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit,
-    VisitPage, VisitStore, VisitSummary, VisitTotals,
+    DayCount, Dimension, Millis, NewVisit, StoreError, StoreResult, SummaryBuilder, SummarySpan,
+    Visit, VisitPage, VisitStore, VisitSummary, VisitTotals,
 };
 
 fn dim_code(dim: Dimension) -> i16 {
@@ -91,34 +91,28 @@ impl VisitStore for PgStore {
     /// range touches (what the counters keep).
     fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
         self.block(async {
-            let mut summary = VisitSummary::default();
-            let Some(SummarySpan {
-                first_hour,
-                last_hour,
-                first_day,
-                last_day,
-            }) = SummarySpan::of(from, to)
-            else {
-                return Ok(summary);
+            let Some(span) = SummarySpan::of(from, to) else {
+                return Ok(VisitSummary::default());
             };
+            let mut summary = SummaryBuilder::new(span);
             let client = self.shared.client().await?;
             let link = sql_ms(link_id);
             for row in client
                 .rows(
                     "SELECT hour, visits, bots FROM visit_hours
                      WHERE link_id = $1 AND hour BETWEEN $2 AND $3 ORDER BY hour",
-                    &[&link, &sql_ms(first_hour), &sql_ms(last_hour)],
+                    &[&link, &sql_ms(span.first_hour), &sql_ms(span.last_hour)],
                 )
                 .await
                 .map_err(db_error)?
             {
-                summary.hours.push(HourCount {
-                    hour: rust_ms(row.get(0)),
-                    visits: rust_ms(row.get(1)),
-                    bots: rust_ms(row.get(2)),
-                });
+                summary.add_hour(
+                    rust_ms(row.get(0)),
+                    rust_ms(row.get(1)),
+                    rust_ms(row.get(2)),
+                );
             }
-            let (first_day, last_day) = (sql_ms(first_day), sql_ms(last_day));
+            let (first_day, last_day) = (sql_ms(span.first_day), sql_ms(span.last_day));
             let days: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
                 [&link, &first_day, &last_day];
             for row in client
@@ -131,10 +125,9 @@ impl VisitStore for PgStore {
                 .map_err(db_error)?
             {
                 if let Some(dim) = dim_of(row.get(0)) {
-                    summary.top.push((dim, row.get(1), rust_ms(row.get(2))));
+                    summary.add_dim(dim, row.get::<_, String>(1), rust_ms(row.get(2)));
                 }
             }
-            let mut uniques = Hll::new();
             for row in client
                 .rows(
                     "SELECT sketch FROM visit_uniques WHERE link_id = $1 AND day BETWEEN $2 AND $3",
@@ -145,11 +138,10 @@ impl VisitStore for PgStore {
             {
                 let bytes: Vec<u8> = row.get(0);
                 if let Some(hll) = Hll::from_bytes(&bytes) {
-                    uniques.merge(&hll);
+                    summary.add_uniques(&hll);
                 }
             }
-            summary.unique_visitors = uniques.estimate();
-            Ok(summary)
+            Ok(summary.finish())
         })
     }
 

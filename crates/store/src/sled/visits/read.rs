@@ -4,16 +4,14 @@
 //! at open reads. `VisitStore` is implemented here, its writes and pruning calling into
 //! `write.rs` and `prune.rs` after the space guard has admitted them.
 
-use std::collections::{BTreeMap, HashMap};
-
 use crate::model::hll::Hll;
 use crate::sled::formats::{corrupt, decode_block, link_key, DayRecord};
 use crate::sled::keys::{counter, read_u64};
 use crate::sled::visit_index::Span;
 use crate::sled::{backend, space, SledStore};
 use crate::{
-    DayCount, Dimension, HourCount, Millis, NewVisit, StoreResult, SummarySpan, Visit, VisitPage,
-    VisitStore, VisitSummary, VisitTotals,
+    DayCount, Dimension, Millis, NewVisit, StoreResult, SummaryBuilder, SummarySpan, Visit,
+    VisitPage, VisitStore, VisitSummary, VisitTotals,
 };
 
 /// The room a batch of visits asks the space guard for.
@@ -133,68 +131,49 @@ impl VisitStore for SledStore {
     }
 
     fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
-        let mut summary = VisitSummary::default();
-        let Some(SummarySpan {
-            first_hour,
-            last_hour,
-            first_day,
-            last_day,
-        }) = SummarySpan::of(from, to)
-        else {
-            return Ok(summary);
+        let Some(span) = SummarySpan::of(from, to) else {
+            return Ok(VisitSummary::default());
         };
-        let mut top: HashMap<(u8, String), u64> = HashMap::new();
-        let mut hours: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-        let mut uniques = Hll::new();
-        let mut add_hours = |day: u64, counts: &[(u8, u64, u64)]| {
+        let mut summary = SummaryBuilder::new(span);
+        let add_hours = |summary: &mut SummaryBuilder, day: u64, counts: &[(u8, u64, u64)]| {
             for &(h, visits, bots) in counts {
-                let hour = day * 24 + u64::from(h);
-                if (first_hour..=last_hour).contains(&hour) {
-                    let at = hours.entry(hour).or_default();
-                    at.0 += visits;
-                    at.1 += bots;
-                }
+                summary.add_hour(day * 24 + u64::from(h), visits, bots);
             }
         };
         // The stored records and the counts held in memory, under one read lock (as totals).
         let unwritten = self.unwritten_counts.read();
         for item in self
             .visit_days
-            .range(link_key(link_id, first_day)..=link_key(link_id, last_day))
+            .range(link_key(link_id, span.first_day)..=link_key(link_id, span.last_day))
         {
             let (key, value) = item.map_err(backend)?;
             let day = key.get(8..).and_then(read_u64).unwrap_or(0);
             let record: DayRecord =
                 rmp_serde::from_slice(&value).map_err(|e| corrupt("visit_days", e))?;
-            add_hours(day, &record.hours);
+            add_hours(&mut summary, day, &record.hours);
             for (dim, value, n) in record.dims {
-                *top.entry((dim, value)).or_default() += n;
+                if let Some(dim) = Dimension::of_stored(dim) {
+                    summary.add_dim(dim, value, n);
+                }
             }
             if let Some(hll) = Hll::from_bytes(&record.uniques) {
-                uniques.merge(&hll);
+                summary.add_uniques(&hll);
             }
         }
         for (day, delta) in unwritten.of(link_id) {
-            if !(first_day..=last_day).contains(day) {
+            if !(span.first_day..=span.last_day).contains(day) {
                 continue;
             }
-            add_hours(*day, &delta.hours);
+            add_hours(&mut summary, *day, &delta.hours);
             for (dim, value, n) in &delta.dims {
-                *top.entry((*dim, value.to_string())).or_default() += n;
+                if let Some(dim) = Dimension::of_stored(*dim) {
+                    summary.add_dim(dim, value.to_string(), *n);
+                }
             }
-            uniques.merge(&delta.uniques);
+            summary.add_uniques(&delta.uniques);
         }
         drop(unwritten);
-        summary.hours = hours
-            .into_iter()
-            .map(|(hour, (visits, bots))| HourCount { hour, visits, bots })
-            .collect();
-        summary.top = top
-            .into_iter()
-            .filter_map(|((d, v), n)| Some((Dimension::of_stored(d)?, v, n)))
-            .collect();
-        summary.unique_visitors = uniques.estimate();
-        Ok(summary)
+        Ok(summary.finish())
     }
 
     fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
