@@ -2,6 +2,9 @@
 //! updating, deleting, expiring, recycling and listing them, with the indexes each change keeps
 //! in step (`codes`, `dedup`, `expiry`, `ended`) in the same transaction. Pool
 //! bookkeeping it shares with `pools.rs`; it does not touch visits.
+//!
+//! `LinkStore` is implemented here; an import groups its records by code length and hands
+//! each group to `import.rs`, a pooled create goes to the committer (`group.rs`).
 
 use sled::transaction::{abort, TransactionError, TransactionalTree, UnabortableTransactionError};
 use sled::Transactional;

@@ -3,6 +3,9 @@
 //! code filter's file and checkpoints. No record is written here except corrected counters and
 //! the moves out of older layouts (visit chunks into blocks, `active` into `codes`, the
 //! `pool_members` tree dropped: its contents are rebuilt from the pools in memory).
+//!
+//! `StoreOps` is implemented here: checkpoints, closing, and what the store reports of its
+//! flushes, faults and memory.
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,7 +1,8 @@
 //! The code pools in sled: `pool/<L>` (a sorted set by score), where each pooled code sits
 //! ([`Members`], in memory), their size counters, the in-memory count of cooling codes, and
 //! the strategies' saved states in `meta`. Adding codes and reading the head live here; taking
-//! a head is part of a create (`links.rs`, `group.rs`).
+//! a head is part of a create (`links.rs`, `group.rs`). `PoolStore` is implemented here, and
+//! `MetaStore` (the `meta` tree the states are kept in).
 
 use std::collections::HashMap;
 
