@@ -31,6 +31,6 @@ pub use pool::PoolCounts;
 pub use review::{CheckRecord, QueuedReview, Review, ReviewMark, Trigger, Verdict};
 pub use time::Millis;
 pub use visit::{
-    client_hash_from_id, client_hash_of, DayCount, Dimension, HourCount, NewVisit, SummarySpan,
-    Visit, VisitPage, VisitSummary, VisitTotals,
+    client_hash_from_id, client_hash_of, DayCount, Dimension, HourCount, NewVisit, SummaryBuilder,
+    SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals,
 };

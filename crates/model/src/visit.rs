@@ -1,12 +1,14 @@
 //! A visit record and the counters kept from visits: per link per hour, per day by dimension,
 //! all-time totals, system days. Statistics read these, never the visits themselves.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use sha1::{Digest, Sha1};
 
 use serde::{Deserialize, Serialize};
 
+use super::hll::Hll;
 use super::time::{Millis, DAY_MS, HOUR_MS};
 
 /// One recorded visit, as the visit writer enriched it.
@@ -138,6 +140,66 @@ impl SummarySpan {
     }
 }
 
+/// A [`VisitSummary`] being put together from counters: hour counts, dimension counts and
+/// distinct-visitor sketches, added in any order and from any number of places (stored
+/// records, counts still held in memory). Both stores shape their summaries here.
+#[derive(Clone, Debug)]
+pub struct SummaryBuilder {
+    span: SummarySpan,
+    /// Hour → visits, bots.
+    hours: BTreeMap<u64, (u64, u64)>,
+    top: HashMap<(Dimension, String), u64>,
+    uniques: Hll,
+}
+
+impl SummaryBuilder {
+    /// An empty summary of `span`.
+    pub fn new(span: SummarySpan) -> Self {
+        Self {
+            span,
+            hours: BTreeMap::new(),
+            top: HashMap::new(),
+            uniques: Hll::new(),
+        }
+    }
+
+    /// Adds an hour's counts; hours outside the span are left out.
+    pub fn add_hour(&mut self, hour: u64, visits: u64, bots: u64) {
+        if (self.span.first_hour..=self.span.last_hour).contains(&hour) {
+            let at = self.hours.entry(hour).or_default();
+            at.0 += visits;
+            at.1 += bots;
+        }
+    }
+
+    /// Adds visits of one value of a dimension (the caller reads only the span's days).
+    pub fn add_dim(&mut self, dim: Dimension, value: impl Into<String>, n: u64) {
+        *self.top.entry((dim, value.into())).or_default() += n;
+    }
+
+    /// Adds a day's sketch of distinct visitors.
+    pub fn add_uniques(&mut self, sketch: &Hll) {
+        self.uniques.merge(sketch);
+    }
+
+    /// The summary: hours in order, the dimension counts, the distinct visitors estimated.
+    pub fn finish(self) -> VisitSummary {
+        VisitSummary {
+            hours: self
+                .hours
+                .into_iter()
+                .map(|(hour, (visits, bots))| HourCount { hour, visits, bots })
+                .collect(),
+            top: self
+                .top
+                .into_iter()
+                .map(|((dim, value), n)| (dim, value, n))
+                .collect(),
+            unique_visitors: self.uniques.estimate(),
+        }
+    }
+}
+
 /// All-time visit counts of one link.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VisitTotals {
@@ -182,4 +244,44 @@ pub fn client_hash_of(client_id: &str) -> u64 {
         first.copy_from_slice(&digest[..8]);
         u64::from_be_bytes(first)
     })
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn builder_adds_counts_from_several_places_and_keeps_the_span() {
+        // 01:00 to 03:00 on day 1: hours 25 and 26, day 1.
+        let span = SummarySpan::of(DAY_MS + HOUR_MS, DAY_MS + 3 * HOUR_MS).unwrap();
+        let mut summary = SummaryBuilder::new(span);
+        summary.add_hour(26, 2, 1);
+        summary.add_hour(24, 5, 0); // before the span
+        summary.add_hour(25, 1, 0);
+        summary.add_hour(26, 3, 0);
+        summary.add_dim(Dimension::Country, "NL", 2);
+        summary.add_dim(Dimension::Country, "NL".to_string(), 3);
+        let mut sketch = Hll::new();
+        sketch.insert_hash(0x9e37_79b9_7f4a_7c15);
+        summary.add_uniques(&sketch);
+        summary.add_uniques(&sketch);
+        let summary = summary.finish();
+        assert_eq!(
+            summary.hours,
+            vec![
+                HourCount {
+                    hour: 25,
+                    visits: 1,
+                    bots: 0
+                },
+                HourCount {
+                    hour: 26,
+                    visits: 5,
+                    bots: 1
+                },
+            ]
+        );
+        assert_eq!(summary.top, vec![(Dimension::Country, "NL".to_string(), 5)]);
+        assert_eq!(summary.unique_visitors, 1);
+    }
 }

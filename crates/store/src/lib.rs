@@ -28,9 +28,9 @@ pub(crate) use vshortlink_model as model;
 // The records and errors live in the model; the store persists them. Named here for the
 // backends only: everything above the store names them through the model.
 pub(crate) use crate::model::{
-    is_keepable_id, DayCount, Dimension, HourCount, Link, LinkCounts, LinkPage, LinkPatch,
-    LinkQuery, LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
-    SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
+    is_keepable_id, DayCount, Dimension, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
+    LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
+    SummaryBuilder, SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
 };
 pub(crate) use crate::model::{
     CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, QueuedReview, Review, Trigger, Verdict,

@@ -6,12 +6,68 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::{db_error, sql_ms, Cached, Shared};
+use super::{db_error, sql_ms, Cached, PgStore, Shared};
 use crate::model::{CapSlot, ClaimOutcome, VisitClaim};
-use crate::StoreResult;
+use crate::{CapStore, ClaimDone, StoreError, StoreResult};
+
+impl CapStore for PgStore {
+    /// Runs on the driver's runtime; the caller's thread goes on at once.
+    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
+        let Some(runtime) = &self.runtime else {
+            done(Err(StoreError::Unavailable("the store is closing".into())));
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move { done(shared.claim(&claim).await) });
+    }
+
+    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let rows = client
+                .rows(
+                    "SELECT slot, used FROM link_claims WHERE link_id = $1 ORDER BY slot",
+                    &[&sql_ms(link_id)],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(rows
+                .iter()
+                .filter_map(|row| {
+                    let slot = CapSlot::of_stored(u32::try_from(row.get::<_, i32>(0)).ok()?)?;
+                    Some((slot, u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)))
+                })
+                .collect())
+        })
+    }
+
+    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            for &(slot, count) in counts {
+                let (id, slot_n, count) = (
+                    sql_ms(link_id),
+                    i32::try_from(slot.stored()).unwrap_or(i32::MAX),
+                    sql_ms(count),
+                );
+                client
+                    .exec(
+                        "INSERT INTO link_claims (link_id, slot, used) VALUES ($1, $2, $3)
+                         ON CONFLICT (link_id, slot)
+                         DO UPDATE SET used = greatest(link_claims.used, EXCLUDED.used)",
+                        &[&id, &slot_n, &count],
+                    )
+                    .await
+                    .map_err(db_error)?;
+            }
+            Ok(())
+        })
+    }
+}
 
 impl Shared {
-    pub(super) async fn claim_visit(&self, claim: &VisitClaim) -> StoreResult<ClaimOutcome> {
+    /// Raises every slot of the claim, or none (the transaction rolls back on a full one).
+    async fn claim(&self, claim: &VisitClaim) -> StoreResult<ClaimOutcome> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
         for &(slot, cap) in &claim.slots {
@@ -38,48 +94,5 @@ impl Shared {
         }
         tx.commit().await.map_err(db_error)?;
         Ok(ClaimOutcome::Granted)
-    }
-
-    pub(super) async fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
-        let client = self.client().await?;
-        let rows = client
-            .rows(
-                "SELECT slot, used FROM link_claims WHERE link_id = $1 ORDER BY slot",
-                &[&sql_ms(link_id)],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                let slot = CapSlot::of_stored(u32::try_from(row.get::<_, i32>(0)).ok()?)?;
-                Some((slot, u64::try_from(row.get::<_, i64>(1)).unwrap_or(0)))
-            })
-            .collect())
-    }
-
-    pub(super) async fn import_counted(
-        &self,
-        link_id: u64,
-        counts: &[(CapSlot, u64)],
-    ) -> StoreResult<()> {
-        let client = self.client().await?;
-        for &(slot, count) in counts {
-            let (id, slot_n, count) = (
-                sql_ms(link_id),
-                i32::try_from(slot.stored()).unwrap_or(i32::MAX),
-                sql_ms(count),
-            );
-            client
-                .exec(
-                    "INSERT INTO link_claims (link_id, slot, used) VALUES ($1, $2, $3)
-                     ON CONFLICT (link_id, slot)
-                     DO UPDATE SET used = greatest(link_claims.used, EXCLUDED.used)",
-                    &[&id, &slot_n, &count],
-                )
-                .await
-                .map_err(db_error)?;
-        }
-        Ok(())
     }
 }

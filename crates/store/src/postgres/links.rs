@@ -12,14 +12,15 @@ use deadpool_postgres::GenericClient;
 
 use super::{
     bump, counter, db_error, ended_by_code, link_of, notify, options_json, rust_ms, sql_ms,
-    status_code, status_counter, Cached, Shared, DAY_MS, LINK_COLUMNS,
+    status_code, status_counter, Cached, PgStore, Shared, DAY_MS, LINK_COLUMNS,
 };
 use tokio_postgres::types::Json;
 
 use crate::model::LinkOptions;
 use crate::{
-    is_keepable_id, ActiveEntry, CodeChoice, Created, Imported, Link, LinkCounts, LinkPage,
-    LinkPatch, LinkQuery, LinkStatus, Millis, NewLink, StoreError, StoreResult,
+    is_keepable_id, ActiveEntry, CodeChoice, CreateDone, Created, Imported, Link, LinkCounts,
+    LinkPage, LinkPatch, LinkQuery, LinkStatus, LinkStore, Millis, NewLink, StoreError,
+    StoreResult,
 };
 
 /// Takes the lowest due code of a pool; a code another transaction is taking is skipped, not
@@ -127,6 +128,447 @@ fn like_pattern(q: &str) -> String {
     out
 }
 
+impl LinkStore for PgStore {
+    /// Runs on the driver's runtime; the caller's thread goes on at once.
+    fn submit_create(&self, new: NewLink, done: CreateDone) {
+        let Some(runtime) = &self.runtime else {
+            done(Err(StoreError::Unavailable("the store is closing".into())));
+            return;
+        };
+        let shared = self.shared.clone();
+        runtime.spawn(async move { done(shared.create_link(&new).await) });
+    }
+
+    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .row_opt(
+                    "SELECT id, url, expires_at, options, review->>'verdict' = 'blocked'
+                     FROM links WHERE code = $1 AND status = 0",
+                    &[&code],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(row.map(|row| ActiveEntry {
+                id: rust_ms(row.get(0)),
+                url: row.get(1),
+                expires_at: row.get::<_, Option<i64>>(2).map(rust_ms),
+                options: row
+                    .get::<_, Option<Json<LinkOptions>>>(3)
+                    .map(|Json(options)| Box::new(options)),
+                blocked: row.get::<_, Option<bool>>(4).unwrap_or(false),
+            }))
+        })
+    }
+
+    /// The code filter is not consulted: another instance may have issued the code a moment
+    /// ago, and only the database knows. Unknown codes cost one indexed lookup (and count
+    /// against `limits.rates.not_found_per_ip`).
+    fn may_exist(&self, _code: &str) -> bool {
+        true
+    }
+
+    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            owner(&client, code).await
+        })
+    }
+
+    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .row_opt(
+                    &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
+                    &[&sql_ms(id)],
+                )
+                .await
+                .map_err(db_error)?
+                .map(|row| link_of(&row))
+                .transpose()
+        })
+    }
+
+    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
+        self.block(async {
+            let mut client = self.shared.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            let old = owner_for_update(&tx, code).await?;
+            if old.status != LinkStatus::Active {
+                return Err(StoreError::WrongStatus(old.status));
+            }
+            let link = patch.apply(&old, now);
+            let tags: &[String] = &link.tags;
+            tx.exec(
+                "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6,
+                     options = $7, ended_by = $8, review = $9
+                 WHERE id = $1",
+                &[
+                    &sql_ms(link.id),
+                    &link.url,
+                    &link.expires_at.map(sql_ms),
+                    &link.title,
+                    &tags,
+                    &sql_ms(now),
+                    &options_json(&link),
+                    &ended_by_code(link.ended_by),
+                    &link.review.as_ref().map(Json),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+            notify(&tx, code).await?;
+            tx.commit().await.map_err(db_error)?;
+            Ok(link)
+        })
+    }
+
+    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        self.block(async {
+            let mut client = self.shared.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            let old = owner_for_update(&tx, code).await?;
+            if !old.status.deletable() {
+                return Err(StoreError::WrongStatus(old.status));
+            }
+            let mut link = old.clone();
+            link.status = LinkStatus::Deleted;
+            link.deleted_at = Some(now);
+            link.updated_at = now;
+            // It waits for recycling from its deletion (an expired one, no longer from expiry).
+            tx.exec(
+                "UPDATE links SET status = $2, deleted_at = $3, updated_at = $3, recycle_from = $3
+                 WHERE id = $1",
+                &[
+                    &sql_ms(link.id),
+                    &status_code(LinkStatus::Deleted),
+                    &sql_ms(now),
+                ],
+            )
+            .await
+            .map_err(db_error)?;
+            bump(
+                &tx,
+                &[
+                    (status_counter(old.status), -1),
+                    (status_counter(LinkStatus::Deleted), 1),
+                ],
+            )
+            .await?;
+            notify(&tx, code).await?;
+            tx.commit().await.map_err(db_error)?;
+            Ok(link)
+        })
+    }
+
+    /// One transaction per link: each is an indexed update that takes no lock the redirects
+    /// wait behind.
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        self.block(async {
+            let mut expired = Vec::with_capacity(ids.len());
+            for &id in ids {
+                expired.extend(self.shared.expire_link(id, now).await?);
+            }
+            Ok(expired)
+        })
+    }
+
+    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        self.block(async {
+            let mut client = self.shared.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            let row = tx
+                .row_opt(
+                    &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1 FOR UPDATE"),
+                    &[&sql_ms(id)],
+                )
+                .await
+                .map_err(db_error)?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let old = link_of(&row)?;
+            if !old.status.recyclable() {
+                return Ok(None);
+            }
+            tx.exec(
+                "UPDATE links SET status = 3, recycle_from = NULL WHERE id = $1",
+                &[&sql_ms(id)],
+            )
+            .await
+            .map_err(db_error)?;
+            // A live link owns its code (the unique index says so), so the code is free now.
+            let length = i16::try_from(old.code.len()).unwrap_or(i16::MAX);
+            let pooled = tx
+                .exec(
+                    "INSERT INTO pool (code, length, score, tiebreak) VALUES ($1, $2, $3, 0)
+                     ON CONFLICT (code) DO NOTHING",
+                    &[&old.code, &length, &sql_ms(score)],
+                )
+                .await
+                .map_err(db_error)?;
+            bump(
+                &tx,
+                &[
+                    (status_counter(old.status), -1),
+                    (status_counter(LinkStatus::Archived), 1),
+                    (
+                        format!("pool:{length}:recycled"),
+                        i64::try_from(pooled).unwrap_or(0),
+                    ),
+                ],
+            )
+            .await?;
+            notify(&tx, &old.code).await?;
+            tx.commit().await.map_err(db_error)?;
+            let mut link = old;
+            link.status = LinkStatus::Archived;
+            Ok(Some(link))
+        })
+    }
+
+    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let limit = i64::try_from(query.limit.max(1)).unwrap_or(i64::MAX);
+            let (cmp, order) = if query.newest_first {
+                ("<", "DESC")
+            } else {
+                (">", "ASC")
+            };
+            let after =
+                query
+                    .after
+                    .map(sql_ms)
+                    .unwrap_or(if query.newest_first { i64::MAX } else { 0 });
+            let status = query.status.map(status_code);
+            let length = query.length.map(i32::from);
+            let q = query.q.as_deref().map(like_pattern);
+            let sql = format!(
+                "SELECT {LINK_COLUMNS} FROM links
+                 WHERE id {cmp} $1
+                   AND ($2::text IS NULL OR space = $2)
+                   AND ($3::smallint IS NULL OR status = $3)
+                   AND ($4::int IS NULL OR length(code) = $4)
+                   AND ($5::text IS NULL OR code ILIKE $5 OR url ILIKE $5 OR title ILIKE $5
+                        OR EXISTS (SELECT 1 FROM unnest(tags) AS t WHERE t ILIKE $5))
+                 ORDER BY id {order} LIMIT $6"
+            );
+            let rows = client
+                .rows(&sql, &[&after, &query.space, &status, &length, &q, &limit])
+                .await
+                .map_err(db_error)?;
+            let items = rows
+                .iter()
+                .map(link_of)
+                .collect::<StoreResult<Vec<Link>>>()?;
+            let next = (items.len() as i64 == limit)
+                .then(|| items.last().map(|l| l.id))
+                .flatten();
+            Ok(LinkPage { items, next })
+        })
+    }
+
+    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(async {
+            self.shared
+                .links_where(
+                    "status = 0 AND expires_at <= $1 ORDER BY expires_at, id",
+                    now,
+                    limit,
+                )
+                .await
+        })
+    }
+
+    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.block(async {
+            self.shared
+                .links_where(
+                    "recycle_from < $1 ORDER BY recycle_from, id",
+                    ended_before,
+                    limit,
+                )
+                .await
+        })
+    }
+
+    fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let n = client
+                .exec(
+                    "UPDATE links SET recycle_from = NULL WHERE id = $1 AND recycle_from IS NOT NULL",
+                    &[&sql_ms(id)],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Writes whole records (import) in one transaction; see
+    /// [`crate::Store::import_links`]. A batch costs a handful of statements, whatever
+    /// its size: owners and taken ids are read for the whole batch, the new rows written with
+    /// one insert from a JSON array.
+    fn import_links(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.block(async {
+            let mut client = self.shared.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            let codes: Vec<&str> = batch
+                .iter()
+                .filter(|l| l.status != LinkStatus::Archived)
+                .map(|l| l.code.as_str())
+                .collect();
+            let mut owners: HashMap<String, Link> = HashMap::new();
+            for row in tx
+                .rows(
+                    &format!(
+                        "SELECT {LINK_COLUMNS} FROM links WHERE code = ANY($1) AND status <> 3"
+                    ),
+                    &[&codes],
+                )
+                .await
+                .map_err(db_error)?
+            {
+                let link = link_of(&row)?;
+                owners.insert(link.code.clone(), link);
+            }
+            let ids: Vec<i64> = batch
+                .iter()
+                .filter(|l| is_keepable_id(l.id))
+                .map(|l| sql_ms(l.id))
+                .collect();
+            let mut by_id: HashMap<u64, Link> = HashMap::new();
+            for row in tx
+                .rows(
+                    &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = ANY($1)"),
+                    &[&ids],
+                )
+                .await
+                .map_err(db_error)?
+            {
+                let link = link_of(&row)?;
+                by_id.insert(link.id, link);
+            }
+            let mut results = Vec::with_capacity(batch.len());
+            let mut fresh: Vec<Link> = Vec::new();
+            for link in batch {
+                let existing = if link.status == LinkStatus::Archived {
+                    // An archived record owns no code: it is matched by id.
+                    by_id.get(&link.id).map(|e| (e, e == link))
+                } else {
+                    owners.get(&link.code).map(|e| (e, e.url == link.url))
+                };
+                if let Some((existing, same)) = existing {
+                    results.push(if same {
+                        Imported::Unchanged(existing.clone())
+                    } else {
+                        Imported::Conflict(existing.clone())
+                    });
+                    continue;
+                }
+                let mut record = link.clone();
+                // A record keeps its id when it is free and one the store could have given (so
+                // the id blocks never run past MAX_LINK_ID). (Import runs alone, from the command
+                // line: a second connection for a new id block cannot starve anyone.)
+                while !is_keepable_id(record.id) || by_id.contains_key(&record.id) {
+                    record.id = self.shared.next_link_id().await?;
+                }
+                // Later records of this batch see this one as taken.
+                by_id.insert(record.id, record.clone());
+                if record.status != LinkStatus::Archived {
+                    owners.insert(record.code.clone(), record.clone());
+                }
+                results.push(Imported::Created(record.clone()));
+                fresh.push(record);
+            }
+            if fresh.is_empty() {
+                tx.commit().await.map_err(db_error)?;
+                return Ok(results);
+            }
+            let live: Vec<&str> = fresh
+                .iter()
+                .filter(|l| l.status != LinkStatus::Archived)
+                .map(|l| l.code.as_str())
+                .collect();
+            tx.exec("DELETE FROM pool WHERE code = ANY($1)", &[&live])
+                .await
+                .map_err(db_error)?;
+            let rows: Vec<serde_json::Value> = fresh.iter().map(import_row).collect();
+            let inserted = tx
+                .exec(
+                    "INSERT INTO links
+                         (id, code, url, space, custom, created_at, expires_at, status, title, tags,
+                          updated_at, deleted_at, recycle_from, options, ended_by, review)
+                     SELECT id, code, url, space, custom, created_at, expires_at, status, title,
+                            tags, updated_at, deleted_at, recycle_from, options, ended_by, review
+                     FROM jsonb_to_recordset($1::jsonb) AS r(
+                         id bigint, code text, url text, space text, custom boolean,
+                         created_at bigint, expires_at bigint, status smallint, title text,
+                         tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint,
+                         options jsonb, ended_by smallint, review jsonb)",
+                    &[&serde_json::Value::Array(rows)],
+                )
+                .await
+                .map_err(db_error)?;
+            if inserted != fresh.len() as u64 {
+                return Err(StoreError::Backend(format!(
+                    "import wrote {inserted} of {} links",
+                    fresh.len()
+                )));
+            }
+            tx.exec(
+                "SELECT pg_notify($1, code) FROM unnest($2::text[]) AS code",
+                &[&super::CHANNEL, &live],
+            )
+            .await
+            .map_err(db_error)?;
+            // New segments start past every imported id.
+            let highest = fresh.iter().map(|l| l.id).max().unwrap_or(0);
+            tx.exec(
+                "UPDATE id_blocks SET next = greatest(next, $1) WHERE name = 'link'",
+                &[&sql_ms(highest.saturating_add(1))],
+            )
+            .await
+            .map_err(db_error)?;
+            let mut deltas: BTreeMap<String, i64> = BTreeMap::new();
+            for record in &fresh {
+                *deltas.entry(status_counter(record.status)).or_default() += 1;
+                *deltas
+                    .entry(format!("creates:{}", record.created_at / DAY_MS))
+                    .or_default() += 1;
+            }
+            let deltas: Vec<(String, i64)> = deltas.into_iter().collect();
+            bump(&tx, &deltas).await?;
+            tx.commit().await.map_err(db_error)?;
+            Ok(results)
+        })
+    }
+
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            dedup_in(&client, space, length, url, None).await
+        })
+    }
+
+    fn link_counts(&self) -> StoreResult<LinkCounts> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let client = &client;
+            Ok(LinkCounts {
+                active: counter(client, &status_counter(LinkStatus::Active)).await?,
+                expired: counter(client, &status_counter(LinkStatus::Expired)).await?,
+                deleted: counter(client, &status_counter(LinkStatus::Deleted)).await?,
+                archived: counter(client, &status_counter(LinkStatus::Archived)).await?,
+            })
+        })
+    }
+}
+
 impl Shared {
     pub(super) async fn create_link(&self, new: &NewLink) -> StoreResult<Created> {
         'attempt: loop {
@@ -215,118 +657,6 @@ impl Shared {
         }
     }
 
-    pub(super) async fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
-        let client = self.client().await?;
-        let row = client
-            .row_opt(
-                "SELECT id, url, expires_at, options, review->>'verdict' = 'blocked'
-                 FROM links WHERE code = $1 AND status = 0",
-                &[&code],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(row.map(|row| ActiveEntry {
-            id: rust_ms(row.get(0)),
-            url: row.get(1),
-            expires_at: row.get::<_, Option<i64>>(2).map(rust_ms),
-            options: row
-                .get::<_, Option<Json<LinkOptions>>>(3)
-                .map(|Json(options)| Box::new(options)),
-            blocked: row.get::<_, Option<bool>>(4).unwrap_or(false),
-        }))
-    }
-
-    pub(super) async fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
-        let client = self.client().await?;
-        owner(&client, code).await
-    }
-
-    pub(super) async fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
-        let client = self.client().await?;
-        client
-            .row_opt(
-                &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1"),
-                &[&sql_ms(id)],
-            )
-            .await
-            .map_err(db_error)?
-            .map(|row| link_of(&row))
-            .transpose()
-    }
-
-    pub(super) async fn update_link(
-        &self,
-        code: &str,
-        patch: &LinkPatch,
-        now: Millis,
-    ) -> StoreResult<Link> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let old = owner_for_update(&tx, code).await?;
-        if old.status != LinkStatus::Active {
-            return Err(StoreError::WrongStatus(old.status));
-        }
-        let link = patch.apply(&old, now);
-        let tags: &[String] = &link.tags;
-        tx.exec(
-            "UPDATE links SET url = $2, expires_at = $3, title = $4, tags = $5, updated_at = $6,
-                 options = $7, ended_by = $8, review = $9
-             WHERE id = $1",
-            &[
-                &sql_ms(link.id),
-                &link.url,
-                &link.expires_at.map(sql_ms),
-                &link.title,
-                &tags,
-                &sql_ms(now),
-                &options_json(&link),
-                &ended_by_code(link.ended_by),
-                &link.review.as_ref().map(Json),
-            ],
-        )
-        .await
-        .map_err(db_error)?;
-        notify(&tx, code).await?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(link)
-    }
-
-    pub(super) async fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let old = owner_for_update(&tx, code).await?;
-        if !old.status.deletable() {
-            return Err(StoreError::WrongStatus(old.status));
-        }
-        let mut link = old.clone();
-        link.status = LinkStatus::Deleted;
-        link.deleted_at = Some(now);
-        link.updated_at = now;
-        // It waits for recycling from its deletion (an expired one, no longer from expiry).
-        tx.exec(
-            "UPDATE links SET status = $2, deleted_at = $3, updated_at = $3, recycle_from = $3
-             WHERE id = $1",
-            &[
-                &sql_ms(link.id),
-                &status_code(LinkStatus::Deleted),
-                &sql_ms(now),
-            ],
-        )
-        .await
-        .map_err(db_error)?;
-        bump(
-            &tx,
-            &[
-                (status_counter(old.status), -1),
-                (status_counter(LinkStatus::Deleted), 1),
-            ],
-        )
-        .await?;
-        notify(&tx, code).await?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(link)
-    }
-
     pub(super) async fn expire_link(&self, id: u64, now: Millis) -> StoreResult<Option<Link>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_error)?;
@@ -359,120 +689,6 @@ impl Shared {
         Ok(Some(link))
     }
 
-    pub(super) async fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let row = tx
-            .row_opt(
-                &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = $1 FOR UPDATE"),
-                &[&sql_ms(id)],
-            )
-            .await
-            .map_err(db_error)?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let old = link_of(&row)?;
-        if !old.status.recyclable() {
-            return Ok(None);
-        }
-        tx.exec(
-            "UPDATE links SET status = 3, recycle_from = NULL WHERE id = $1",
-            &[&sql_ms(id)],
-        )
-        .await
-        .map_err(db_error)?;
-        // A live link owns its code (the unique index says so), so the code is free now.
-        let length = i16::try_from(old.code.len()).unwrap_or(i16::MAX);
-        let pooled = tx
-            .exec(
-                "INSERT INTO pool (code, length, score, tiebreak) VALUES ($1, $2, $3, 0)
-                 ON CONFLICT (code) DO NOTHING",
-                &[&old.code, &length, &sql_ms(score)],
-            )
-            .await
-            .map_err(db_error)?;
-        bump(
-            &tx,
-            &[
-                (status_counter(old.status), -1),
-                (status_counter(LinkStatus::Archived), 1),
-                (
-                    format!("pool:{length}:recycled"),
-                    i64::try_from(pooled).unwrap_or(0),
-                ),
-            ],
-        )
-        .await?;
-        notify(&tx, &old.code).await?;
-        tx.commit().await.map_err(db_error)?;
-        let mut link = old;
-        link.status = LinkStatus::Archived;
-        Ok(Some(link))
-    }
-
-    pub(super) async fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
-        let client = self.client().await?;
-        let limit = i64::try_from(query.limit.max(1)).unwrap_or(i64::MAX);
-        let (cmp, order) = if query.newest_first {
-            ("<", "DESC")
-        } else {
-            (">", "ASC")
-        };
-        let after =
-            query
-                .after
-                .map(sql_ms)
-                .unwrap_or(if query.newest_first { i64::MAX } else { 0 });
-        let status = query.status.map(status_code);
-        let length = query.length.map(i32::from);
-        let q = query.q.as_deref().map(like_pattern);
-        let sql = format!(
-            "SELECT {LINK_COLUMNS} FROM links
-             WHERE id {cmp} $1
-               AND ($2::text IS NULL OR space = $2)
-               AND ($3::smallint IS NULL OR status = $3)
-               AND ($4::int IS NULL OR length(code) = $4)
-               AND ($5::text IS NULL OR code ILIKE $5 OR url ILIKE $5 OR title ILIKE $5
-                    OR EXISTS (SELECT 1 FROM unnest(tags) AS t WHERE t ILIKE $5))
-             ORDER BY id {order} LIMIT $6"
-        );
-        let rows = client
-            .rows(&sql, &[&after, &query.space, &status, &length, &q, &limit])
-            .await
-            .map_err(db_error)?;
-        let items = rows
-            .iter()
-            .map(link_of)
-            .collect::<StoreResult<Vec<Link>>>()?;
-        let next = (items.len() as i64 == limit)
-            .then(|| items.last().map(|l| l.id))
-            .flatten();
-        Ok(LinkPage { items, next })
-    }
-
-    pub(super) async fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.links_where(
-            "status = 0 AND expires_at <= $1 ORDER BY expires_at, id",
-            now,
-            limit,
-        )
-        .await
-    }
-
-    pub(super) async fn due_for_recycling(
-        &self,
-        ended_before: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<Link>> {
-        self.links_where(
-            "recycle_from < $1 ORDER BY recycle_from, id",
-            ended_before,
-            limit,
-        )
-        .await
-    }
-
     async fn links_where(&self, filter: &str, at: Millis, limit: usize) -> StoreResult<Vec<Link>> {
         let client = self.client().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -486,174 +702,6 @@ impl Shared {
             .iter()
             .map(link_of)
             .collect()
-    }
-
-    pub(super) async fn retire_link(&self, id: u64) -> StoreResult<bool> {
-        let client = self.client().await?;
-        let n = client
-            .exec(
-                "UPDATE links SET recycle_from = NULL WHERE id = $1 AND recycle_from IS NOT NULL",
-                &[&sql_ms(id)],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(n == 1)
-    }
-
-    pub(super) async fn dedup_target(
-        &self,
-        space: &str,
-        length: u8,
-        url: &str,
-    ) -> StoreResult<Option<Link>> {
-        let client = self.client().await?;
-        dedup_in(&client, space, length, url, None).await
-    }
-
-    pub(super) async fn link_counts(&self) -> StoreResult<LinkCounts> {
-        let client = self.client().await?;
-        let client = &client;
-        Ok(LinkCounts {
-            active: counter(client, &status_counter(LinkStatus::Active)).await?,
-            expired: counter(client, &status_counter(LinkStatus::Expired)).await?,
-            deleted: counter(client, &status_counter(LinkStatus::Deleted)).await?,
-            archived: counter(client, &status_counter(LinkStatus::Archived)).await?,
-        })
-    }
-
-    /// Writes whole records (import) in one transaction; see
-    /// [`crate::Store::import_links`]. A batch costs a handful of statements, whatever
-    /// its size: owners and taken ids are read for the whole batch, the new rows written with
-    /// one insert from a JSON array.
-    pub(super) async fn import_links(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        let codes: Vec<&str> = batch
-            .iter()
-            .filter(|l| l.status != LinkStatus::Archived)
-            .map(|l| l.code.as_str())
-            .collect();
-        let mut owners: HashMap<String, Link> = HashMap::new();
-        for row in tx
-            .rows(
-                &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = ANY($1) AND status <> 3"),
-                &[&codes],
-            )
-            .await
-            .map_err(db_error)?
-        {
-            let link = link_of(&row)?;
-            owners.insert(link.code.clone(), link);
-        }
-        let ids: Vec<i64> = batch
-            .iter()
-            .filter(|l| is_keepable_id(l.id))
-            .map(|l| sql_ms(l.id))
-            .collect();
-        let mut by_id: HashMap<u64, Link> = HashMap::new();
-        for row in tx
-            .rows(
-                &format!("SELECT {LINK_COLUMNS} FROM links WHERE id = ANY($1)"),
-                &[&ids],
-            )
-            .await
-            .map_err(db_error)?
-        {
-            let link = link_of(&row)?;
-            by_id.insert(link.id, link);
-        }
-        let mut results = Vec::with_capacity(batch.len());
-        let mut fresh: Vec<Link> = Vec::new();
-        for link in batch {
-            let existing = if link.status == LinkStatus::Archived {
-                // An archived record owns no code: it is matched by id.
-                by_id.get(&link.id).map(|e| (e, e == link))
-            } else {
-                owners.get(&link.code).map(|e| (e, e.url == link.url))
-            };
-            if let Some((existing, same)) = existing {
-                results.push(if same {
-                    Imported::Unchanged(existing.clone())
-                } else {
-                    Imported::Conflict(existing.clone())
-                });
-                continue;
-            }
-            let mut record = link.clone();
-            // A record keeps its id when it is free and one the store could have given (so
-            // the id blocks never run past MAX_LINK_ID). (Import runs alone, from the command
-            // line: a second connection for a new id block cannot starve anyone.)
-            while !is_keepable_id(record.id) || by_id.contains_key(&record.id) {
-                record.id = self.next_link_id().await?;
-            }
-            // Later records of this batch see this one as taken.
-            by_id.insert(record.id, record.clone());
-            if record.status != LinkStatus::Archived {
-                owners.insert(record.code.clone(), record.clone());
-            }
-            results.push(Imported::Created(record.clone()));
-            fresh.push(record);
-        }
-        if fresh.is_empty() {
-            tx.commit().await.map_err(db_error)?;
-            return Ok(results);
-        }
-        let live: Vec<&str> = fresh
-            .iter()
-            .filter(|l| l.status != LinkStatus::Archived)
-            .map(|l| l.code.as_str())
-            .collect();
-        tx.exec("DELETE FROM pool WHERE code = ANY($1)", &[&live])
-            .await
-            .map_err(db_error)?;
-        let rows: Vec<serde_json::Value> = fresh.iter().map(import_row).collect();
-        let inserted = tx
-            .exec(
-                "INSERT INTO links
-                     (id, code, url, space, custom, created_at, expires_at, status, title, tags,
-                      updated_at, deleted_at, recycle_from, options, ended_by, review)
-                 SELECT id, code, url, space, custom, created_at, expires_at, status, title,
-                        tags, updated_at, deleted_at, recycle_from, options, ended_by, review
-                 FROM jsonb_to_recordset($1::jsonb) AS r(
-                     id bigint, code text, url text, space text, custom boolean,
-                     created_at bigint, expires_at bigint, status smallint, title text,
-                     tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint,
-                     options jsonb, ended_by smallint, review jsonb)",
-                &[&serde_json::Value::Array(rows)],
-            )
-            .await
-            .map_err(db_error)?;
-        if inserted != fresh.len() as u64 {
-            return Err(StoreError::Backend(format!(
-                "import wrote {inserted} of {} links",
-                fresh.len()
-            )));
-        }
-        tx.exec(
-            "SELECT pg_notify($1, code) FROM unnest($2::text[]) AS code",
-            &[&super::CHANNEL, &live],
-        )
-        .await
-        .map_err(db_error)?;
-        // New segments start past every imported id.
-        let highest = fresh.iter().map(|l| l.id).max().unwrap_or(0);
-        tx.exec(
-            "UPDATE id_blocks SET next = greatest(next, $1) WHERE name = 'link'",
-            &[&sql_ms(highest.saturating_add(1))],
-        )
-        .await
-        .map_err(db_error)?;
-        let mut deltas: BTreeMap<String, i64> = BTreeMap::new();
-        for record in &fresh {
-            *deltas.entry(status_counter(record.status)).or_default() += 1;
-            *deltas
-                .entry(format!("creates:{}", record.created_at / DAY_MS))
-                .or_default() += 1;
-        }
-        let deltas: Vec<(String, i64)> = deltas.into_iter().collect();
-        bump(&tx, &deltas).await?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(results)
     }
 }
 

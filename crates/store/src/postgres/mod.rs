@@ -18,20 +18,22 @@
 //!
 //! This file holds the store's struct, opening, what every file uses (error mapping, column
 //! conversions, cached statements, sharded counters, notifications, link id segments), and the
-//! capability trait implementations, which hand each call to the file that owns it:
+//! implementations of `MetaStore`, `StoreOps` and `Cluster`, which are short enough to live
+//! here. The other capability traits are implemented in the file that owns them (named in
+//! brackets), each method blocking on that file's async code:
 //!
 //! | file | owns |
 //! |---|---|
 //! | `runtime.rs` | the driver's runtime, waiting on it (`block`), shutting it down on drop |
 //! | `schema.rs` | the migrations (`migrations/`), applied under an advisory lock |
-//! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links |
-//! | `pools.rs` | the code pools: refills, levels, peeks |
-//! | `visits.rs` | visits and their counters, listings, summaries, pruning |
+//! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links (`LinkStore`) |
+//! | `pools.rs` | the code pools: refills, levels, peeks (`PoolStore`) |
+//! | `visits.rs` | visits and their counters, listings, summaries, pruning, the day counts (`VisitStore`) |
 //! | `check.rs` | `vshortlink check`: what the schema does not enforce, read in one snapshot |
-//! | `claims.rs` | visit caps: the `link_claims` rows |
-//! | `leads.rs` | leads left through links' forms |
-//! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict |
-//! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log |
+//! | `claims.rs` | visit caps: the `link_claims` rows (`CapStore`) |
+//! | `leads.rs` | leads left through links' forms (`LeadStore`) |
+//! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict (`ReviewStore`) |
+//! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log (`OutboxStore`) |
 //! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
 //! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
 
@@ -64,13 +66,9 @@ use tokio_postgres::types::Json;
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
 use crate::prelude::*;
 use crate::{
-    ActiveEntry, CapSlot, ChangeHandler, ClaimDone, CommitStats, CreateDone, DayCount, Imported,
-    JobLock, Lead, LeadPage, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis,
-    NewLink, NewVisit, PoolAdded, PoolBatch, PoolCounts, QueuedReview, Review, SharedRecords,
-    StorageFault, StoreError, StoreResult, Trigger, Verdict, VisitClaim, VisitPage, VisitSummary,
-    VisitTotals,
+    ChangeHandler, CommitStats, JobLock, Link, LinkStatus, Millis, SharedRecords, StorageFault,
+    StoreError, StoreResult,
 };
-use crate::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 /// Link ids reserved per round trip.
 const ID_BLOCK: i64 = 1024;
@@ -435,288 +433,6 @@ impl Drop for HeldLock {
     }
 }
 
-impl LinkStore for PgStore {
-    /// Runs on the driver's runtime; the caller's thread goes on at once.
-    fn submit_create(&self, new: NewLink, done: CreateDone) {
-        let Some(runtime) = &self.runtime else {
-            done(Err(StoreError::Unavailable("the store is closing".into())));
-            return;
-        };
-        let shared = self.shared.clone();
-        runtime.spawn(async move { done(shared.create_link(&new).await) });
-    }
-
-    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
-        self.block(self.shared.resolve(code))
-    }
-
-    /// The code filter is not consulted: another instance may have issued the code a moment
-    /// ago, and only the database knows. Unknown codes cost one indexed lookup (and count
-    /// against `limits.rates.not_found_per_ip`).
-    fn may_exist(&self, _code: &str) -> bool {
-        true
-    }
-
-    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
-        self.block(self.shared.link_by_code(code))
-    }
-
-    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
-        self.block(self.shared.link_by_id(id))
-    }
-
-    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
-        self.block(self.shared.update_link(code, patch, now))
-    }
-
-    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
-        self.block(self.shared.delete_link(code, now))
-    }
-
-    /// One transaction per link: each is an indexed update that takes no lock the redirects
-    /// wait behind.
-    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
-        self.block(async {
-            let mut expired = Vec::with_capacity(ids.len());
-            for &id in ids {
-                expired.extend(self.shared.expire_link(id, now).await?);
-            }
-            Ok(expired)
-        })
-    }
-
-    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
-        self.block(self.shared.recycle_link(id, score))
-    }
-
-    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
-        self.block(self.shared.list_links(query))
-    }
-
-    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.block(self.shared.due_for_expiry(now, limit))
-    }
-
-    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
-        self.block(self.shared.due_for_recycling(ended_before, limit))
-    }
-
-    fn retire_link(&self, id: u64) -> StoreResult<bool> {
-        self.block(self.shared.retire_link(id))
-    }
-
-    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
-        self.block(self.shared.import_links(links))
-    }
-
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
-        self.block(self.shared.dedup_target(space, length, url))
-    }
-
-    fn link_counts(&self) -> StoreResult<LinkCounts> {
-        self.block(self.shared.link_counts())
-    }
-}
-
-impl CapStore for PgStore {
-    /// Runs on the driver's runtime; the caller's thread goes on at once.
-    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
-        let Some(runtime) = &self.runtime else {
-            done(Err(StoreError::Unavailable("the store is closing".into())));
-            return;
-        };
-        let shared = self.shared.clone();
-        runtime.spawn(async move { done(shared.claim_visit(&claim).await) });
-    }
-
-    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
-        self.block(self.shared.counted(link_id))
-    }
-
-    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
-        self.block(self.shared.import_counted(link_id, counts))
-    }
-}
-
-impl LeadStore for PgStore {
-    fn add_lead(&self, lead: Lead) -> StoreResult<Lead> {
-        self.block(self.shared.add_lead(lead))
-    }
-
-    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
-        self.block(self.shared.leads(link_id, before, limit))
-    }
-
-    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
-        self.block(self.shared.lead_count(link_id))
-    }
-
-    fn lead_links(&self) -> StoreResult<Vec<u64>> {
-        self.block(self.shared.lead_links())
-    }
-
-    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
-        self.block(self.shared.delete_leads(link_id, before))
-    }
-
-    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
-        self.block(self.shared.import_leads(leads))
-    }
-}
-
-impl ReviewStore for PgStore {
-    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
-        self.block(self.shared.queue_reviews(items, at))
-    }
-
-    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
-        self.block(self.shared.take_review(now, lease))
-    }
-
-    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
-        self.block(self.shared.renew_review(link_id, until))
-    }
-
-    fn review_queue_depth(&self) -> StoreResult<u64> {
-        self.block(self.shared.review_queue_depth())
-    }
-
-    fn add_review(&self, review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
-        self.block(self.shared.add_review(review, screenshot))
-    }
-
-    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
-        self.block(self.shared.reviews(link_id, limit))
-    }
-
-    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
-        self.block(self.shared.review_screenshot(link_id, review_id))
-    }
-
-    fn links_by_verdict(
-        &self,
-        verdict: Verdict,
-        after: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<(Vec<u64>, Option<u64>)> {
-        self.block(self.shared.links_by_verdict(verdict, after, limit))
-    }
-}
-
-impl OutboxStore for PgStore {
-    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
-        self.block(self.shared.enqueue(items))
-    }
-
-    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
-        self.block(self.shared.take_due(now, lease, limit))
-    }
-
-    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
-        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::Delivered);
-        self.block(self.shared.settle(id, attempt, settle))
-    }
-
-    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
-        self.block(
-            self.shared
-                .settle(id, attempt, outbox::Settle::Retry(next_at)),
-        )
-    }
-
-    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
-        let settle = outbox::Settle::Remove(crate::model::DeliveryOutcome::GaveUp);
-        self.block(self.shared.settle(id, attempt, settle))
-    }
-
-    fn outbox_depth(&self) -> StoreResult<u64> {
-        self.block(self.shared.outbox_depth())
-    }
-
-    fn deliveries(
-        &self,
-        webhook: Option<&str>,
-        failed_only: bool,
-        limit: usize,
-    ) -> StoreResult<Vec<DeliveryRecord>> {
-        self.block(self.shared.deliveries(webhook, failed_only, limit))
-    }
-}
-
-impl PoolStore for PgStore {
-    fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
-        self.block(self.shared.pool_add(batch))
-    }
-
-    fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
-        self.block(self.shared.pool_counts(length, now))
-    }
-
-    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
-        self.block(self.shared.pool_below(length, now, level))
-    }
-
-    fn in_pool(&self, code: &str) -> StoreResult<bool> {
-        self.block(self.shared.in_pool(code))
-    }
-
-    fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>> {
-        self.block(self.shared.pool_peek(length, limit))
-    }
-
-    fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
-        self.meta_get(&pools::strategy_key(length))
-    }
-}
-
-impl VisitStore for PgStore {
-    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.block(self.shared.record_visits(visits, false))
-    }
-
-    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.block(self.shared.record_visits(visits, true))
-    }
-
-    fn last_visit_id(&self) -> StoreResult<u64> {
-        self.block(self.shared.last_visit_id())
-    }
-
-    fn recent_visits(
-        &self,
-        link_id: u64,
-        before: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<VisitPage> {
-        self.block(self.shared.visit_page(link_id, before, limit, true))
-    }
-
-    fn visits_page(
-        &self,
-        link_id: u64,
-        after: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<VisitPage> {
-        self.block(self.shared.visit_page(link_id, after, limit, false))
-    }
-
-    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
-        self.block(self.shared.visit_totals(link_id))
-    }
-
-    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
-        self.block(self.shared.visit_summary(link_id, from, to))
-    }
-
-    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
-        self.block(self.shared.prune_visits(before, limit))
-    }
-
-    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
-        self.block(self.shared.day_counts(from_day, to_day))
-    }
-}
-
 impl MetaStore for PgStore {
     fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
         self.block(async {
@@ -808,35 +524,5 @@ impl Cluster for PgStore {
         if let Some(runtime) = &self.runtime {
             runtime.spawn(watch::listen(self.shared.config.clone(), on_change));
         }
-    }
-}
-
-/// The days `from_day..=to_day` as counter names, for [`Shared::day_counts`].
-fn day_counter(kind: &str, day: u64) -> String {
-    format!("{kind}:{day}")
-}
-
-impl Shared {
-    async fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
-        let client = self.client().await?;
-        let names: Vec<String> = (from_day..=to_day)
-            .flat_map(|d| [day_counter("creates", d), day_counter("visits", d)])
-            .collect();
-        let rows = client
-            .rows(
-                "SELECT name, sum(n)::bigint FROM counters WHERE name = ANY($1) GROUP BY name",
-                &[&names],
-            )
-            .await
-            .map_err(db_error)?;
-        let sums: std::collections::HashMap<String, i64> =
-            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        Ok((from_day..=to_day)
-            .map(|day| DayCount {
-                day,
-                creates: rust_ms(sums.get(&day_counter("creates", day)).copied().unwrap_or(0)),
-                visits: rust_ms(sums.get(&day_counter("visits", day)).copied().unwrap_or(0)),
-            })
-            .collect())
     }
 }

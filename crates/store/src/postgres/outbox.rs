@@ -11,12 +11,12 @@
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
-use super::{db_error, rust_ms, sql_ms, Cached, Shared};
+use super::{db_error, rust_ms, sql_ms, Cached, PgStore, Shared};
 use crate::model::{
     DeliveryAttempt, DeliveryOutcome, DeliveryRecord, Millis, NewOutboxItem, OutboxItem,
     DELIVERY_LOG_KEEP,
 };
-use crate::{StoreError, StoreResult};
+use crate::{OutboxStore, StoreError, StoreResult};
 
 /// What becomes of a settled item.
 #[derive(Clone, Copy)]
@@ -99,90 +99,153 @@ fn record_of(row: &Row) -> StoreResult<DeliveryRecord> {
     })
 }
 
-impl Shared {
-    pub(super) async fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
-        if items.is_empty() {
-            return Ok(Vec::new());
-        }
-        let webhooks: Vec<&str> = items.iter().map(|i| i.webhook.as_str()).collect();
-        let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
-        let events: Vec<&str> = items.iter().map(|i| i.event.as_str()).collect();
-        let bodies: Vec<&[u8]> = items.iter().map(|i| i.body.as_slice()).collect();
-        let times: Vec<i64> = items.iter().map(|i| sql_ms(i.created_at)).collect();
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        lock_keys(&tx, &webhooks, &keys).await?;
-        // Ids drawn under the keys' locks: a key's ids then grow in the order its items
-        // commit, whichever instance enqueues them.
-        let rows = tx
-            .rows(
-                "SELECT nextval('outbox_ids') FROM generate_series(1, $1::bigint)",
-                &[&sql_limit(items.len())],
+impl OutboxStore for PgStore {
+    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
+        self.block(async {
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            let webhooks: Vec<&str> = items.iter().map(|i| i.webhook.as_str()).collect();
+            let keys: Vec<&str> = items.iter().map(|i| i.key.as_str()).collect();
+            let events: Vec<&str> = items.iter().map(|i| i.event.as_str()).collect();
+            let bodies: Vec<&[u8]> = items.iter().map(|i| i.body.as_slice()).collect();
+            let times: Vec<i64> = items.iter().map(|i| sql_ms(i.created_at)).collect();
+            let mut client = self.shared.client().await?;
+            let tx = client.transaction().await.map_err(db_error)?;
+            lock_keys(&tx, &webhooks, &keys).await?;
+            // Ids drawn under the keys' locks: a key's ids then grow in the order its items
+            // commit, whichever instance enqueues them.
+            let rows = tx
+                .rows(
+                    "SELECT nextval('outbox_ids') FROM generate_series(1, $1::bigint)",
+                    &[&sql_limit(items.len())],
+                )
+                .await
+                .map_err(db_error)?;
+            let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+            ids.sort_unstable();
+            tx.exec(
+                "INSERT INTO outbox (id, webhook, key, event, body, created_at, next_at)
+                 SELECT id, webhook, key, event, body, at, at
+                 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[])
+                     AS t(id, webhook, key, event, body, at)",
+                &[&ids, &webhooks, &keys, &events, &bodies, &times],
             )
             .await
             .map_err(db_error)?;
-        let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-        ids.sort_unstable();
-        tx.exec(
-            "INSERT INTO outbox (id, webhook, key, event, body, created_at, next_at)
-             SELECT id, webhook, key, event, body, at, at
-             FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[])
-                 AS t(id, webhook, key, event, body, at)",
-            &[&ids, &webhooks, &keys, &events, &bodies, &times],
-        )
-        .await
-        .map_err(db_error)?;
-        // A key that had no item gets its head; one that had keeps it (its oldest is older).
-        tx.exec(
-            "UPDATE outbox SET head = true
-             WHERE NOT head AND id IN (
-                 SELECT min(o.id) FROM outbox o
-                 JOIN (SELECT DISTINCT webhook, key FROM unnest($1::text[], $2::text[])
-                       AS t(webhook, key)) AS k USING (webhook, key)
-                 GROUP BY o.webhook, o.key)",
-            &[&webhooks, &keys],
-        )
-        .await
-        .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
-        Ok(ids.into_iter().map(rust_ms).collect())
+            // A key that had no item gets its head; one that had keeps it (its oldest is older).
+            tx.exec(
+                "UPDATE outbox SET head = true
+                 WHERE NOT head AND id IN (
+                     SELECT min(o.id) FROM outbox o
+                     JOIN (SELECT DISTINCT webhook, key FROM unnest($1::text[], $2::text[])
+                           AS t(webhook, key)) AS k USING (webhook, key)
+                     GROUP BY o.webhook, o.key)",
+                &[&webhooks, &keys],
+            )
+            .await
+            .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
+            Ok(ids.into_iter().map(rust_ms).collect())
+        })
     }
 
-    pub(super) async fn take_due(
+    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
+        self.block(async {
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            let client = self.shared.client().await?;
+            let sql = format!(
+                "WITH picked AS (
+                     SELECT id FROM outbox
+                     WHERE head AND next_at <= $1 AND leased_until <= $1
+                     ORDER BY next_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+                 UPDATE outbox o SET leased_until = $2 FROM picked WHERE o.id = picked.id
+                 RETURNING {ITEM_COLUMNS}"
+            );
+            let rows = client
+                .rows(
+                    &sql,
+                    &[
+                        &sql_ms(now),
+                        &sql_ms(now.saturating_add(lease)),
+                        &sql_limit(limit),
+                    ],
+                )
+                .await
+                .map_err(db_error)?;
+            let mut items: Vec<OutboxItem> = rows.iter().map(item_of).collect();
+            // RETURNING keeps no order.
+            items.sort_unstable_by_key(|i| (i.next_at, i.id));
+            Ok(items)
+        })
+    }
+
+    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        let settle = Settle::Remove(DeliveryOutcome::Delivered);
+        self.block(self.shared.settle(id, attempt, settle))
+    }
+
+    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
+        self.block(self.shared.settle(id, attempt, Settle::Retry(next_at)))
+    }
+
+    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        let settle = Settle::Remove(DeliveryOutcome::GaveUp);
+        self.block(self.shared.settle(id, attempt, settle))
+    }
+
+    fn outbox_depth(&self) -> StoreResult<u64> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .row("SELECT count(*) FROM outbox", &[])
+                .await
+                .map_err(db_error)?;
+            Ok(rust_ms(row.get(0)))
+        })
+    }
+
+    fn deliveries(
         &self,
-        now: Millis,
-        lease: Millis,
+        webhook: Option<&str>,
+        failed_only: bool,
         limit: usize,
-    ) -> StoreResult<Vec<OutboxItem>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let client = self.client().await?;
-        let sql = format!(
-            "WITH picked AS (
-                 SELECT id FROM outbox
-                 WHERE head AND next_at <= $1 AND leased_until <= $1
-                 ORDER BY next_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-             UPDATE outbox o SET leased_until = $2 FROM picked WHERE o.id = picked.id
-             RETURNING {ITEM_COLUMNS}"
-        );
-        let rows = client
-            .rows(
-                &sql,
-                &[
-                    &sql_ms(now),
-                    &sql_ms(now.saturating_add(lease)),
-                    &sql_limit(limit),
-                ],
-            )
-            .await
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let delivered = i16::from(DeliveryOutcome::Delivered.stored());
+            let limit = sql_limit(limit);
+            // Two statements rather than `$1 IS NULL OR webhook = $1`: a cached plan serves every
+            // call, and one plan for both would not use the webhook's index.
+            let rows = match webhook {
+                Some(webhook) => {
+                    let sql = format!(
+                        "SELECT {RECORD_COLUMNS} FROM outbox_log
+                         WHERE webhook = $1 AND (NOT $2 OR outcome <> $3)
+                         ORDER BY seq DESC LIMIT $4"
+                    );
+                    client
+                        .rows(&sql, &[&webhook, &failed_only, &delivered, &limit])
+                        .await
+                }
+                None => {
+                    let sql = format!(
+                        "SELECT {RECORD_COLUMNS} FROM outbox_log
+                         WHERE NOT $1 OR outcome <> $2
+                         ORDER BY seq DESC LIMIT $3"
+                    );
+                    client.rows(&sql, &[&failed_only, &delivered, &limit]).await
+                }
+            }
             .map_err(db_error)?;
-        let mut items: Vec<OutboxItem> = rows.iter().map(item_of).collect();
-        // RETURNING keeps no order.
-        items.sort_unstable_by_key(|i| (i.next_at, i.id));
-        Ok(items)
+            rows.iter().map(record_of).collect()
+        })
     }
+}
 
+impl Shared {
     /// Logs an attempt on an item and removes it or sets its next attempt, in one transaction.
     pub(super) async fn settle(
         &self,
@@ -271,50 +334,6 @@ impl Shared {
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
         Ok(true)
-    }
-
-    pub(super) async fn outbox_depth(&self) -> StoreResult<u64> {
-        let client = self.client().await?;
-        let row = client
-            .row("SELECT count(*) FROM outbox", &[])
-            .await
-            .map_err(db_error)?;
-        Ok(rust_ms(row.get(0)))
-    }
-
-    pub(super) async fn deliveries(
-        &self,
-        webhook: Option<&str>,
-        failed_only: bool,
-        limit: usize,
-    ) -> StoreResult<Vec<DeliveryRecord>> {
-        let client = self.client().await?;
-        let delivered = i16::from(DeliveryOutcome::Delivered.stored());
-        let limit = sql_limit(limit);
-        // Two statements rather than `$1 IS NULL OR webhook = $1`: a cached plan serves every
-        // call, and one plan for both would not use the webhook's index.
-        let rows = match webhook {
-            Some(webhook) => {
-                let sql = format!(
-                    "SELECT {RECORD_COLUMNS} FROM outbox_log
-                     WHERE webhook = $1 AND (NOT $2 OR outcome <> $3)
-                     ORDER BY seq DESC LIMIT $4"
-                );
-                client
-                    .rows(&sql, &[&webhook, &failed_only, &delivered, &limit])
-                    .await
-            }
-            None => {
-                let sql = format!(
-                    "SELECT {RECORD_COLUMNS} FROM outbox_log
-                     WHERE NOT $1 OR outcome <> $2
-                     ORDER BY seq DESC LIMIT $3"
-                );
-                client.rows(&sql, &[&failed_only, &delivered, &limit]).await
-            }
-        }
-        .map_err(db_error)?;
-        rows.iter().map(record_of).collect()
     }
 }
 

@@ -6,12 +6,12 @@ use std::collections::HashMap;
 
 use deadpool_postgres::GenericClient;
 
-use super::{bump, db_error, rust_ms, sql_ms, Cached, Shared};
+use super::{bump, db_error, rust_ms, sql_ms, Cached, PgStore, Shared};
 use crate::model::hll::Hll;
 use crate::model::tally::Tally;
 use crate::{
-    Dimension, HourCount, Millis, NewVisit, StoreError, StoreResult, SummarySpan, Visit, VisitPage,
-    VisitSummary, VisitTotals,
+    DayCount, Dimension, Millis, NewVisit, StoreError, StoreResult, SummaryBuilder, SummarySpan,
+    Visit, VisitPage, VisitStore, VisitSummary, VisitTotals,
 };
 
 fn dim_code(dim: Dimension) -> i16 {
@@ -22,18 +22,173 @@ fn dim_of(code: i16) -> Option<Dimension> {
     u8::try_from(code).ok().and_then(Dimension::of_stored)
 }
 
+/// A day's counter of creates or visits, as [`VisitStore::day_counts`] reads them.
+fn day_counter(kind: &str, day: u64) -> String {
+    format!("{kind}:{day}")
+}
+
 fn i64s(values: impl Iterator<Item = u64>) -> Vec<i64> {
     values.map(sql_ms).collect()
+}
+
+impl VisitStore for PgStore {
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.block(self.shared.write_visits(visits, false))
+    }
+
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.block(self.shared.write_visits(visits, true))
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .row("SELECT last_value, is_called FROM visit_ids", &[])
+                .await
+                .map_err(db_error)?;
+            let called: bool = row.get(1);
+            Ok(if called { rust_ms(row.get(0)) } else { 0 })
+        })
+    }
+
+    fn recent_visits(
+        &self,
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.block(self.shared.visit_page(link_id, before, limit, true))
+    }
+
+    fn visits_page(
+        &self,
+        link_id: u64,
+        after: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        self.block(self.shared.visit_page(link_id, after, limit, false))
+    }
+
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .row_opt(
+                    "SELECT visits, bots FROM visit_totals WHERE link_id = $1",
+                    &[&sql_ms(link_id)],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(row.map_or(VisitTotals::default(), |r| VisitTotals {
+                visits: rust_ms(r.get(0)),
+                bots: rust_ms(r.get(1)),
+            }))
+        })
+    }
+
+    /// Hours inside `from..to`; top lists and distinct visitors over the whole UTC days the
+    /// range touches (what the counters keep).
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
+        self.block(async {
+            let Some(span) = SummarySpan::of(from, to) else {
+                return Ok(VisitSummary::default());
+            };
+            let mut summary = SummaryBuilder::new(span);
+            let client = self.shared.client().await?;
+            let link = sql_ms(link_id);
+            for row in client
+                .rows(
+                    "SELECT hour, visits, bots FROM visit_hours
+                     WHERE link_id = $1 AND hour BETWEEN $2 AND $3 ORDER BY hour",
+                    &[&link, &sql_ms(span.first_hour), &sql_ms(span.last_hour)],
+                )
+                .await
+                .map_err(db_error)?
+            {
+                summary.add_hour(
+                    rust_ms(row.get(0)),
+                    rust_ms(row.get(1)),
+                    rust_ms(row.get(2)),
+                );
+            }
+            let (first_day, last_day) = (sql_ms(span.first_day), sql_ms(span.last_day));
+            let days: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                [&link, &first_day, &last_day];
+            for row in client
+                .rows(
+                    "SELECT dim, value, sum(n)::bigint FROM visit_dims
+                     WHERE link_id = $1 AND day BETWEEN $2 AND $3 GROUP BY dim, value",
+                    &days,
+                )
+                .await
+                .map_err(db_error)?
+            {
+                if let Some(dim) = dim_of(row.get(0)) {
+                    summary.add_dim(dim, row.get::<_, String>(1), rust_ms(row.get(2)));
+                }
+            }
+            for row in client
+                .rows(
+                    "SELECT sketch FROM visit_uniques WHERE link_id = $1 AND day BETWEEN $2 AND $3",
+                    &days,
+                )
+                .await
+                .map_err(db_error)?
+            {
+                let bytes: Vec<u8> = row.get(0);
+                if let Some(hll) = Hll::from_bytes(&bytes) {
+                    summary.add_uniques(&hll);
+                }
+            }
+            Ok(summary.finish())
+        })
+    }
+
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let n = client
+                .exec(
+                    "DELETE FROM visits WHERE id IN (
+                         SELECT id FROM visits WHERE at < $1 ORDER BY at LIMIT $2)",
+                    &[&sql_ms(before), &i64::try_from(limit).unwrap_or(i64::MAX)],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(n)
+        })
+    }
+
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let names: Vec<String> = (from_day..=to_day)
+                .flat_map(|d| [day_counter("creates", d), day_counter("visits", d)])
+                .collect();
+            let rows = client
+                .rows(
+                    "SELECT name, sum(n)::bigint FROM counters WHERE name = ANY($1) GROUP BY name",
+                    &[&names],
+                )
+                .await
+                .map_err(db_error)?;
+            let sums: HashMap<String, i64> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            Ok((from_day..=to_day)
+                .map(|day| DayCount {
+                    day,
+                    creates: rust_ms(sums.get(&day_counter("creates", day)).copied().unwrap_or(0)),
+                    visits: rust_ms(sums.get(&day_counter("visits", day)).copied().unwrap_or(0)),
+                })
+                .collect())
+        })
+    }
 }
 
 impl Shared {
     /// Writes a batch: ids from the `visit_ids` sequence (or, for an import, the records'
     /// own, after which the sequence moves past them), records, then counters.
-    pub(super) async fn record_visits(
-        &self,
-        visits: &mut [NewVisit],
-        preset: bool,
-    ) -> StoreResult<()> {
+    async fn write_visits(&self, visits: &mut [NewVisit], preset: bool) -> StoreResult<()> {
         if visits.is_empty() {
             return Ok(());
         }
@@ -81,18 +236,8 @@ impl Shared {
         Ok(())
     }
 
-    pub(super) async fn last_visit_id(&self) -> StoreResult<u64> {
-        let client = self.client().await?;
-        let row = client
-            .row("SELECT last_value, is_called FROM visit_ids", &[])
-            .await
-            .map_err(db_error)?;
-        let called: bool = row.get(1);
-        Ok(if called { rust_ms(row.get(0)) } else { 0 })
-    }
-
     /// A page of a link's visits: after a cursor oldest first, or before one newest first.
-    pub(super) async fn visit_page(
+    async fn visit_page(
         &self,
         link_id: u64,
         cursor: Option<u64>,
@@ -137,102 +282,6 @@ impl Shared {
             None
         };
         Ok(VisitPage { items, next })
-    }
-
-    pub(super) async fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
-        let client = self.client().await?;
-        let row = client
-            .row_opt(
-                "SELECT visits, bots FROM visit_totals WHERE link_id = $1",
-                &[&sql_ms(link_id)],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(row.map_or(VisitTotals::default(), |r| VisitTotals {
-            visits: rust_ms(r.get(0)),
-            bots: rust_ms(r.get(1)),
-        }))
-    }
-
-    /// Hours inside `from..to`; top lists and distinct visitors over the whole UTC days the
-    /// range touches (what the counters keep).
-    pub(super) async fn visit_summary(
-        &self,
-        link_id: u64,
-        from: Millis,
-        to: Millis,
-    ) -> StoreResult<VisitSummary> {
-        let mut summary = VisitSummary::default();
-        let Some(SummarySpan {
-            first_hour,
-            last_hour,
-            first_day,
-            last_day,
-        }) = SummarySpan::of(from, to)
-        else {
-            return Ok(summary);
-        };
-        let client = self.client().await?;
-        let link = sql_ms(link_id);
-        for row in client
-            .rows(
-                "SELECT hour, visits, bots FROM visit_hours
-                 WHERE link_id = $1 AND hour BETWEEN $2 AND $3 ORDER BY hour",
-                &[&link, &sql_ms(first_hour), &sql_ms(last_hour)],
-            )
-            .await
-            .map_err(db_error)?
-        {
-            summary.hours.push(HourCount {
-                hour: rust_ms(row.get(0)),
-                visits: rust_ms(row.get(1)),
-                bots: rust_ms(row.get(2)),
-            });
-        }
-        let (first_day, last_day) = (sql_ms(first_day), sql_ms(last_day));
-        let days: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&link, &first_day, &last_day];
-        for row in client
-            .rows(
-                "SELECT dim, value, sum(n)::bigint FROM visit_dims
-                 WHERE link_id = $1 AND day BETWEEN $2 AND $3 GROUP BY dim, value",
-                &days,
-            )
-            .await
-            .map_err(db_error)?
-        {
-            if let Some(dim) = dim_of(row.get(0)) {
-                summary.top.push((dim, row.get(1), rust_ms(row.get(2))));
-            }
-        }
-        let mut uniques = Hll::new();
-        for row in client
-            .rows(
-                "SELECT sketch FROM visit_uniques WHERE link_id = $1 AND day BETWEEN $2 AND $3",
-                &days,
-            )
-            .await
-            .map_err(db_error)?
-        {
-            let bytes: Vec<u8> = row.get(0);
-            if let Some(hll) = Hll::from_bytes(&bytes) {
-                uniques.merge(&hll);
-            }
-        }
-        summary.unique_visitors = uniques.estimate();
-        Ok(summary)
-    }
-
-    pub(super) async fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
-        let client = self.client().await?;
-        let n = client
-            .exec(
-                "DELETE FROM visits WHERE id IN (
-                     SELECT id FROM visits WHERE at < $1 ORDER BY at LIMIT $2)",
-                &[&sql_ms(before), &i64::try_from(limit).unwrap_or(i64::MAX)],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(n)
     }
 }
 

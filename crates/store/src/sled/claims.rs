@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use crate::model::{CapSlot, ClaimOutcome, VisitClaim};
-use crate::{ClaimDone, Durability, StoreError, StoreResult};
+use crate::{CapStore, ClaimDone, Durability, StoreError, StoreResult};
 
 use super::errors::{backend, failed};
 use super::SledStore;
@@ -109,8 +109,8 @@ fn count_of(bytes: &[u8]) -> u64 {
     <[u8; 8]>::try_from(bytes).map_or(0, u64::from_be_bytes)
 }
 
-impl SledStore {
-    pub(super) fn claim_visit_impl(&self, claim: VisitClaim, done: ClaimDone) {
+impl CapStore for SledStore {
+    fn claim_visit(&self, claim: VisitClaim, done: ClaimDone) {
         match self.claim_in_book(&claim) {
             Ok(ClaimOutcome::Granted) if self.durability == Durability::Power => {
                 self.flusher.when_durable(Box::new(move |flushed| {
@@ -121,6 +121,38 @@ impl SledStore {
         }
     }
 
+    fn counted(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
+        let book = self.claim_book.lock();
+        Ok(book
+            .counts
+            .range((link_id, 0)..=(link_id, u32::MAX))
+            .filter_map(|(&(_, slot), &n)| Some((CapSlot::of_stored(slot)?, n)))
+            .collect())
+    }
+
+    fn import_counted(&self, link_id: u64, counts: &[(CapSlot, u64)]) -> StoreResult<()> {
+        self.space.admit(0)?;
+        {
+            let mut book = self.claim_book.lock();
+            let mut record = Vec::new();
+            for &(slot, count) in counts {
+                let key = (link_id, slot.stored());
+                let used = book.counts.get(&key).copied().unwrap_or(0);
+                if count > used {
+                    encode(&mut record, key, count);
+                    book.counts.insert(key, count);
+                    book.dirty.push(key);
+                }
+            }
+            book.journal
+                .write_all(&record)
+                .map_err(|e| failed("cannot write the claims journal", e))?;
+        }
+        self.flusher.wait_durable()
+    }
+}
+
+impl SledStore {
     /// Checks every slot and raises them all, or none; the new counts are in the journal
     /// when this returns `Granted`.
     fn claim_in_book(&self, claim: &VisitClaim) -> StoreResult<ClaimOutcome> {
@@ -144,40 +176,6 @@ impl SledStore {
             book.dirty.push(key);
         }
         Ok(ClaimOutcome::Granted)
-    }
-
-    pub(super) fn counted_impl(&self, link_id: u64) -> StoreResult<Vec<(CapSlot, u64)>> {
-        let book = self.claim_book.lock();
-        Ok(book
-            .counts
-            .range((link_id, 0)..=(link_id, u32::MAX))
-            .filter_map(|(&(_, slot), &n)| Some((CapSlot::of_stored(slot)?, n)))
-            .collect())
-    }
-
-    pub(super) fn import_counted_impl(
-        &self,
-        link_id: u64,
-        counts: &[(CapSlot, u64)],
-    ) -> StoreResult<()> {
-        self.space.admit(0)?;
-        {
-            let mut book = self.claim_book.lock();
-            let mut record = Vec::new();
-            for &(slot, count) in counts {
-                let key = (link_id, slot.stored());
-                let used = book.counts.get(&key).copied().unwrap_or(0);
-                if count > used {
-                    encode(&mut record, key, count);
-                    book.counts.insert(key, count);
-                    book.dirty.push(key);
-                }
-            }
-            book.journal
-                .write_all(&record)
-                .map_err(|e| failed("cannot write the claims journal", e))?;
-        }
-        self.flusher.wait_durable()
     }
 
     /// Writes the counts changed since the last fold into the tree, makes them durable, then

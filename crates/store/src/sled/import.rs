@@ -20,7 +20,7 @@ use crate::{is_keepable_id, Imported, Link, LinkStatus, StoreError, StoreResult}
 impl SledStore {
     /// Imports records in one transaction (an archived record alone, on its own path). Every
     /// non-archived record of one call must have a code of the same length.
-    pub(super) fn import_links_impl(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
+    pub(super) fn import_batch(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
         let Some(first) = batch.first() else {
             return Ok(Vec::new());
         };

@@ -11,7 +11,7 @@ use super::errors::{backend, tx_error, TxResult};
 use super::keys::{read_u64, u64_key};
 use super::SledStore;
 use crate::model::{Lead, LeadPage, Millis};
-use crate::{StoreError, StoreResult};
+use crate::{LeadStore, StoreError, StoreResult};
 
 /// The counter of the last lead id given.
 const LEAD_SEQ: &[u8] = b"lead_seq";
@@ -77,8 +77,9 @@ fn tx_put(
     Ok(Some(id))
 }
 
-impl SledStore {
-    pub(super) fn add_lead_impl(&self, mut lead: Lead) -> StoreResult<Lead> {
+impl LeadStore for SledStore {
+    fn add_lead(&self, mut lead: Lead) -> StoreResult<Lead> {
+        self.space.admit(0)?;
         lead.id = 0;
         let id = (&self.leads, &self.lead_counts, &self.counters)
             .transaction(|(leads, counts, counters)| tx_put(leads, counts, counters, &lead))
@@ -88,30 +89,7 @@ impl SledStore {
         Ok(lead)
     }
 
-    pub(super) fn import_leads_impl(&self, leads: &[Lead]) -> StoreResult<u64> {
-        let written = (&self.leads, &self.lead_counts, &self.counters)
-            .transaction(|(tree, counts, counters)| {
-                let mut written = 0;
-                for lead in leads {
-                    if lead.id == 0 {
-                        continue;
-                    }
-                    if tx_put(tree, counts, counters, lead)?.is_some() {
-                        written += 1;
-                    }
-                }
-                Ok(written)
-            })
-            .map_err(|e| tx_error(e, ""))?;
-        Ok(written)
-    }
-
-    pub(super) fn leads_impl(
-        &self,
-        link_id: u64,
-        before: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<LeadPage> {
+    fn leads(&self, link_id: u64, before: Option<u64>, limit: usize) -> StoreResult<LeadPage> {
         let start = key(link_id, 0);
         let end = key(link_id, before.unwrap_or(u64::MAX));
         let mut leads = Vec::with_capacity(limit.min(1024));
@@ -129,7 +107,7 @@ impl SledStore {
         Ok(LeadPage { leads, next })
     }
 
-    pub(super) fn lead_count_impl(&self, link_id: u64) -> StoreResult<u64> {
+    fn lead_count(&self, link_id: u64) -> StoreResult<u64> {
         Ok(self
             .lead_counts
             .get(u64_key(link_id))
@@ -138,7 +116,7 @@ impl SledStore {
             .unwrap_or(0))
     }
 
-    pub(super) fn lead_links_impl(&self) -> StoreResult<Vec<u64>> {
+    fn lead_links(&self) -> StoreResult<Vec<u64>> {
         self.lead_counts
             .iter()
             .keys()
@@ -148,11 +126,7 @@ impl SledStore {
 
     /// Deletes a link's leads recorded before `before` (all of them with `None`), a chunk
     /// of keys per transaction.
-    pub(super) fn delete_leads_impl(
-        &self,
-        link_id: u64,
-        before: Option<Millis>,
-    ) -> StoreResult<u64> {
+    fn delete_leads(&self, link_id: u64, before: Option<Millis>) -> StoreResult<u64> {
         const CHUNK: usize = 1000;
         let mut deleted = 0;
         let mut after = 0;
@@ -197,5 +171,24 @@ impl SledStore {
             }
         }
         Ok(deleted)
+    }
+
+    fn import_leads(&self, leads: &[Lead]) -> StoreResult<u64> {
+        self.space.admit(0)?;
+        let written = (&self.leads, &self.lead_counts, &self.counters)
+            .transaction(|(tree, counts, counters)| {
+                let mut written = 0;
+                for lead in leads {
+                    if lead.id == 0 {
+                        continue;
+                    }
+                    if tx_put(tree, counts, counters, lead)?.is_some() {
+                        written += 1;
+                    }
+                }
+                Ok(written)
+            })
+            .map_err(|e| tx_error(e, ""))?;
+        Ok(written)
     }
 }

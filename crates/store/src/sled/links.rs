@@ -2,6 +2,9 @@
 //! updating, deleting, expiring, recycling and listing them, with the indexes each change keeps
 //! in step (`codes`, `dedup`, `expiry`, `ended`) in the same transaction. Pool
 //! bookkeeping it shares with `pools.rs`; it does not touch visits.
+//!
+//! `LinkStore` is implemented here; an import groups its records by code length and hands
+//! each group to `import.rs`, a pooled create goes to the committer (`group.rs`).
 
 use sled::transaction::{abort, TransactionError, TransactionalTree, UnabortableTransactionError};
 use sled::Transactional;
@@ -14,9 +17,11 @@ use super::errors::{backend, tx_error, Abort, TxResult};
 use super::keys::{self, counter, read_u64};
 use super::pools::{length_of, take_out_of_pool};
 use super::{SledStore, DAY_MS, LIST_SCAN_BUDGET};
+use std::collections::BTreeMap;
+
 use crate::{
-    ActiveEntry, CodeChoice, CreateDone, Created, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
-    LinkStatus, Millis, NewLink, StoreError, StoreResult,
+    ActiveEntry, CodeChoice, CreateDone, Created, Imported, Link, LinkCounts, LinkPage, LinkPatch,
+    LinkQuery, LinkStatus, LinkStore, Millis, NewLink, StoreError, StoreResult,
 };
 
 /// Writes a new active link with every index it belongs to (record, code with its redirect
@@ -95,7 +100,7 @@ impl SledStore {
         let Some(id) = self.dedup.get(key).map_err(backend)? else {
             return Ok(None);
         };
-        let link = self.link_by_id_impl(stored_id("dedup", &id)?)?;
+        let link = self.link_by_id(stored_id("dedup", &id)?)?;
         Ok(link.filter(|l| l.is_dedup_target(new.now)))
     }
 
@@ -274,7 +279,7 @@ impl SledStore {
             let Some((_, id)) = keys::split_time_id(&key) else {
                 continue;
             };
-            if let Some(link) = self.link_by_id_impl(id)? {
+            if let Some(link) = self.link_by_id(id)? {
                 out.push(link);
             }
         }
@@ -283,7 +288,7 @@ impl SledStore {
 
     /// A blocking create: a pooled one waits for the committer ([`super::group`]), a custom
     /// one commits on the caller's thread.
-    pub(super) fn create_link_impl(&self, new: &NewLink) -> StoreResult<Created> {
+    pub(super) fn create_blocking(&self, new: &NewLink) -> StoreResult<Created> {
         let created = match &new.code {
             CodeChoice::Pool(length) if self.pool(*length).is_some() => {
                 let (answer, answered) = std::sync::mpsc::sync_channel(1);
@@ -314,10 +319,12 @@ impl SledStore {
         self.flusher.wait_durable()?;
         Ok(created)
     }
+}
 
+impl LinkStore for SledStore {
     /// A create that returns at once: a pooled one is queued to the committer, which calls
     /// `done` after the flush; a custom one runs here.
-    pub(super) fn submit_create_impl(&self, new: NewLink, done: CreateDone) {
+    fn submit_create(&self, new: NewLink, done: CreateDone) {
         match new.code {
             CodeChoice::Pool(length) if self.pool(length).is_some() => {
                 self.committer.submit(new, length, done)
@@ -326,12 +333,12 @@ impl SledStore {
             _ => done(
                 self.space
                     .admit(0)
-                    .and_then(|()| self.create_link_impl(&new)),
+                    .and_then(|()| self.create_blocking(&new)),
             ),
         }
     }
 
-    pub(super) fn resolve_impl(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
         let Some(bytes) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
@@ -346,11 +353,15 @@ impl SledStore {
         }
     }
 
-    pub(super) fn link_by_code_impl(&self, code: &str) -> StoreResult<Option<Link>> {
+    fn may_exist(&self, code: &str) -> bool {
+        self.filter.read().check(code)
+    }
+
+    fn link_by_code(&self, code: &str) -> StoreResult<Option<Link>> {
         let Some(value) = self.codes.get(code.as_bytes()).map_err(backend)? else {
             return Ok(None);
         };
-        self.link_by_id_impl(code_owner(&value).map_err(|e| match e {
+        self.link_by_id(code_owner(&value).map_err(|e| match e {
             StoreError::Corrupt { tree, detail } => StoreError::Corrupt {
                 tree,
                 detail: format!("{detail} (code `{code}`)"),
@@ -359,7 +370,7 @@ impl SledStore {
         })?)
     }
 
-    pub(super) fn link_by_id_impl(&self, id: u64) -> StoreResult<Option<Link>> {
+    fn link_by_id(&self, id: u64) -> StoreResult<Option<Link>> {
         self.links
             .get(keys::u64_key(id))
             .map_err(backend)?
@@ -375,12 +386,8 @@ impl SledStore {
             .transpose()
     }
 
-    pub(super) fn update_link_impl(
-        &self,
-        code: &str,
-        patch: &LinkPatch,
-        now: Millis,
-    ) -> StoreResult<Link> {
+    fn update_link(&self, code: &str, patch: &LinkPatch, now: Millis) -> StoreResult<Link> {
+        self.space.admit(0)?;
         let trees = (&self.links, &self.codes, &self.dedup, &self.expiry);
         let link = trees
             .transaction(|(links, codes, dedup, expiry)| {
@@ -414,7 +421,8 @@ impl SledStore {
         Ok(link)
     }
 
-    pub(super) fn delete_link_impl(&self, code: &str, now: Millis) -> StoreResult<Link> {
+    fn delete_link(&self, code: &str, now: Millis) -> StoreResult<Link> {
+        self.space.admit(0)?;
         let trees = (
             &self.links,
             &self.codes,
@@ -460,7 +468,8 @@ impl SledStore {
     /// Expires the links of `ids` that are active and due, in one transaction: sled applies
     /// each transaction under a global write lock that every read in the process waits
     /// behind, so the lifecycle job takes it once per group rather than once per link.
-    pub(super) fn expire_links_impl(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+    fn expire_links(&self, ids: &[u64], now: Millis) -> StoreResult<Vec<Link>> {
+        self.space.admit(0)?;
         let trees = (
             &self.links,
             &self.codes,
@@ -505,8 +514,9 @@ impl SledStore {
             .map_err(|e| tx_error(e, ""))
     }
 
-    pub(super) fn recycle_link_impl(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
-        let Some(current) = self.link_by_id_impl(id)? else {
+    fn recycle_link(&self, id: u64, score: Millis) -> StoreResult<Option<Link>> {
+        self.space.admit(0)?;
+        let Some(current) = self.link_by_id(id)? else {
             return Ok(None);
         };
         let Some(length) = length_of(&current.code) else {
@@ -563,24 +573,7 @@ impl SledStore {
         Ok(Some(link))
     }
 
-    pub(super) fn dedup_target_impl(
-        &self,
-        space: &str,
-        length: u8,
-        url: &str,
-    ) -> StoreResult<Option<Link>> {
-        let Some(id) = self
-            .dedup
-            .get(keys::dedup_key(space, length, url))
-            .map_err(backend)?
-        else {
-            return Ok(None);
-        };
-        let link = self.link_by_id_impl(read_u64(&id).unwrap_or(0))?;
-        Ok(link.filter(|l| l.status == LinkStatus::Active))
-    }
-
-    pub(super) fn list_links_impl(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
+    fn list_links(&self, query: &LinkQuery) -> StoreResult<LinkPage> {
         let limit = query.limit.max(1);
         let range = if query.newest_first {
             let end = query.after.unwrap_or(u64::MAX);
@@ -612,8 +605,17 @@ impl SledStore {
         Ok(page)
     }
 
-    pub(super) fn retire_link_impl(&self, id: u64) -> StoreResult<bool> {
-        let Some(link) = self.link_by_id_impl(id)? else {
+    fn due_for_expiry(&self, now: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.scan_index(&self.expiry, now, limit)
+    }
+
+    fn due_for_recycling(&self, ended_before: Millis, limit: usize) -> StoreResult<Vec<Link>> {
+        self.scan_index(&self.ended, ended_before.saturating_sub(1), limit)
+    }
+
+    fn retire_link(&self, id: u64) -> StoreResult<bool> {
+        self.space.admit(0)?;
+        let Some(link) = self.link_by_id(id)? else {
             return Ok(false);
         };
         let Some(at) = link.ended_at() else {
@@ -626,7 +628,49 @@ impl SledStore {
             .is_some())
     }
 
-    pub(super) fn link_counts_impl(&self) -> StoreResult<LinkCounts> {
+    fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>> {
+        self.space.admit(0)?;
+        // One transaction per code length, under that length's pool lock; an archived record
+        // owns no code and goes alone.
+        let mut groups: BTreeMap<Option<usize>, Vec<usize>> = BTreeMap::new();
+        let mut alone = Vec::new();
+        for (at, link) in links.iter().enumerate() {
+            if link.status == LinkStatus::Archived {
+                alone.push(vec![at]);
+            } else {
+                groups.entry(Some(link.code.len())).or_default().push(at);
+            }
+        }
+        if alone.is_empty() && groups.len() == 1 {
+            // One length, as the importer sends them: no copy.
+            return self.import_batch(links);
+        }
+        let mut results: Vec<Option<Imported>> = vec![None; links.len()];
+        for group in groups.into_values().chain(alone) {
+            let batch: Vec<Link> = group.iter().map(|&at| links[at].clone()).collect();
+            for (at, imported) in group.into_iter().zip(self.import_batch(&batch)?) {
+                results[at] = Some(imported);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.ok_or_else(|| backend("an imported record got no result")))
+            .collect()
+    }
+
+    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+        let Some(id) = self
+            .dedup
+            .get(keys::dedup_key(space, length, url))
+            .map_err(backend)?
+        else {
+            return Ok(None);
+        };
+        let link = self.link_by_id(read_u64(&id).unwrap_or(0))?;
+        Ok(link.filter(|l| l.status == LinkStatus::Active))
+    }
+
+    fn link_counts(&self) -> StoreResult<LinkCounts> {
         Ok(LinkCounts {
             active: self.counter(&counter::links(LinkStatus::Active))?,
             expired: self.counter(&counter::links(LinkStatus::Expired))?,

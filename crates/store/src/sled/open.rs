@@ -3,6 +3,9 @@
 //! code filter's file and checkpoints. No record is written here except corrected counters and
 //! the moves out of older layouts (visit chunks into blocks, `active` into `codes`, the
 //! `pool_members` tree dropped: its contents are rebuilt from the pools in memory).
+//!
+//! `StoreOps` is implemented here: checkpoints, closing, and what the store reports of its
+//! flushes, faults and memory.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +18,7 @@ use super::flusher::Flusher;
 use super::keys::{self, counter, read_u64};
 use super::{filter_file, group, pools, OpenReport, SledStore, StoreOptions, MAX_LEN};
 use crate::codes::filter::CodeFilter;
-use crate::{StoreError, StoreResult};
+use crate::{Cluster, CommitStats, StorageFault, StoreError, StoreOps, StoreResult};
 
 pub(super) fn open_error(e: sled::Error, path: &Path) -> StoreError {
     let text = e.to_string();
@@ -241,7 +244,7 @@ impl SledStore {
         *self.filter.get_mut() = rebuilt;
         *self.saved_watermark.get_mut() = None;
         self.report.filter_rebuilt = Some(reason);
-        self.checkpoint_impl()
+        self.checkpoint()
     }
 
     /// A new filter holding every code that exists: owned by a link or sitting in a pool.
@@ -268,8 +271,10 @@ impl SledStore {
             filter.insert(code);
         }
     }
+}
 
-    pub(super) fn checkpoint_impl(&self) -> StoreResult<()> {
+impl StoreOps for SledStore {
+    fn checkpoint(&self) -> StoreResult<()> {
         self.fold_claims()?;
         let mut saved = self.saved_watermark.lock();
         // The watermark is read before the filter is copied: every code counted in it was put
@@ -289,9 +294,40 @@ impl SledStore {
         Ok(())
     }
 
-    pub(super) fn close_impl(&self) -> StoreResult<()> {
+    fn sync(&self) -> StoreResult<()> {
+        self.flusher.wait_durable()
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        self.counters
+            .get(counter::LINK_ID)
+            .map(|_| ())
+            .map_err(backend)
+    }
+
+    fn write_fault(&self) -> Option<StorageFault> {
+        self.flusher.fault().or_else(|| self.space.fault())
+    }
+
+    fn commit_stats(&self) -> CommitStats {
+        self.flusher.stats()
+    }
+
+    fn memory_held(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("sled_page_table", self.page_table.table_bytes()),
+            ("sled_cache_capacity", self.page_table.cache_capacity()),
+        ]
+    }
+
+    /// Only this process writes the directory (sled holds its lock).
+    fn cluster(&self) -> Option<&dyn Cluster> {
+        None
+    }
+
+    fn close(&self) -> StoreResult<()> {
         self.committer.stop();
-        self.checkpoint_impl()?;
+        self.checkpoint()?;
         self.fold_claims()?;
         self.fold_index()?;
         self.fold_counts()?;

@@ -9,7 +9,7 @@
 //! | `outbox_log` | log seq u64 | a [`DeliveryRecord`] (MessagePack) |
 //! | `outbox_log_hooks` | webhook (a u32 length then its bytes), log seq u64 | empty: each webhook's records, for its listing and its bound |
 //!
-//! Only heads sit in `outbox_due`, so [`SledStore::take_due_impl`] reads the due heads and
+//! Only heads sit in `outbox_due`, so `take_due` reads the due heads and
 //! nothing else, however many items wait behind a head that is retrying. Item ids and log
 //! sequence numbers come from counters raised in the same transaction.
 //!
@@ -32,7 +32,7 @@ use crate::model::{
     DeliveryAttempt, DeliveryOutcome, DeliveryRecord, Millis, NewOutboxItem, OutboxItem,
     DELIVERY_LOG_KEEP,
 };
-use crate::{StoreError, StoreResult};
+use crate::{OutboxStore, StoreError, StoreResult};
 
 /// The counter of the last item id given.
 const OUTBOX_SEQ: &[u8] = b"outbox_seq";
@@ -169,8 +169,10 @@ fn number_at_end(tree: &'static str, key: &[u8]) -> StoreResult<u64> {
         .ok_or_else(|| corrupt(tree, "malformed key"))
 }
 
-impl SledStore {
-    pub(super) fn enqueue_impl(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
+impl OutboxStore for SledStore {
+    fn enqueue(&self, items: &[NewOutboxItem]) -> StoreResult<Vec<u64>> {
+        let bytes = items.iter().map(|i| i.body.len() as u64).sum();
+        self.space.admit(bytes)?;
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -231,12 +233,7 @@ impl SledStore {
         Ok((last + 1 - count..=last).collect())
     }
 
-    pub(super) fn take_due_impl(
-        &self,
-        now: Millis,
-        lease: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<OutboxItem>> {
+    fn take_due(&self, now: Millis, lease: Millis, limit: usize) -> StoreResult<Vec<OutboxItem>> {
         let mut taken = Vec::new();
         if limit == 0 {
             return Ok(taken);
@@ -263,23 +260,82 @@ impl SledStore {
         Ok(taken)
     }
 
-    pub(super) fn delivered_impl(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+    fn delivered(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        self.space.admit(0)?;
         self.settle(id, attempt, Settle::Remove(DeliveryOutcome::Delivered))
     }
 
-    pub(super) fn retry_impl(
-        &self,
-        id: u64,
-        attempt: &DeliveryAttempt,
-        next_at: Millis,
-    ) -> StoreResult<bool> {
+    fn retry(&self, id: u64, attempt: &DeliveryAttempt, next_at: Millis) -> StoreResult<bool> {
+        self.space.admit(0)?;
         self.settle(id, attempt, Settle::Retry(next_at))
     }
 
-    pub(super) fn give_up_impl(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+    fn give_up(&self, id: u64, attempt: &DeliveryAttempt) -> StoreResult<bool> {
+        self.space.admit(0)?;
         self.settle(id, attempt, Settle::Remove(DeliveryOutcome::GaveUp))
     }
 
+    fn outbox_depth(&self) -> StoreResult<u64> {
+        Ok(self.outbox_state.lock().depth)
+    }
+
+    fn deliveries(
+        &self,
+        webhook: Option<&str>,
+        failed_only: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        let wanted = |r: &DeliveryRecord| !failed_only || r.outcome.is_failure();
+        let mut records = Vec::new();
+        if limit == 0 {
+            return Ok(records);
+        }
+        match webhook {
+            None => {
+                for entry in self.outbox_log.iter().rev() {
+                    let (_, value) = entry.map_err(backend)?;
+                    let record = decode_record(&value)?;
+                    if wanted(&record) {
+                        records.push(record);
+                        if records.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+            }
+            Some(webhook) => {
+                for key in self
+                    .outbox_log_hooks
+                    .scan_prefix(hook_prefix(webhook))
+                    .keys()
+                    .rev()
+                {
+                    let seq = number_at_end("outbox_log_hooks", &key.map_err(backend)?)?;
+                    let value = self
+                        .outbox_log
+                        .get(u64_key(seq))
+                        .map_err(backend)?
+                        .ok_or_else(|| {
+                            corrupt(
+                                "outbox_log_hooks",
+                                format!("record {seq} is not in the log"),
+                            )
+                        })?;
+                    let record = decode_record(&value)?;
+                    if wanted(&record) {
+                        records.push(record);
+                        if records.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(records)
+    }
+}
+
+impl SledStore {
     /// Logs an attempt on an item and removes it or sets its next attempt, in one transaction.
     fn settle(&self, id: u64, attempt: &DeliveryAttempt, how: Settle) -> StoreResult<bool> {
         let mut state = self.outbox_state.lock();
@@ -423,65 +479,6 @@ impl SledStore {
         }
         state.logged.insert(webhook.to_string(), n);
         Ok(n)
-    }
-
-    pub(super) fn outbox_depth_impl(&self) -> u64 {
-        self.outbox_state.lock().depth
-    }
-
-    pub(super) fn deliveries_impl(
-        &self,
-        webhook: Option<&str>,
-        failed_only: bool,
-        limit: usize,
-    ) -> StoreResult<Vec<DeliveryRecord>> {
-        let wanted = |r: &DeliveryRecord| !failed_only || r.outcome.is_failure();
-        let mut records = Vec::new();
-        if limit == 0 {
-            return Ok(records);
-        }
-        match webhook {
-            None => {
-                for entry in self.outbox_log.iter().rev() {
-                    let (_, value) = entry.map_err(backend)?;
-                    let record = decode_record(&value)?;
-                    if wanted(&record) {
-                        records.push(record);
-                        if records.len() >= limit {
-                            break;
-                        }
-                    }
-                }
-            }
-            Some(webhook) => {
-                for key in self
-                    .outbox_log_hooks
-                    .scan_prefix(hook_prefix(webhook))
-                    .keys()
-                    .rev()
-                {
-                    let seq = number_at_end("outbox_log_hooks", &key.map_err(backend)?)?;
-                    let value = self
-                        .outbox_log
-                        .get(u64_key(seq))
-                        .map_err(backend)?
-                        .ok_or_else(|| {
-                            corrupt(
-                                "outbox_log_hooks",
-                                format!("record {seq} is not in the log"),
-                            )
-                        })?;
-                    let record = decode_record(&value)?;
-                    if wanted(&record) {
-                        records.push(record);
-                        if records.len() >= limit {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        Ok(records)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The code pools in sled: `pool/<L>` (a sorted set by score), where each pooled code sits
 //! ([`Members`], in memory), their size counters, the in-memory count of cooling codes, and
 //! the strategies' saved states in `meta`. Adding codes and reading the head live here; taking
-//! a head is part of a create (`links.rs`, `group.rs`).
+//! a head is part of a create (`links.rs`, `group.rs`). `PoolStore` is implemented here, and
+//! `MetaStore` (the `meta` tree the states are kept in).
 
 use std::collections::HashMap;
 
@@ -14,7 +15,9 @@ use super::codec::bump;
 use super::errors::{backend, tx_error, Abort, TxResult};
 use super::keys::{self, counter};
 use super::{SledStore, MAX_LEN, POOL_ADD_CHUNK};
-use crate::{Millis, PoolAdded, PoolBatch, PoolCounts, StoreError, StoreResult};
+use crate::{
+    MetaStore, Millis, PoolAdded, PoolBatch, PoolCounts, PoolStore, StoreError, StoreResult,
+};
 
 /// How long after they became due cooling entries are kept (a week): levels asked with a
 /// clock up to that far behind the latest reading are still right.
@@ -107,120 +110,34 @@ pub(super) fn length_of(code: &str) -> Option<u8> {
         .filter(|l| (1..=MAX_LEN).contains(l))
 }
 
-impl SledStore {
-    pub(super) fn pool(&self, length: u8) -> Option<&sled::Tree> {
-        self.pools.get(usize::from(length).checked_sub(1)?)
+impl MetaStore for SledStore {
+    fn meta_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self
+            .meta
+            .get(key.as_bytes())
+            .map_err(backend)?
+            .map(|v| v.to_vec()))
     }
 
-    /// The pool members of `length`, locked ([`Members`] says for what).
-    pub(super) fn members(&self, length: u8) -> Option<MutexGuard<'_, Members>> {
-        Some(
-            self.members
-                .get(usize::from(length).checked_sub(1)?)?
-                .lock(),
-        )
-    }
-
-    pub(super) fn in_pool_impl(&self, code: &str) -> bool {
-        length_of(code)
-            .and_then(|length| self.members(length))
-            .is_some_and(|members| members.contains(code))
-    }
-
-    /// Counters change in the same transactions as the trees, so they cannot drift; this
-    /// re-counts the pools (small) at every start anyway and corrects any that disagree, as a
-    /// guard against bugs and hand-edited data.
-    pub(super) fn check_pool_sizes(&mut self) -> StoreResult<()> {
-        for (i, pool) in self.pools.iter().enumerate() {
-            let length = u8::try_from(i + 1).unwrap_or(u8::MAX);
-            let key = counter::pool_size(length);
-            let counted = pool.len() as u64;
-            let stored = self.counter(&key)?;
-            if counted != stored {
-                self.counters
-                    .insert(key, &counted.to_be_bytes()[..])
-                    .map_err(backend)?;
-                self.report
-                    .counters_corrected
-                    .push(format!("pool.{length}.size: {stored} → {counted}"));
+    fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        self.space.admit(0)?;
+        let previous = self
+            .meta
+            .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(value))
+            .map_err(backend)?;
+        match previous {
+            Ok(()) => {
+                self.flusher.wait_durable()?;
+                Ok(value.to_vec())
             }
-        }
-        Ok(())
-    }
-
-    pub(super) fn load_cooling(&self) -> StoreResult<()> {
-        // Entries due in the future at open time. The clock read is the open time only; later
-        // counts use the caller's `now`.
-        let now = wall_now();
-        for (i, pool) in self.pools.iter().enumerate() {
-            let mut map = self.cooling[i].lock();
-            for item in pool.range(keys::u64_key(now.saturating_add(1))..) {
-                let (key, _) = item.map_err(backend)?;
-                if let Some((score, _)) = keys::split_pool_key(&key, pool_length(i)) {
-                    *map.entry(score).or_default() += 1;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn note_cooling(&self, length: u8, score: Millis, delta: i64) {
-        let Some(slot) = usize::from(length).checked_sub(1) else {
-            return;
-        };
-        let mut map = self.cooling[slot].lock();
-        let entry = map.entry(score).or_default();
-        *entry = entry.saturating_add_signed(delta);
-        if *entry == 0 {
-            map.remove(&score);
+            Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
         }
     }
+}
 
-    /// The lowest-score pool entry of `length` that is due at `now`.
-    pub(super) fn pool_head(
-        &self,
-        pool: &sled::Tree,
-        length: u8,
-        now: Millis,
-    ) -> StoreResult<Option<(Vec<u8>, String)>> {
-        let Some(item) = pool.iter().next() else {
-            return Ok(None);
-        };
-        let (key, _) = item.map_err(backend)?;
-        match keys::split_pool_key(&key, length) {
-            Some((score, code)) if score <= now => Ok(Some((key.to_vec(), code.to_string()))),
-            Some(_) => Ok(None),
-            None => Err(StoreError::Corrupt {
-                tree: "pool",
-                detail: "malformed key".into(),
-            }),
-        }
-    }
-
-    /// Removes one entry from a pool (and its membership), keeping the size counter right.
-    pub(super) fn drop_pool_entry(
-        &self,
-        pool: &sled::Tree,
-        key: &[u8],
-        code: &str,
-    ) -> StoreResult<()> {
-        let length = length_of(code).unwrap_or(0);
-        let mut members = self.members(length);
-        (pool, &self.counters)
-            .transaction(|(pool, counters)| {
-                if pool.remove(key)?.is_some() {
-                    bump(counters, &counter::pool_size(length), -1)?;
-                }
-                Ok(())
-            })
-            .map_err(|e: TransactionError<Abort>| tx_error(e, code))?;
-        if let Some(members) = members.as_mut() {
-            members.taken(code);
-        }
-        Ok(())
-    }
-
-    pub(super) fn pool_add_impl(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
+impl PoolStore for SledStore {
+    fn pool_add(&self, batch: &PoolBatch) -> StoreResult<PoolAdded> {
+        self.space.admit(0)?;
         let length = batch.length;
         let pool = self
             .pool(length)
@@ -315,7 +232,7 @@ impl SledStore {
         })
     }
 
-    pub(super) fn pool_counts_impl(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
+    fn pool_counts(&self, length: u8, now: Millis) -> StoreResult<PoolCounts> {
         if self.pool(length).is_none() {
             return Ok(PoolCounts::default());
         }
@@ -339,11 +256,22 @@ impl SledStore {
         })
     }
 
-    pub(super) fn pool_peek_impl(
-        &self,
-        length: u8,
-        limit: usize,
-    ) -> StoreResult<Vec<(Millis, String)>> {
+    fn in_pool(&self, code: &str) -> StoreResult<bool> {
+        Ok(length_of(code)
+            .and_then(|length| self.members(length))
+            .is_some_and(|members| members.contains(code)))
+    }
+
+    fn pool_below(&self, length: u8, now: Millis, level: u64) -> StoreResult<bool> {
+        // The counts are counters in memory: as cheap as any shortcut.
+        Ok(self.pool_counts(length, now)?.available < level)
+    }
+
+    fn strategy_state(&self, length: u8) -> StoreResult<Option<Vec<u8>>> {
+        self.meta_get(&keys::strategy_state_key(length))
+    }
+
+    fn pool_peek(&self, length: u8, limit: usize) -> StoreResult<Vec<(Millis, String)>> {
         let Some(pool) = self.pool(length) else {
             return Ok(Vec::new());
         };
@@ -361,27 +289,113 @@ impl SledStore {
             })
             .collect()
     }
+}
 
-    pub(super) fn meta_get_impl(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(self
-            .meta
-            .get(key.as_bytes())
-            .map_err(backend)?
-            .map(|v| v.to_vec()))
+impl SledStore {
+    pub(super) fn pool(&self, length: u8) -> Option<&sled::Tree> {
+        self.pools.get(usize::from(length).checked_sub(1)?)
     }
 
-    pub(super) fn meta_init_impl(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
-        let previous = self
-            .meta
-            .compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(value))
-            .map_err(backend)?;
-        match previous {
-            Ok(()) => {
-                self.flusher.wait_durable()?;
-                Ok(value.to_vec())
+    /// The pool members of `length`, locked ([`Members`] says for what).
+    pub(super) fn members(&self, length: u8) -> Option<MutexGuard<'_, Members>> {
+        Some(
+            self.members
+                .get(usize::from(length).checked_sub(1)?)?
+                .lock(),
+        )
+    }
+
+    /// Counters change in the same transactions as the trees, so they cannot drift; this
+    /// re-counts the pools (small) at every start anyway and corrects any that disagree, as a
+    /// guard against bugs and hand-edited data.
+    pub(super) fn check_pool_sizes(&mut self) -> StoreResult<()> {
+        for (i, pool) in self.pools.iter().enumerate() {
+            let length = u8::try_from(i + 1).unwrap_or(u8::MAX);
+            let key = counter::pool_size(length);
+            let counted = pool.len() as u64;
+            let stored = self.counter(&key)?;
+            if counted != stored {
+                self.counters
+                    .insert(key, &counted.to_be_bytes()[..])
+                    .map_err(backend)?;
+                self.report
+                    .counters_corrected
+                    .push(format!("pool.{length}.size: {stored} → {counted}"));
             }
-            Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
         }
+        Ok(())
+    }
+
+    pub(super) fn load_cooling(&self) -> StoreResult<()> {
+        // Entries due in the future at open time. The clock read is the open time only; later
+        // counts use the caller's `now`.
+        let now = wall_now();
+        for (i, pool) in self.pools.iter().enumerate() {
+            let mut map = self.cooling[i].lock();
+            for item in pool.range(keys::u64_key(now.saturating_add(1))..) {
+                let (key, _) = item.map_err(backend)?;
+                if let Some((score, _)) = keys::split_pool_key(&key, pool_length(i)) {
+                    *map.entry(score).or_default() += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn note_cooling(&self, length: u8, score: Millis, delta: i64) {
+        let Some(slot) = usize::from(length).checked_sub(1) else {
+            return;
+        };
+        let mut map = self.cooling[slot].lock();
+        let entry = map.entry(score).or_default();
+        *entry = entry.saturating_add_signed(delta);
+        if *entry == 0 {
+            map.remove(&score);
+        }
+    }
+
+    /// The lowest-score pool entry of `length` that is due at `now`.
+    pub(super) fn pool_head(
+        &self,
+        pool: &sled::Tree,
+        length: u8,
+        now: Millis,
+    ) -> StoreResult<Option<(Vec<u8>, String)>> {
+        let Some(item) = pool.iter().next() else {
+            return Ok(None);
+        };
+        let (key, _) = item.map_err(backend)?;
+        match keys::split_pool_key(&key, length) {
+            Some((score, code)) if score <= now => Ok(Some((key.to_vec(), code.to_string()))),
+            Some(_) => Ok(None),
+            None => Err(StoreError::Corrupt {
+                tree: "pool",
+                detail: "malformed key".into(),
+            }),
+        }
+    }
+
+    /// Removes one entry from a pool (and its membership), keeping the size counter right.
+    pub(super) fn drop_pool_entry(
+        &self,
+        pool: &sled::Tree,
+        key: &[u8],
+        code: &str,
+    ) -> StoreResult<()> {
+        let length = length_of(code).unwrap_or(0);
+        let mut members = self.members(length);
+        (pool, &self.counters)
+            .transaction(|(pool, counters)| {
+                if pool.remove(key)?.is_some() {
+                    bump(counters, &counter::pool_size(length), -1)?;
+                }
+                Ok(())
+            })
+            .map_err(|e: TransactionError<Abort>| tx_error(e, code))?;
+        if let Some(members) = members.as_mut() {
+            members.taken(code);
+        }
+        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ use super::errors::{backend, tx_error, TxResult};
 use super::keys::{read_u64, u64_key};
 use super::SledStore;
 use crate::model::{Millis, QueuedReview, Review, Trigger, Verdict};
-use crate::{StoreError, StoreResult};
+use crate::{ReviewStore, StoreError, StoreResult};
 
 /// The counter of the last review id given.
 const REVIEW_SEQ: &[u8] = b"review_seq";
@@ -54,12 +54,9 @@ fn decode_review(value: &[u8]) -> StoreResult<Review> {
     rmp_serde::from_slice(value).map_err(|e| corrupt("reviews", e))
 }
 
-impl SledStore {
-    pub(super) fn queue_reviews_impl(
-        &self,
-        items: &[(u64, Trigger)],
-        at: Millis,
-    ) -> StoreResult<u64> {
+impl ReviewStore for SledStore {
+    fn queue_reviews(&self, items: &[(u64, Trigger)], at: Millis) -> StoreResult<u64> {
+        self.space.admit(0)?;
         let fresh: Vec<(u64, Trigger)> = (&self.review_queue, &self.review_pending)
             .transaction(|(queue, pending)| {
                 let mut fresh = Vec::new();
@@ -96,11 +93,7 @@ impl SledStore {
         Ok(queued)
     }
 
-    pub(super) fn take_review_impl(
-        &self,
-        now: Millis,
-        lease: Millis,
-    ) -> StoreResult<Option<QueuedReview>> {
+    fn take_review(&self, now: Millis, lease: Millis) -> StoreResult<Option<QueuedReview>> {
         let mut leases = self.review_leases.lock();
         for item in self.review_queue.iter() {
             let (key, value) = item.map_err(backend)?;
@@ -129,21 +122,19 @@ impl SledStore {
         Ok(None)
     }
 
-    pub(super) fn renew_review_impl(&self, link_id: u64, until: Millis) {
+    fn renew_review(&self, link_id: u64, until: Millis) -> StoreResult<()> {
         if let Some(lease) = self.review_leases.lock().0.get_mut(&link_id) {
             lease.0 = lease.0.max(until);
         }
+        Ok(())
     }
 
-    pub(super) fn review_queue_depth_impl(&self) -> StoreResult<u64> {
+    fn review_queue_depth(&self) -> StoreResult<u64> {
         Ok(self.review_pending.len() as u64)
     }
 
-    pub(super) fn add_review_impl(
-        &self,
-        mut review: Review,
-        screenshot: Option<&[u8]>,
-    ) -> StoreResult<Review> {
+    fn add_review(&self, mut review: Review, screenshot: Option<&[u8]>) -> StoreResult<Review> {
+        self.space.admit(screenshot.map_or(0, |s| s.len() as u64))?;
         let link_id = review.link_id;
         let requeued = self
             .review_leases
@@ -193,7 +184,7 @@ impl SledStore {
         Ok(review)
     }
 
-    pub(super) fn reviews_impl(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
+    fn reviews(&self, link_id: u64, limit: usize) -> StoreResult<Vec<Review>> {
         self.reviews
             .range(pair(link_id, 0)..=pair(link_id, u64::MAX))
             .rev()
@@ -205,11 +196,7 @@ impl SledStore {
             .collect()
     }
 
-    pub(super) fn review_screenshot_impl(
-        &self,
-        link_id: u64,
-        review_id: u64,
-    ) -> StoreResult<Option<Vec<u8>>> {
+    fn review_screenshot(&self, link_id: u64, review_id: u64) -> StoreResult<Option<Vec<u8>>> {
         // Screenshots are keyed by review alone: the review's own key names its link.
         if !self
             .reviews
@@ -225,7 +212,7 @@ impl SledStore {
             .map(|v| v.to_vec()))
     }
 
-    pub(super) fn links_by_verdict_impl(
+    fn links_by_verdict(
         &self,
         verdict: Verdict,
         after: Option<u64>,

@@ -8,11 +8,9 @@ use crate::sled::{backend, SledStore};
 use crate::{Millis, StoreResult};
 
 impl SledStore {
-    pub(in crate::sled) fn prune_visits_impl(
-        &self,
-        before: Millis,
-        limit: usize,
-    ) -> StoreResult<u64> {
+    /// Prunes the visits recorded before `before`, at least `limit` of them if there are as
+    /// many ([`crate::VisitStore::prune_visits`]).
+    pub(in crate::sled) fn prune_blocks(&self, before: Millis, limit: usize) -> StoreResult<u64> {
         // Whole blocks, oldest first, until `limit` visits (the last block may overshoot, so a
         // call that returns fewer than `limit` has pruned everything due).
         // Only blocks whose index entries are in the tree: a fold first (the job runs once a

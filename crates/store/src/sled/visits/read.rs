@@ -1,50 +1,76 @@
 //! Reading visits back: a link's listings in both directions (through its index entries, the
 //! stored ones and the one held in memory), its totals and summary (the stored day records
 //! and the counts held in memory), the system's day counts, and the stored blocks a rebuild
-//! at open reads.
-
-use std::collections::{BTreeMap, HashMap};
+//! at open reads. `VisitStore` is implemented here, its writes and pruning calling into
+//! `write.rs` and `prune.rs` after the space guard has admitted them.
 
 use crate::model::hll::Hll;
 use crate::sled::formats::{corrupt, decode_block, link_key, DayRecord};
 use crate::sled::keys::{counter, read_u64};
 use crate::sled::visit_index::Span;
-use crate::sled::{backend, SledStore};
+use crate::sled::{backend, space, SledStore};
 use crate::{
-    DayCount, Dimension, HourCount, Millis, StoreResult, SummarySpan, Visit, VisitPage,
-    VisitSummary, VisitTotals,
+    DayCount, Dimension, Millis, NewVisit, StoreResult, SummaryBuilder, SummarySpan, Visit,
+    VisitPage, VisitStore, VisitSummary, VisitTotals,
 };
 
-impl SledStore {
-    /// The stored blocks after `block`, in order, with their ids: what a rebuild of the
-    /// memory parts at open reads ([`crate::sled::visit_index`],
-    /// [`crate::sled::visit_counts`]).
-    pub(in crate::sled) fn blocks_after(
+/// The room a batch of visits asks the space guard for.
+fn visit_bytes(visits: usize) -> u64 {
+    u64::try_from(visits)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(space::BYTES_PER_VISIT)
+}
+
+impl VisitStore for SledStore {
+    fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
+        self.write_visits(visits, false)
+    }
+
+    /// Writes visits whose ids are already set (an import into a store without visits): each
+    /// link's visits must come in increasing id order, and the id counter moves past them.
+    fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
+        self.write_visits(visits, true)
+    }
+
+    fn last_visit_id(&self) -> StoreResult<u64> {
+        self.counter(counter::VISIT_ID)
+    }
+
+    fn recent_visits(
         &self,
-        block: u64,
-    ) -> impl Iterator<Item = StoreResult<(u64, sled::IVec)>> {
-        self.visit_blocks
-            .range(block.saturating_add(1).to_be_bytes()..)
-            .map(|item| {
-                let (key, value) = item.map_err(backend)?;
-                Ok((read_u64(&key).unwrap_or(0), value))
-            })
-    }
-
-    /// The visits of `link_id` in the block `block_id`; none if the block is gone (pruned
-    /// between reading the index and the block).
-    fn block_visits(&self, link_id: u64, block_id: u64) -> StoreResult<Vec<Visit>> {
-        match self
-            .visit_blocks
-            .get(block_id.to_be_bytes())
-            .map_err(backend)?
-        {
-            Some(bytes) => decode_block(&bytes)?.visits_of(link_id),
-            None => Ok(Vec::new()),
+        link_id: u64,
+        before: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<VisitPage> {
+        let end = before.unwrap_or(u64::MAX);
+        let mut page = VisitPage::default();
+        // The unfolded entry first, then stored entries up to the fold point, newest first.
+        let (folded, recent) = self.recent_span(link_id);
+        let stored = self.stored_spans(link_id, folded).rev();
+        'blocks: for span in recent.map(Ok).into_iter().chain(stored) {
+            let span: Span = span?;
+            if span.first_id >= end {
+                continue;
+            }
+            for &block_id in span.blocks.iter().rev() {
+                for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
+                    if visit.id >= end {
+                        continue;
+                    }
+                    if page.items.len() == limit {
+                        page.next = page.items.last().map(|v| v.id);
+                        break 'blocks;
+                    }
+                    page.items.push(visit);
+                }
+            }
         }
+        Ok(page)
     }
 
-    pub(in crate::sled) fn visits_page_impl(
+    fn visits_page(
         &self,
         link_id: u64,
         after: Option<u64>,
@@ -78,39 +104,7 @@ impl SledStore {
         Ok(page)
     }
 
-    pub(in crate::sled) fn recent_visits_impl(
-        &self,
-        link_id: u64,
-        before: Option<u64>,
-        limit: usize,
-    ) -> StoreResult<VisitPage> {
-        let end = before.unwrap_or(u64::MAX);
-        let mut page = VisitPage::default();
-        // The unfolded entry first, then stored entries up to the fold point, newest first.
-        let (folded, recent) = self.recent_span(link_id);
-        let stored = self.stored_spans(link_id, folded).rev();
-        'blocks: for span in recent.map(Ok).into_iter().chain(stored) {
-            let span: Span = span?;
-            if span.first_id >= end {
-                continue;
-            }
-            for &block_id in span.blocks.iter().rev() {
-                for visit in self.block_visits(link_id, block_id)?.into_iter().rev() {
-                    if visit.id >= end {
-                        continue;
-                    }
-                    if page.items.len() == limit {
-                        page.next = page.items.last().map(|v| v.id);
-                        break 'blocks;
-                    }
-                    page.items.push(visit);
-                }
-            }
-        }
-        Ok(page)
-    }
-
-    pub(in crate::sled) fn visit_totals_impl(&self, link_id: u64) -> StoreResult<VisitTotals> {
+    fn visit_totals(&self, link_id: u64) -> StoreResult<VisitTotals> {
         // The stored records and the counts held in memory, under one read lock: a fold
         // moves counts from one to the other under the write lock.
         let unwritten = self.unwritten_counts.read();
@@ -136,81 +130,58 @@ impl SledStore {
         })
     }
 
-    pub(in crate::sled) fn visit_summary_impl(
-        &self,
-        link_id: u64,
-        from: Millis,
-        to: Millis,
-    ) -> StoreResult<VisitSummary> {
-        let mut summary = VisitSummary::default();
-        let Some(SummarySpan {
-            first_hour,
-            last_hour,
-            first_day,
-            last_day,
-        }) = SummarySpan::of(from, to)
-        else {
-            return Ok(summary);
+    fn visit_summary(&self, link_id: u64, from: Millis, to: Millis) -> StoreResult<VisitSummary> {
+        let Some(span) = SummarySpan::of(from, to) else {
+            return Ok(VisitSummary::default());
         };
-        let mut top: HashMap<(u8, String), u64> = HashMap::new();
-        let mut hours: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-        let mut uniques = Hll::new();
-        let mut add_hours = |day: u64, counts: &[(u8, u64, u64)]| {
+        let mut summary = SummaryBuilder::new(span);
+        let add_hours = |summary: &mut SummaryBuilder, day: u64, counts: &[(u8, u64, u64)]| {
             for &(h, visits, bots) in counts {
-                let hour = day * 24 + u64::from(h);
-                if (first_hour..=last_hour).contains(&hour) {
-                    let at = hours.entry(hour).or_default();
-                    at.0 += visits;
-                    at.1 += bots;
-                }
+                summary.add_hour(day * 24 + u64::from(h), visits, bots);
             }
         };
         // The stored records and the counts held in memory, under one read lock (as totals).
         let unwritten = self.unwritten_counts.read();
         for item in self
             .visit_days
-            .range(link_key(link_id, first_day)..=link_key(link_id, last_day))
+            .range(link_key(link_id, span.first_day)..=link_key(link_id, span.last_day))
         {
             let (key, value) = item.map_err(backend)?;
             let day = key.get(8..).and_then(read_u64).unwrap_or(0);
             let record: DayRecord =
                 rmp_serde::from_slice(&value).map_err(|e| corrupt("visit_days", e))?;
-            add_hours(day, &record.hours);
+            add_hours(&mut summary, day, &record.hours);
             for (dim, value, n) in record.dims {
-                *top.entry((dim, value)).or_default() += n;
+                if let Some(dim) = Dimension::of_stored(dim) {
+                    summary.add_dim(dim, value, n);
+                }
             }
             if let Some(hll) = Hll::from_bytes(&record.uniques) {
-                uniques.merge(&hll);
+                summary.add_uniques(&hll);
             }
         }
         for (day, delta) in unwritten.of(link_id) {
-            if !(first_day..=last_day).contains(day) {
+            if !(span.first_day..=span.last_day).contains(day) {
                 continue;
             }
-            add_hours(*day, &delta.hours);
+            add_hours(&mut summary, *day, &delta.hours);
             for (dim, value, n) in &delta.dims {
-                *top.entry((*dim, value.to_string())).or_default() += n;
+                if let Some(dim) = Dimension::of_stored(*dim) {
+                    summary.add_dim(dim, value.to_string(), *n);
+                }
             }
-            uniques.merge(&delta.uniques);
+            summary.add_uniques(&delta.uniques);
         }
         drop(unwritten);
-        summary.hours = hours
-            .into_iter()
-            .map(|(hour, (visits, bots))| HourCount { hour, visits, bots })
-            .collect();
-        summary.top = top
-            .into_iter()
-            .filter_map(|((d, v), n)| Some((Dimension::of_stored(d)?, v, n)))
-            .collect();
-        summary.unique_visitors = uniques.estimate();
-        Ok(summary)
+        Ok(summary.finish())
     }
 
-    pub(in crate::sled) fn day_counts_impl(
-        &self,
-        from_day: u64,
-        to_day: u64,
-    ) -> StoreResult<Vec<DayCount>> {
+    fn prune_visits(&self, before: Millis, limit: usize) -> StoreResult<u64> {
+        self.space.admit(0)?;
+        self.prune_blocks(before, limit)
+    }
+
+    fn day_counts(&self, from_day: u64, to_day: u64) -> StoreResult<Vec<DayCount>> {
         (from_day..=to_day)
             .map(|day| {
                 Ok(DayCount {
@@ -220,5 +191,35 @@ impl SledStore {
                 })
             })
             .collect()
+    }
+}
+
+impl SledStore {
+    /// The stored blocks after `block`, in order, with their ids: what a rebuild of the
+    /// memory parts at open reads ([`crate::sled::visit_index`],
+    /// [`crate::sled::visit_counts`]).
+    pub(in crate::sled) fn blocks_after(
+        &self,
+        block: u64,
+    ) -> impl Iterator<Item = StoreResult<(u64, sled::IVec)>> {
+        self.visit_blocks
+            .range(block.saturating_add(1).to_be_bytes()..)
+            .map(|item| {
+                let (key, value) = item.map_err(backend)?;
+                Ok((read_u64(&key).unwrap_or(0), value))
+            })
+    }
+
+    /// The visits of `link_id` in the block `block_id`; none if the block is gone (pruned
+    /// between reading the index and the block).
+    fn block_visits(&self, link_id: u64, block_id: u64) -> StoreResult<Vec<Visit>> {
+        match self
+            .visit_blocks
+            .get(block_id.to_be_bytes())
+            .map_err(backend)?
+        {
+            Some(bytes) => decode_block(&bytes)?.visits_of(link_id),
+            None => Ok(Vec::new()),
+        }
     }
 }

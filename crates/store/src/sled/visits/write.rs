@@ -56,16 +56,6 @@ impl Counted {
 }
 
 impl SledStore {
-    pub(in crate::sled) fn record_visits_impl(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.write_visits(visits, false)
-    }
-
-    /// Writes visits whose ids are already set (an import into a store without visits): each
-    /// link's visits must come in increasing id order, and the id counter moves past them.
-    pub(in crate::sled) fn import_visits_impl(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.write_visits(visits, true)
-    }
-
     /// Writes the visits (`preset`: keeping their ids instead of assigning new ones), adds
     /// them to the system's day counters and the held link counters (folding those when due),
     /// then flushes once.
@@ -77,7 +67,11 @@ impl SledStore {
     /// twice. What a crash can do is lose the call in flight (the writer's last interval) or
     /// leave it written but not in the system's day counter: visits are acknowledged to no
     /// one. The link counters are rebuilt from the blocks after a crash.
-    fn write_visits(&self, visits: &mut [NewVisit], preset: bool) -> StoreResult<()> {
+    pub(in crate::sled) fn write_visits(
+        &self,
+        visits: &mut [NewVisit],
+        preset: bool,
+    ) -> StoreResult<()> {
         if visits.is_empty() {
             return Ok(());
         }
