@@ -410,7 +410,7 @@ impl LinkStore for PgStore {
     }
 
     /// Writes whole records (import) in one transaction; see
-    /// [`crate::Store::import_links`]. A batch costs a handful of statements, whatever
+    /// [`crate::LinkStore::import_links`]. A batch costs a handful of statements, whatever
     /// its size: owners and taken ids are read for the whole batch, the new rows written with
     /// one insert from a JSON array.
     fn import_links(&self, batch: &[Link]) -> StoreResult<Vec<Imported>> {
