@@ -16,7 +16,8 @@
 //!   [`keys`], [`limits`], [`blocklist`], [`health`], [`metrics`], [`records`], [`qr`],
 //!   [`csv_safe`] and [`clock`]. This crate re-exports each under its module name.
 //!
-//! This crate, the top, in the order a request meets it:
+//! - `vshortlink-web` holds everything that speaks HTTP, re-exported here under its module
+//!   names, in the order a request meets it:
 //!
 //! - [`http`]: the first stop (`GET /{code}` before the router), the accept loop, `/{code}`
 //!   and the pages before the destination, `/api/v1`, `/rest/v3` (Shlink's API) and
@@ -25,8 +26,10 @@
 //!   embedded templates, working without script.
 //! - [`web`]: what [`http`] and [`ui`] share, below both: the state handlers reach, the one
 //!   place that maps errors to statuses, the caller and its rights, CSV and QR responses.
-//! - [`store::open`]: `[storage]` into a store, the one place above the store that names a
-//!   backend.
+//!
+//! This crate, the top: [`store::open`] (`[storage]` into a store, the one place above the
+//! store that names a backend) and:
+//!
 //! - [`commands`] (`check`, `create`, `stats`), [`transfer`] (`export` / `import` on a stopped
 //!   store), [`ops`] (the Docker health probe) and [`shutdown`] (signals into a graceful stop).
 //!
@@ -36,13 +39,10 @@
 #![forbid(unsafe_code)]
 
 pub mod commands;
-pub mod http;
 pub mod ops;
 pub mod shutdown;
 pub mod store;
 pub mod transfer;
-pub mod ui;
-pub mod web;
 
 // The crates below, under the names every layer above uses (`vshortlink::links`, …).
 pub use vshortlink_codes as codes;
@@ -51,6 +51,7 @@ pub use vshortlink_services::{
     blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links, memory,
     metrics, pools, qr, records, review, visits, webhooks, BoxError,
 };
+pub use vshortlink_web::{http, ui, web};
 
 use std::sync::Arc;
 use std::time::Duration;

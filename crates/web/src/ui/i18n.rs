@@ -57,8 +57,8 @@ impl Lang {
 
     fn source(self) -> &'static str {
         match self {
-            Lang::En => include_str!("../../assets/i18n/en.toml"),
-            Lang::ZhCn => include_str!("../../assets/i18n/zh-CN.toml"),
+            Lang::En => include_str!("../../../../assets/i18n/en.toml"),
+            Lang::ZhCn => include_str!("../../../../assets/i18n/zh-CN.toml"),
         }
     }
 }

@@ -23,65 +23,68 @@ use crate::web::caller::Caller;
 const TEMPLATES: &[(&str, &str)] = &[
     (
         "base.html",
-        include_str!("../../assets/templates/base.html"),
+        include_str!("../../../../assets/templates/base.html"),
     ),
     (
         "macros.html",
-        include_str!("../../assets/templates/macros.html"),
+        include_str!("../../../../assets/templates/macros.html"),
     ),
     (
         "home.html",
-        include_str!("../../assets/templates/home.html"),
+        include_str!("../../../../assets/templates/home.html"),
     ),
     (
         "login.html",
-        include_str!("../../assets/templates/login.html"),
+        include_str!("../../../../assets/templates/login.html"),
     ),
     (
         "links.html",
-        include_str!("../../assets/templates/links.html"),
+        include_str!("../../../../assets/templates/links.html"),
     ),
     (
         "link.html",
-        include_str!("../../assets/templates/link.html"),
+        include_str!("../../../../assets/templates/link.html"),
     ),
     (
         "dashboard.html",
-        include_str!("../../assets/templates/dashboard.html"),
+        include_str!("../../../../assets/templates/dashboard.html"),
     ),
     (
         "reviews.html",
-        include_str!("../../assets/templates/reviews.html"),
+        include_str!("../../../../assets/templates/reviews.html"),
     ),
     (
         "message.html",
-        include_str!("../../assets/templates/message.html"),
+        include_str!("../../../../assets/templates/message.html"),
     ),
     (
         "visitor.html",
-        include_str!("../../assets/templates/visitor.html"),
+        include_str!("../../../../assets/templates/visitor.html"),
     ),
     (
         "error.html",
-        include_str!("../../assets/templates/error.html"),
+        include_str!("../../../../assets/templates/error.html"),
     ),
     (
         "preview.html",
-        include_str!("../../assets/templates/preview.html"),
+        include_str!("../../../../assets/templates/preview.html"),
     ),
     (
         "unlock.html",
-        include_str!("../../assets/templates/unlock.html"),
+        include_str!("../../../../assets/templates/unlock.html"),
     ),
     (
         "form.html",
-        include_str!("../../assets/templates/form.html"),
+        include_str!("../../../../assets/templates/form.html"),
     ),
     (
         "in_app.html",
-        include_str!("../../assets/templates/in_app.html"),
+        include_str!("../../../../assets/templates/in_app.html"),
     ),
-    ("og.html", include_str!("../../assets/templates/og.html")),
+    (
+        "og.html",
+        include_str!("../../../../assets/templates/og.html"),
+    ),
 ];
 
 /// `default-src 'self'` and nothing inline: the one script and stylesheet are files of ours;

@@ -13,22 +13,22 @@ const FILES: &[(&str, &str, &[u8])] = &[
     (
         "app.css",
         "text/css; charset=utf-8",
-        include_bytes!("../../assets/static/app.css"),
+        include_bytes!("../../../../assets/static/app.css"),
     ),
     (
         "app.js",
         "text/javascript; charset=utf-8",
-        include_bytes!("../../assets/static/app.js"),
+        include_bytes!("../../../../assets/static/app.js"),
     ),
     (
         "visitor.js",
         "text/javascript; charset=utf-8",
-        include_bytes!("../../assets/static/visitor.js"),
+        include_bytes!("../../../../assets/static/visitor.js"),
     ),
     (
         "icon.svg",
         "image/svg+xml",
-        include_bytes!("../../assets/static/icon.svg"),
+        include_bytes!("../../../../assets/static/icon.svg"),
     ),
 ];
 
