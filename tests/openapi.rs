@@ -7,15 +7,18 @@ mod common;
 use common::TestApp;
 use serde_json::Value;
 
-/// `(path, methods)` of every `.route(...)` in `src/http/mod.rs`; the `api` router's paths get
-/// its `/api/v1` prefix.
+/// `(path, methods)` of every `.route(...)` in `crates/web/src/http/mod.rs`; the `api`
+/// router's paths get its `/api/v1` prefix.
 fn router_routes() -> Vec<(String, Vec<String>)> {
-    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/http/mod.rs"))
-        .expect("read src/http/mod.rs");
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crates/web/src/http/mod.rs"
+    ))
+    .expect("read crates/web/src/http/mod.rs");
     let body = source
         .split("pub fn router(")
         .nth(1)
-        .expect("router() in src/http/mod.rs");
+        .expect("router() in crates/web/src/http/mod.rs");
     let nested = body.split(".nest(\"/api/v1\"").next().unwrap_or(body);
     let api_part = nested.split("let body_limit").next().unwrap_or(nested);
     let mut routes = Vec::new();
@@ -113,7 +116,7 @@ fn every_route_is_in_the_openapi_document() {
     }
     assert!(
         missing.is_empty(),
-        "routes of the router missing from /api/v1/openapi.json (add #[utoipa::path] and list the handler in src/http/openapi.rs): {missing:?}"
+        "routes of the router missing from /api/v1/openapi.json (add #[utoipa::path] and list the handler in crates/web/src/http/openapi.rs): {missing:?}"
     );
     // Body types come from the code.
     let create = &doc["components"]["schemas"]["CreateLink"];
