@@ -48,14 +48,15 @@ pub mod transfer;
 pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
-    blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links, memory,
-    metrics, pools, qr, records, review, visits, webhooks, BoxError,
+    accounts, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links, memory,
+    metrics, passwords, pools, qr, records, review, visits, webhooks, BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::accounts::Accounts;
 use crate::blocklist::BlockedHosts;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -67,7 +68,7 @@ use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::model::StoreError;
 use crate::pools::Pools;
-use crate::store::Store;
+use crate::store::{Store, StoreChange};
 use crate::ui::Ui;
 use crate::visits::{Recorder, Statistics};
 use crate::web::state::{AppState, Services};
@@ -141,8 +142,11 @@ impl App {
         blocked.stop();
         jobs.stop().await;
         let pools = state.pools.clone();
+        let accounts = state.accounts.clone();
         drop(state);
         let closed = tokio::task::spawn_blocking(move || {
+            // The audit entries and the keys' last uses waiting in memory.
+            accounts.shutdown();
             pools.stop_background();
             store.close()
         })
@@ -172,7 +176,7 @@ pub async fn build(
     let told = Told::start(&config, &store, &clock, &core).await?;
     let Core {
         pools,
-        keys,
+        accounts,
         blocked,
         links,
     } = core;
@@ -216,7 +220,7 @@ pub async fn build(
         pools,
         health,
         stats: Arc::new(Statistics::new(store.clone(), clock)),
-        keys: Arc::new(keys),
+        accounts,
         pages: ui.clone(),
         recorder,
         metrics,
@@ -256,7 +260,7 @@ pub async fn build(
 /// hosts and their watcher, and the link service over them.
 struct Core {
     pools: Arc<Pools>,
-    keys: KeyRing,
+    accounts: Arc<Accounts>,
     blocked: Arc<BlockedHosts>,
     links: Arc<Links>,
 }
@@ -300,14 +304,32 @@ impl Core {
             let links = links.clone();
             tokio::task::spawn_blocking(move || links.hash_secret()).await??;
         }
-        // Instances sharing one database evict what the others changed.
+        let accounts = {
+            let (store, clock, auth) = (store.clone(), clock.clone(), config.auth.clone());
+            let checks = links.password_checks();
+            let ring = Arc::new(keys);
+            Arc::new(
+                tokio::task::spawn_blocking(move || {
+                    Accounts::open(store, ring, &auth, checks, clock)
+                })
+                .await??,
+            )
+        };
+        accounts.start_background();
+        // Instances sharing one database evict what the others changed, and reload the
+        // account records another one wrote.
         if let Some(cluster) = store.cluster() {
-            let links = links.clone();
-            cluster.watch(Box::new(move |change| links.forget(&change)));
+            let (links, accounts) = (links.clone(), accounts.clone());
+            cluster.watch(Box::new(move |change| {
+                links.forget(&change);
+                if matches!(change, StoreChange::Accounts | StoreChange::All) {
+                    accounts.reload_soon();
+                }
+            }));
         }
         Ok(Core {
             pools,
-            keys,
+            accounts,
             blocked,
             links,
         })

@@ -1,9 +1,10 @@
 //! The records and rules every layer shares, with no I/O: a link and its status, the patch
 //! that changes it, the query that lists links, a visit and its counters, a pool's levels, the
-//! webhook outbox, time, and the storage errors every layer reports. The store persists these;
+//! webhook outbox, time, people and their rights (accounts), and the storage errors every layer reports. The store persists these;
 //! the services apply their rules; the handlers show them. Nothing here reads a clock or
 //! touches a disk.
 
+pub mod account;
 mod error;
 pub mod gates;
 pub mod hll;
@@ -16,6 +17,10 @@ pub mod tally;
 pub mod time;
 mod visit;
 
+pub use account::{
+    AccountRecord, AccountWrite, AccountsSnapshot, AuditEntry, AuditPage, AuditQuery, Directory,
+    Grants, Identity, Maker, Member, RecordAddress, Role, RunKey, Team, TeamRole, User, UserRole,
+};
 pub use error::{StorageFault, StoreError, StoreResult};
 pub use gates::{gate, Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
 pub use link::{

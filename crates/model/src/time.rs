@@ -4,7 +4,20 @@
 /// Milliseconds since the Unix epoch. Scores in pools and every timestamp in records use it.
 pub type Millis = u64;
 
+/// Milliseconds in a minute.
+pub const MINUTE_MS: Millis = 60_000;
 /// Milliseconds in an hour.
 pub const HOUR_MS: Millis = 3_600_000;
 /// Milliseconds in a UTC day.
 pub const DAY_MS: Millis = 86_400_000;
+
+/// An RFC 3339 time as milliseconds since the epoch; `None` for anything else or a time
+/// before 1970.
+pub fn parse_rfc3339(text: &str) -> Option<Millis> {
+    let parsed = ::time::OffsetDateTime::parse(
+        text.trim(),
+        &::time::format_description::well_known::Rfc3339,
+    )
+    .ok()?;
+    u64::try_from(parsed.unix_timestamp_nanos() / 1_000_000).ok()
+}

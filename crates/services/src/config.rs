@@ -391,14 +391,8 @@ pub struct QueueBounds {
     pub writer_visits: usize,
 }
 
-/// What an API key may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Viewer,
-    Editor,
-    Admin,
-}
+/// What an API key may do (a record of the model: run-time keys and teams use it too).
+pub use crate::model::Role;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -416,6 +410,11 @@ pub struct ApiKey {
 pub struct AuthConfig {
     pub anonymous_create: bool,
     pub keys: Vec<ApiKey>,
+    /// A signed-in session ends this long after it began, whatever its activity
+    /// (`ui.session_ttl` ends an idle one sooner).
+    pub session_ttl: Span,
+    /// Audit log entries older than this are deleted by the daily job.
+    pub audit_retention: Span,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -455,6 +454,9 @@ pub struct RatesConfig {
     /// Failed credentials (API keys, YOURLS signatures and passwords, sign-in keys), per
     /// client address; past it even a right one is refused until the quota refills.
     pub auth_per_ip: Rate,
+    /// Failed sign-ins per account and address (ten times as many per account from all
+    /// addresses); past either, that sign-in answers 429 whether or not the password is right.
+    pub auth_per_account: Rate,
     /// Link password attempts (form or `X-Link-Password`), right or wrong, per client
     /// address.
     pub password_per_ip: Rate,
@@ -472,6 +474,8 @@ impl RatesConfig {
             self.create_per_ip,
             self.login_per_ip,
             self.auth_per_ip,
+            self.auth_per_account,
+            self.auth_per_account,
             self.password_per_ip,
             self.form_per_ip,
         ]
@@ -600,6 +604,18 @@ pub enum Rate {
     PerSecond(u32),
     PerMinute(u32),
     PerHour(u32),
+}
+
+impl Rate {
+    /// `n` times as many in the same period.
+    pub fn times(self, n: u32) -> Rate {
+        match self {
+            Rate::Off => Rate::Off,
+            Rate::PerSecond(x) => Rate::PerSecond(x.saturating_mul(n)),
+            Rate::PerMinute(x) => Rate::PerMinute(x.saturating_mul(n)),
+            Rate::PerHour(x) => Rate::PerHour(x.saturating_mul(n)),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Rate {
@@ -809,6 +825,23 @@ impl Config {
             return fail(
                 "ui.session_ttl",
                 "must be a duration of at least 1m (sessions cannot be permanent)".into(),
+            );
+        }
+        if self.auth.session_ttl.millis().is_none_or(|ms| ms < 60_000) {
+            return fail(
+                "auth.session_ttl",
+                "must be a duration of at least 1m (sessions cannot be permanent)".into(),
+            );
+        }
+        if self
+            .auth
+            .audit_retention
+            .millis()
+            .is_some_and(|ms| ms < 86_400_000)
+        {
+            return fail(
+                "auth.audit_retention",
+                "must be at least 1d, or `permanent` to keep every entry".into(),
             );
         }
         match url::Url::parse(&self.server.base_url) {

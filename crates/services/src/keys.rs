@@ -14,22 +14,119 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::config::{ApiKey, AuthConfig, Role};
+use crate::model::Grants;
 use crate::store::Store;
 
-/// A known key's holder.
+/// Who acts, for the audit log, rate limits and the keys they make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Actor {
+    /// A key of the configuration file, by name.
+    Config(String),
+    /// A signed-in user, by id.
+    User(String),
+    /// A key made at run time, by id, and the user who made it (none: a config key did).
+    Key { id: String, user: Option<String> },
+}
+
+impl Actor {
+    /// `config:<name>`, `user:<id>`, `key:<id>`: the audit log's actor and the rate limits' key.
+    pub fn label(&self) -> String {
+        match self {
+            Actor::Config(name) => format!("config:{name}"),
+            Actor::User(id) => format!("user:{id}"),
+            Actor::Key { id, .. } => format!("key:{id}"),
+        }
+    }
+
+    /// The user behind it, if one is.
+    pub fn user(&self) -> Option<&str> {
+        match self {
+            Actor::User(id) => Some(id),
+            Actor::Key { user, .. } => user.as_deref(),
+            Actor::Config(_) => None,
+        }
+    }
+}
+
+/// Where a create without `space` lands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// The default space (config keys, admins).
+    Default,
+    /// The one team's own space.
+    Space(String),
+    /// Several teams: the create must say which space.
+    Ambiguous,
+}
+
+/// A known caller: a key's holder or a signed-in user, with what they may do where.
 #[derive(Clone, Debug)]
 pub struct Principal {
+    /// What people read: a key's name, a user's email.
     pub name: String,
+    /// The highest role anywhere.
     pub role: Role,
-    /// `None`: every space.
+    /// The spaces with any role; `None`: every space.
     pub spaces: Option<Vec<String>>,
+    /// The role in each space.
+    pub grants: Grants,
+    pub actor: Actor,
+    pub home: Home,
 }
 
 impl Principal {
+    /// A principal of `grants`; `None` when they grant nothing.
+    pub fn new(name: String, grants: Grants, actor: Actor, home: Home) -> Option<Self> {
+        let role = grants.highest()?;
+        let spaces = grants
+            .everywhere
+            .is_none()
+            .then(|| grants.spaces.keys().cloned().collect());
+        Some(Self {
+            name,
+            role,
+            spaces,
+            grants,
+            actor,
+            home,
+        })
+    }
+
+    /// A config key's holder: its role, everywhere or in its spaces.
+    pub fn of_config_key(name: String, role: Role, spaces: Option<Vec<String>>) -> Self {
+        let grants = match spaces {
+            None => Grants::everywhere(role),
+            Some(list) => Grants {
+                everywhere: None,
+                spaces: list.into_iter().map(|s| (s, role)).collect(),
+            },
+        };
+        Self {
+            role,
+            spaces: grants
+                .everywhere
+                .is_none()
+                .then(|| grants.spaces.keys().cloned().collect()),
+            grants,
+            actor: Actor::Config(name.clone()),
+            name,
+            home: Home::Default,
+        }
+    }
+
+    /// May it see links of `space` at all?
     pub fn allows_space(&self, space: &str) -> bool {
-        self.spaces
-            .as_ref()
-            .is_none_or(|s| s.iter().any(|x| x == space))
+        self.grants.role_in(space).is_some()
+    }
+
+    /// Its role in `space`.
+    pub fn role_in(&self, space: &str) -> Option<Role> {
+        self.grants.role_in(space)
+    }
+
+    /// May it act everywhere (an admin of the whole instance)?
+    pub fn everywhere(&self) -> bool {
+        self.grants.everywhere == Some(Role::Admin)
     }
 }
 
@@ -87,11 +184,7 @@ impl KeyRing {
             anonymous_create: auth.anonymous_create,
         };
         for k in keys {
-            let principal = Arc::new(Principal {
-                name: k.name,
-                role: k.role,
-                spaces: k.spaces,
-            });
+            let principal = Arc::new(Principal::of_config_key(k.name, k.role, k.spaces));
             ring.by_hash.insert(hash(&k.key), principal.clone());
             ring.secrets.push((k.key, principal));
         }
@@ -106,6 +199,14 @@ impl KeyRing {
     /// remembers the key only as its digest).
     pub fn lookup_digest(&self, digest: &[u8; 32]) -> Option<Arc<Principal>> {
         self.by_hash.get(digest).cloned()
+    }
+
+    /// The holder of the configured key named `name` (what a key it made acts for).
+    pub fn by_name(&self, name: &str) -> Option<Arc<Principal>> {
+        self.secrets
+            .iter()
+            .find(|(_, p)| p.name == name)
+            .map(|(_, p)| p.clone())
     }
 
     /// The first key for which `matches` holds (YOURLS signatures derived from a key).

@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod accounts;
 pub mod blocklist;
 pub mod cache;
 pub mod clock;
@@ -39,6 +40,7 @@ pub mod limits;
 pub mod links;
 pub mod memory;
 pub mod metrics;
+pub mod passwords;
 pub mod pools;
 pub mod qr;
 pub mod records;

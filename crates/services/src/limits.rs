@@ -66,6 +66,8 @@ pub enum Limit {
     /// Failed credentials per client address (API keys, YOURLS signatures and passwords,
     /// sign-in keys).
     AuthPerIp,
+    /// Failed sign-ins per account, from one address (and ten times as many from all).
+    AuthPerAccount,
     /// Link password attempts (the visitor's form, `X-Link-Password`) per client address,
     /// right or wrong.
     PasswordPerIp,
@@ -83,6 +85,7 @@ impl Limit {
             Limit::CreatePerIp => "create_per_ip",
             Limit::LoginPerIp => "login_per_ip",
             Limit::AuthPerIp => "auth_per_ip",
+            Limit::AuthPerAccount => "auth_per_account",
             Limit::PasswordPerIp => "password_per_ip",
             Limit::FormPerIp => "form_per_ip",
         }
@@ -198,6 +201,11 @@ pub struct RateLimits {
     create_per_ip: Option<Limiter<IpAddr>>,
     login_per_ip: Option<Limiter<IpAddr>>,
     auth_per_ip: Option<Limiter<IpAddr>>,
+    /// `auth_per_account` by account and address network, and ten times it by account.
+    auth_per_account: Option<Limiter<String>>,
+    auth_per_account_all: Option<Limiter<String>>,
+    /// Accounts (and account-and-address pairs) past their quota, until when.
+    account_blocked: quick_cache::sync::Cache<String, Instant>,
     password_per_ip: Option<Limiter<IpAddr>>,
     form_per_ip: Option<Limiter<IpAddr>>,
     /// Addresses past `auth_per_ip`, until when: every credential they present is refused
@@ -226,6 +234,7 @@ impl RateLimits {
             Limit::CreatePerIp,
             Limit::LoginPerIp,
             Limit::AuthPerIp,
+            Limit::AuthPerAccount,
             Limit::PasswordPerIp,
             Limit::FormPerIp,
         ] {
@@ -240,6 +249,13 @@ impl RateLimits {
             create_per_ip: Limiter::new(Limit::CreatePerIp, rates.create_per_ip, capacity),
             login_per_ip: Limiter::new(Limit::LoginPerIp, rates.login_per_ip, capacity),
             auth_per_ip: Limiter::new(Limit::AuthPerIp, rates.auth_per_ip, capacity),
+            auth_per_account: Limiter::new(Limit::AuthPerAccount, rates.auth_per_account, capacity),
+            auth_per_account_all: Limiter::new(
+                Limit::AuthPerAccount,
+                rates.auth_per_account.times(10),
+                capacity,
+            ),
+            account_blocked: quick_cache::sync::Cache::new(capacity),
             password_per_ip: Limiter::new(Limit::PasswordPerIp, rates.password_per_ip, capacity),
             form_per_ip: Limiter::new(Limit::FormPerIp, rates.form_per_ip, capacity),
             auth_blocked: quick_cache::sync::Cache::new(capacity),
@@ -273,6 +289,7 @@ impl RateLimits {
             Limit::CreatePerIp => &self.create_per_ip,
             Limit::LoginPerIp => &self.login_per_ip,
             Limit::AuthPerIp => &self.auth_per_ip,
+            Limit::AuthPerAccount => return Ok(()),
             Limit::PasswordPerIp => &self.password_per_ip,
             Limit::FormPerIp => &self.form_per_ip,
             Limit::CreatePerKey => return Ok(()),
@@ -312,6 +329,59 @@ impl RateLimits {
         if let Err(e) = &result {
             self.auth_blocked
                 .insert(ip, Instant::now() + Duration::from_secs(e.retry_after_secs));
+        }
+        self.counted(result)
+    }
+
+    /// The keys an account's sign-ins count under: the account from this address's network,
+    /// and the account from anywhere.
+    fn account_keys(&self, account: &str, ip: IpAddr) -> [String; 2] {
+        [
+            format!("{account}\u{1f}{}", self.key(ip)),
+            account.to_string(),
+        ]
+    }
+
+    /// Before a password for `account` (an email, known or not) from `ip` is checked:
+    /// refused while the account is past `auth_per_account`, from this address or from all.
+    /// Never for good: the block ends when the quota lets one more through.
+    pub fn check_account(&self, account: &str, ip: IpAddr) -> Result<(), RateLimited> {
+        let now = Instant::now();
+        for key in self.account_keys(account, ip) {
+            let Some(until) = self.account_blocked.get(&key) else {
+                continue;
+            };
+            if until <= now {
+                self.account_blocked.remove(&key);
+                continue;
+            }
+            let wait = until - now;
+            return self.counted(Err(RateLimited {
+                limit: Limit::AuthPerAccount,
+                retry_after_secs: (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1),
+            }));
+        }
+        Ok(())
+    }
+
+    /// A failed sign-in for `account` from `ip`: one against the account from this address
+    /// and one against the account from all. Past either, the account (from there, or from
+    /// everywhere) is refused until the quota lets one more through.
+    pub fn account_failed(&self, account: &str, ip: IpAddr) -> Result<(), RateLimited> {
+        let [pair, all] = self.account_keys(account, ip);
+        let mut result = Ok(());
+        for (limiter, key) in [
+            (&self.auth_per_account, pair),
+            (&self.auth_per_account_all, all),
+        ] {
+            let Some(limiter) = limiter else { continue };
+            if let Err(e) = limiter.check(&key, 1) {
+                self.account_blocked.insert(
+                    key,
+                    Instant::now() + Duration::from_secs(e.retry_after_secs),
+                );
+                result = Err(e);
+            }
         }
         self.counted(result)
     }

@@ -341,7 +341,7 @@ pub struct Links {
     geo: OnceLock<Arc<GeoDb>>,
     /// Visitor-password checks running at once (`memory.budget`'s `password_checks`): each
     /// Argon2 run holds 19 MiB ([`Links::unlock`]).
-    password_checks: Arc<tokio::sync::Semaphore>,
+    password_checks: crate::passwords::PasswordChecks,
 }
 
 /// The metadata key of the `hash` strategy's secret.
@@ -379,9 +379,9 @@ impl Links {
             states: quick_cache::sync::Cache::new(config.memory.bounds.link_states),
             agents: UaParser::new(config.memory.bounds.user_agents / 5),
             geo: OnceLock::new(),
-            password_checks: Arc::new(tokio::sync::Semaphore::new(
-                config.memory.bounds.password_checks.max(1),
-            )),
+            password_checks: crate::passwords::PasswordChecks::new(
+                config.memory.bounds.password_checks,
+            ),
             blocked,
             cache: match config.cache.capacity {
                 Some(entries) => RedirectCache::new(entries, ttl),
@@ -920,10 +920,17 @@ impl Links {
         self.cache.invalidate(code);
     }
 
+    /// The slots Argon2 runs in, shared with people's sign-ins.
+    pub fn password_checks(&self) -> crate::passwords::PasswordChecks {
+        self.password_checks.clone()
+    }
+
     /// Applies a change another instance made to the shared store.
     pub fn forget(&self, change: &StoreChange) {
         match change {
             StoreChange::Code(code) => self.invalidate(code),
+            // The accounts service reloads its own records.
+            StoreChange::Accounts => {}
             StoreChange::All => {
                 self.epoch.fetch_add(1, Ordering::AcqRel);
                 self.cache.clear();

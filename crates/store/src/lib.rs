@@ -32,6 +32,7 @@ pub(crate) use crate::model::{
     LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
     SummaryBuilder, SummarySpan, Visit, VisitPage, VisitSummary, VisitTotals, MAX_LINK_ID,
 };
+pub(crate) use crate::model::{AccountWrite, AccountsSnapshot, AuditEntry, AuditPage, AuditQuery};
 pub(crate) use crate::model::{
     CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, QueuedReview, Review, Trigger, Verdict,
     VisitClaim,
@@ -225,6 +226,8 @@ pub enum StoreChange {
     /// The link that owns this code changed (patched, deleted, expired, recycled, imported):
     /// forget what is cached for it.
     Code(String),
+    /// Account records changed: reload them.
+    Accounts,
     /// Changes may have been missed (the notification channel was lost and is back): forget
     /// everything cached.
     All,
@@ -303,6 +306,7 @@ pub trait Store:
     + ReviewStore
     + OutboxStore
     + MetaStore
+    + AccountStore
     + StoreOps
 {
 }
@@ -316,6 +320,7 @@ impl<T> Store for T where
         + ReviewStore
         + OutboxStore
         + MetaStore
+        + AccountStore
         + StoreOps
         + ?Sized
 {
@@ -324,8 +329,8 @@ impl<T> Store for T where
 /// The capability traits, for `use crate::prelude::*` wherever a [`Store`] is called.
 pub mod prelude {
     pub use super::{
-        CapStore, Cluster, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore, ReviewStore,
-        SharedRecords, StoreOps, VisitStore,
+        AccountStore, CapStore, Cluster, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore,
+        ReviewStore, SharedRecords, StoreOps, VisitStore,
     };
 }
 
@@ -636,6 +641,31 @@ pub trait MetaStore: Send + Sync {
     /// Writes a metadata value durably, unless one is there already; returns the value that is
     /// stored afterwards (so two first starts agree on one generated key).
     fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
+}
+
+/// People and their rights ([`crate::model::account`]): every account record under one
+/// version number, and the audit log.
+///
+/// Account records are few and change seldom, so the accounts service holds all of them and
+/// checks its rules (one user per email, the last admin) against them; a write names the
+/// version it was checked against and is refused when another writer came first, so that a
+/// rule spanning records holds between instances with no lock held across the check.
+pub trait AccountStore: Send + Sync {
+    /// Every account record and the version they are at.
+    fn accounts(&self) -> StoreResult<AccountsSnapshot>;
+
+    /// Applies `write` whole if the records are still at `version`, durably; returns the new
+    /// version, or `None` (nothing written) when another write came first.
+    fn write_accounts(&self, version: u64, write: &AccountWrite) -> StoreResult<Option<u64>>;
+
+    /// Appends entries to the audit log (their ids are assigned here).
+    fn audit_append(&self, entries: &[AuditEntry]) -> StoreResult<()>;
+
+    /// A page of the audit log, newest first.
+    fn audit(&self, query: &AuditQuery) -> StoreResult<AuditPage>;
+
+    /// Removes entries older than `before`; returns how many went.
+    fn audit_prune(&self, before: Millis) -> StoreResult<u64>;
 }
 
 /// Running the store: durability, health, shutdown, and the handle of a shared store.

@@ -12,8 +12,6 @@
 
 use std::borrow::Cow;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
 use ipnet::IpNet;
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
@@ -436,70 +434,17 @@ pub fn hash_password(password: &str) -> Result<String> {
             format!("a password is 4 to 128 characters, not {chars}"),
         ));
     }
-    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| {
-        LinkError::invalid("invalid_password", "password", format!("cannot salt: {e}"))
-    })?;
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|e| LinkError::invalid("invalid_password", "password", e.to_string()))
+    crate::passwords::argon2id(password)
+        .map_err(|e| LinkError::invalid("invalid_password", "password", e))
 }
 
-/// Whether a stored hash is one this product could have made: an Argon2id PHC string
-/// (version 0x13) whose memory, passes, lanes and output length are [`hash_password`]'s
-/// (`Argon2::default()`: m = 19456 KiB, t = 2, p = 1, 32 bytes) or lower. Each visitor's
-/// guess costs what the hash asks, so a hash from a file (an import) must not ask more: at
-/// m = 1 GiB one anonymous guess took 1.4 s and 1 GB.
+/// Whether a stored hash is one this product could have made ([`crate::passwords::check_cost`]).
 pub fn check_password_hash(hash: &str) -> Result<()> {
-    let bad = |detail: String| LinkError::invalid("invalid_password", "password", detail);
-    let parsed = PasswordHash::new(hash).map_err(|e| bad(format!("not a PHC hash: {e}")))?;
-    if parsed.algorithm != Algorithm::Argon2id.ident() {
-        return Err(bad(format!(
-            "the hash is `{}`; this server verifies argon2id only",
-            parsed.algorithm
-        )));
-    }
-    if parsed.version != Some(Version::V0x13.into()) {
-        return Err(bad(
-            "an argon2id hash of version 19 (v=19) is expected".into()
-        ));
-    }
-    let params = Params::try_from(&parsed)
-        .map_err(|e| bad(format!("the hash's parameters are not Argon2's: {e}")))?;
-    let own = Params::default();
-    let output = parsed.hash.map_or(0, |h| h.len());
-    if params.m_cost() > own.m_cost()
-        || params.t_cost() > own.t_cost()
-        || params.p_cost() > own.p_cost()
-        || output > Params::DEFAULT_OUTPUT_LEN
-    {
-        return Err(bad(format!(
-            "the hash asks m={} KiB, t={}, p={} ({output}-byte output); this server hashes \
-             with m={} KiB, t={}, p={} ({}-byte output) and takes no more",
-            params.m_cost(),
-            params.t_cost(),
-            params.p_cost(),
-            own.m_cost(),
-            own.t_cost(),
-            own.p_cost(),
-            Params::DEFAULT_OUTPUT_LEN,
-        )));
-    }
-    Ok(())
+    crate::passwords::check_cost(hash)
+        .map_err(|detail| LinkError::invalid("invalid_password", "password", detail))
 }
 
-/// Whether `password` is the one `hash` was made from. Slow on purpose (tens of
-/// milliseconds): callers run it off the async threads and limit it per address. A hash
-/// `check_password_hash` refuses (one stored before imports were checked) verifies
-/// nothing: its cost is not this server's to pay for each guess.
-pub fn verify_password(hash: &str, password: &str) -> bool {
-    check_password_hash(hash).is_ok()
-        && PasswordHash::new(hash).is_ok_and(|parsed| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        })
-}
+pub use crate::passwords::verify as verify_password;
 
 fn invalid_cap(field: impl Into<Cow<'static, str>>, detail: impl Into<String>) -> LinkError {
     LinkError::invalid("invalid_max_visits", field, detail)

@@ -16,7 +16,6 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::options::verify_password;
 use super::{LinkError, Links, Result};
 use crate::model::options::{
     accepted_languages, pick_target, App, DeviceClass, Os, Rotation, Visitor,
@@ -221,10 +220,6 @@ fn visitor_hash(ip: IpAddr, user_agent: &str) -> u64 {
     h.finish()
 }
 
-/// How long a password check waits for a free Argon2 run before it is refused (429): a
-/// visitor barely notices it; a flood past it is answered at once.
-pub const PASSWORD_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// What a visitor's password does to a protected link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unlock {
@@ -247,7 +242,7 @@ impl Links {
     /// Whether `password` opens the link. A password found right once is remembered (as a
     /// SHA-256, compared in constant time); any other runs Argon2 on a blocking thread, at most
     /// `memory.budget`'s `password_checks` at once: a check that finds none free within
-    /// `PASSWORD_CHECK_WAIT` is `Unlock::Busy` (429), so wrong passwords from many
+    /// `passwords::PASSWORD_CHECK_WAIT` (1 s) is `Unlock::Busy` (429), so wrong passwords from many
     /// sources cost waiting requests, never another 19 MiB each.
     pub async fn unlock(&self, state: &Arc<LinkState>, password: &str) -> Unlock {
         let Some(hash) = state.options.password.clone() else {
@@ -259,23 +254,15 @@ impl Links {
                 return Unlock::Right;
             }
         }
-        let permit = match tokio::time::timeout(
-            PASSWORD_CHECK_WAIT,
-            self.password_checks.clone().acquire_owned(),
-        )
-        .await
+        let right = match self
+            .password_checks
+            .verify(hash.to_string(), password.to_string())
+            .await
         {
-            Ok(Ok(permit)) => permit,
-            _ => return Unlock::Busy,
+            crate::passwords::Check::Right => true,
+            crate::passwords::Check::Wrong => false,
+            crate::passwords::Check::Busy => return Unlock::Busy,
         };
-        let password = password.to_string();
-        let right = tokio::task::spawn_blocking(move || {
-            let right = verify_password(&hash, &password);
-            drop(permit);
-            right
-        })
-        .await
-        .unwrap_or(false);
         if right {
             *state.verified.lock() = Some(digest);
             Unlock::Right

@@ -34,9 +34,11 @@
 //! | `leads.rs` | leads left through links' forms (`LeadStore`) |
 //! | `reviews.rs` | the review queue, finished reviews, each link's latest verdict (`ReviewStore`) |
 //! | `outbox.rs` | the webhook outbox (heads taken by `FOR UPDATE SKIP LOCKED`), the delivery log (`OutboxStore`) |
+//! | `accounts.rs` | account records under one version, the audit log (`AccountStore`) |
 //! | `records.rs` | [`SharedRecords`]: page sessions and batch results every instance reads |
 //! | `watch.rs` | the `LISTEN` connection that keeps this instance's caches in step |
 
+mod accounts;
 mod check;
 mod claims;
 mod leads;

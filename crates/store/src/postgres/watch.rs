@@ -62,8 +62,12 @@ async fn session(
         // Whatever changed while we were away is unknown.
         on_change(StoreChange::All);
     }
-    while let Some(Some(code)) = rx.recv().await {
-        on_change(StoreChange::Code(code));
+    while let Some(Some(payload)) = rx.recv().await {
+        if payload == super::accounts::ACCOUNTS_CHANGED {
+            on_change(StoreChange::Accounts);
+        } else {
+            on_change(StoreChange::Code(payload));
+        }
     }
     driver.abort();
     drop(client);

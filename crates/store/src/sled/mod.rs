@@ -15,6 +15,7 @@
 //! | `leads.rs` | leads left through links' forms, by link (`LeadStore`) |
 //! | `reviews.rs` | the review queue (leases in memory), finished reviews, each link's latest verdict (`ReviewStore`) |
 //! | `outbox.rs` | the webhook outbox (leases in memory), its order per key, the delivery log (`OutboxStore`) |
+//! | `accounts.rs` | users, teams, memberships, identities, run-time keys under one version; the audit log (`AccountStore`) |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps (`CapStore`) |
 //! | `import.rs` | bulk import of links, one code length at a time |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
@@ -36,6 +37,7 @@
 //! link, after checking it is still there. Custom creates can remove pooled codes concurrently;
 //! the check makes them lose nothing and hand nothing out twice.
 
+mod accounts;
 mod check;
 mod claims;
 mod codec;
@@ -185,6 +187,9 @@ pub struct SledStore {
     outbox_log: sled::Tree,
     outbox_log_hooks: sled::Tree,
     outbox_state: Mutex<outbox::Outbox>,
+    /// Account records by kind and id, and the audit log by entry id ([`accounts`]).
+    accounts: sled::Tree,
+    audit: sled::Tree,
     /// Whether `visit_totals` (totals of the layout before running totals) holds anything:
     /// a store that never had it skips the read for every link counted the first time.
     legacy_totals: bool,

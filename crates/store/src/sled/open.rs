@@ -120,6 +120,8 @@ impl SledStore {
             outbox_log: tree("outbox_log")?,
             outbox_log_hooks: tree("outbox_log_hooks")?,
             outbox_state,
+            accounts: tree("accounts")?,
+            audit: tree("audit")?,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),

@@ -31,7 +31,7 @@ fn may_create(state: &PageState, visitor: &Visitor) -> Result<(), &'static str> 
     match visitor.role() {
         Some(role) if role >= Role::Editor => Ok(()),
         Some(_) => Err("viewer_cannot_create"),
-        None if state.keys.anonymous_create => Ok(()),
+        None if state.accounts.ring().anonymous_create => Ok(()),
         None => Err("sign_in_to_create"),
     }
 }

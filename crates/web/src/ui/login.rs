@@ -1,4 +1,5 @@
-//! Signing in with an API key (`/ui/login`, the form field is `key`), signing out
+//! Signing in with an API key (`/ui/login`, the form field is `key`) or as a person (fields
+//! `email` and `password`), signing out
 //! (`/ui/logout`), and the language switcher (`/ui/lang`).
 
 use std::collections::HashMap;
@@ -11,8 +12,9 @@ use minijinja::context;
 use super::forms::{field, CheckedForm};
 use super::i18n::{Lang, LANG_COOKIE};
 use super::render::{local_path, message, page, see_other, Visitor};
-use super::session::{cookie, set_cookie, SESSION_COOKIE};
+use super::session::{cookie, set_cookie, SignedIn, SESSION_COOKIE};
 use super::PageState;
+use crate::accounts::SignInRefused;
 use crate::limits::Limit;
 
 /// Where signing in leads when the form does not say.
@@ -45,7 +47,8 @@ fn render(
     )
 }
 
-/// `POST /ui/login`: a known key opens a session.
+/// `POST /ui/login`: a known key opens a session (field `key`), or a person's email and
+/// password (fields `email` and `password`).
 pub async fn sign_in(
     State(state): State<PageState>,
     visitor: Visitor,
@@ -65,10 +68,10 @@ pub async fn sign_in(
             .insert(header::RETRY_AFTER, HeaderValue::from(e.retry_after_secs));
         response
     };
-    // Every attempt counts, the right key too: were only failures counted, an answer other
+    // Every attempt counts, the right one too: were only failures counted, an answer other
     // than 429 past the quota would tell a guesser that this guess was right. Failed ones
     // also count against `auth_per_ip` with the API's keys (one quota for every way of
-    // guessing a key).
+    // guessing a credential).
     if let Err(e) = state
         .limits
         .check_ip(Limit::LoginPerIp, visitor.ip, 1)
@@ -76,26 +79,66 @@ pub async fn sign_in(
     {
         return limited(e);
     }
-    let key = field(&fields, "key").unwrap_or_default();
-    let Some(principal) = state.keys.lookup(key) else {
-        if let Err(e) = state.limits.auth_failed(visitor.ip) {
-            return limited(e);
+    let who = if let Some(email) = field(&fields, "email") {
+        let password = field(&fields, "password").unwrap_or_default();
+        match state
+            .accounts
+            .sign_in(&state.limits, email, password, visitor.ip)
+            .await
+        {
+            Ok(user) => Ok((user.id, user.session_epoch)),
+            Err(SignInRefused::Throttled(e)) => return limited(e),
+            Err(SignInRefused::Busy) => {
+                return limited(crate::limits::RateLimited {
+                    limit: Limit::AuthPerAccount,
+                    retry_after_secs: 1,
+                })
+            }
+            Err(SignInRefused::Wrong) => Err("login.wrong_password"),
         }
-        return render(
+    } else {
+        let key = field(&fields, "key").unwrap_or_default();
+        match state.accounts.authenticate(key) {
+            Ok(_) => {
+                return open_session(&state, &visitor, SignedIn::Key(key), &next);
+            }
+            Err(refused) => {
+                if let Err(e) = state.limits.auth_failed(visitor.ip) {
+                    return limited(e);
+                }
+                Err(match refused {
+                    crate::accounts::KeyRefused::Expired => "login.key_expired",
+                    crate::accounts::KeyRefused::Unknown => "login.unknown_key",
+                })
+            }
+        }
+    };
+    match who {
+        Ok((id, epoch)) => open_session(&state, &visitor, SignedIn::User { id: &id, epoch }, &next),
+        Err(error) => render(
             &state,
             &visitor,
             StatusCode::UNAUTHORIZED,
             &next,
-            Some("login.unknown_key"),
-        );
-    };
-    let token = match state.ui.sessions.open(principal, key) {
+            Some(error),
+        ),
+    }
+}
+
+/// Opens a session and sends the browser on with its cookie (a new token at every sign-in).
+pub fn open_session(
+    state: &PageState,
+    visitor: &Visitor,
+    who: SignedIn<'_>,
+    next: &str,
+) -> Response {
+    let token = match state.ui.sessions.open(who) {
         Ok(token) => token,
         Err(e) => {
             tracing::error!(error = %e, "page session could not be opened");
             return message(
-                &state,
-                &visitor,
+                state,
+                visitor,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "msg.failed",
             );
@@ -107,16 +150,20 @@ pub async fn sign_in(
         Some(state.ui.sessions.ttl_secs()),
         state.ui.secure_cookies,
     );
-    let mut response = see_other(&next);
+    let mut response = see_other(next);
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         response.headers_mut().append(header::SET_COOKIE, v);
     }
     response
 }
 
-/// `GET` or `POST /ui/logout`: ends the session. The session cookie is `SameSite=Strict`, so
-/// another site cannot make a browser sign out.
-pub async fn sign_out(State(state): State<PageState>, headers: axum::http::HeaderMap) -> Response {
+/// `POST /ui/logout`: ends the session. A form with the session's token: another site cannot
+/// sign a browser out.
+pub async fn sign_out(
+    State(state): State<PageState>,
+    headers: axum::http::HeaderMap,
+    CheckedForm(_): CheckedForm,
+) -> Response {
     if let Some(token) = cookie(&headers, SESSION_COOKIE) {
         state.ui.sessions.close(token);
     }

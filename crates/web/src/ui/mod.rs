@@ -78,7 +78,12 @@ impl Ui {
             templates,
             catalogues,
             assets,
-            sessions: session::Sessions::new(ttl, clock.clone(), records.clone()),
+            sessions: session::Sessions::new(
+                ttl,
+                config.auth.session_ttl.millis().unwrap_or(u64::MAX),
+                clock.clone(),
+                records.clone(),
+            ),
             batches: batch::RecentBatches::new(clock, records),
             errors,
             secure_cookies: base_url.starts_with("https://"),
@@ -92,7 +97,7 @@ pub fn router(state: PageState) -> Router<AppState> {
         .route("/", get(home::show).post(home::shorten))
         .route("/ui/batch/{id}", get(batch::download))
         .route("/ui/login", get(login::show).post(login::sign_in))
-        .route("/ui/logout", get(login::sign_out).post(login::sign_out))
+        .route("/ui/logout", post(login::sign_out))
         .route("/ui/lang", get(login::switch_language))
         .route("/ui/links", get(links::list))
         .route("/ui/links/{code}", get(links::detail))

@@ -141,8 +141,8 @@ impl FromRequestParts<PageState> for Visitor {
     ) -> Result<Self, Self::Rejection> {
         let headers = &parts.headers;
         let lang = negotiate(headers);
-        let session =
-            cookie(headers, SESSION_COOKIE).and_then(|t| state.ui.sessions.touch(t, &state.keys));
+        let session = cookie(headers, SESSION_COOKIE)
+            .and_then(|t| state.ui.sessions.touch(t, &state.accounts));
         let (csrf, new_csrf) = match (&session, cookie(headers, CSRF_COOKIE)) {
             (Some(s), _) => (s.csrf.clone(), false),
             (None, Some(c)) if c.len() == 64 => (c.to_string(), false),

@@ -45,7 +45,7 @@ pub fn authorized_link(
 /// May this caller create links in `space`? Anonymous creates, when enabled, go to the
 /// default space only.
 pub fn authorize_create(state: &AppState, caller: &Caller, space: &str) -> Result<(), ApiError> {
-    if caller.0.is_none() && state.keys.anonymous_create && space == DEFAULT_SPACE {
+    if caller.0.is_none() && state.accounts.ring().anonymous_create && space == DEFAULT_SPACE {
         return Ok(());
     }
     caller.require_space(Role::Editor, space).map(|_| ())

@@ -1,10 +1,11 @@
 //! Who is calling the API: the [`Caller`] extractor reads the key a request carries
-//! and looks it up in the key ring ([`crate::keys`]). A missing or unknown key is 401; a known
+//! and asks the accounts service who holds it (a configured key, or one made at run time). A missing or unknown key is 401; a known
 //! key whose role or spaces do not allow the request is 403. Failed keys count against
 //! `limits.rates.auth_per_ip` per client address; past it every key is 429.
 
 use std::sync::Arc;
 
+use crate::accounts::KeyRefused;
 use crate::config::Role;
 pub use crate::keys::Principal;
 use crate::web::error::ApiError;
@@ -86,11 +87,17 @@ where
         let ip = state.client_ip(peer, &parts.headers);
         state.limits.check_auth(ip)?;
         // A malformed Authorization header is as good as a wrong key.
-        match presented_key(parts).and_then(|key| state.keys.lookup(key)) {
-            Some(principal) => Ok(Caller(Some(principal))),
-            None => {
+        let found = presented_key(parts)
+            .ok_or(KeyRefused::Unknown)
+            .and_then(|key| state.accounts.authenticate(key));
+        match found {
+            Ok(principal) => Ok(Caller(Some(principal))),
+            Err(refused) => {
                 state.limits.auth_failed(ip)?;
-                Err(ApiError::unauthorized())
+                Err(match refused {
+                    KeyRefused::Expired => ApiError::key_expired(),
+                    KeyRefused::Unknown => ApiError::unauthorized(),
+                })
             }
         }
     }

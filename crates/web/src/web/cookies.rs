@@ -15,9 +15,12 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.trim())
 }
 
-/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, path `/`, `Secure` on https.
+/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Lax`, path `/`, `Secure` on https. Lax, not
+/// Strict: a sign-in coming back from an identity provider (a top-level navigation from
+/// another site) must carry its cookies; every form that changes something carries a CSRF
+/// token, so Lax's cross-site top-level GETs change nothing.
 pub fn set_cookie(name: &str, value: &str, max_age: Option<u64>, secure: bool) -> String {
-    let mut cookie = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
+    let mut cookie = format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax");
     if let Some(age) = max_age {
         cookie.push_str(&format!("; Max-Age={age}"));
     }

@@ -74,6 +74,15 @@ impl ApiError {
         )
     }
 
+    /// 401 `key_expired`: a key made at run time past its `expires_at`.
+    pub fn key_expired() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "key_expired",
+            "this key expired; make a new one",
+        )
+    }
+
     pub fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "forbidden", detail)
     }

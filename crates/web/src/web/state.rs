@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
+use crate::accounts::Accounts;
 use crate::config::Config;
 use crate::health::Health;
 use crate::jobs::lifecycle::Lifecycle;
-use crate::keys::KeyRing;
 use crate::leads::Leads;
 use crate::limits::RateLimits;
 use crate::links::Links;
@@ -72,7 +72,8 @@ pub struct Services {
     pub metrics: Arc<Metrics>,
     /// `limits.rates`, checked by the redirect path and the create handlers.
     pub limits: Arc<RateLimits>,
-    pub keys: Arc<KeyRing>,
+    /// Users, teams, keys (the configured ones and those made at run time), the audit log.
+    pub accounts: Arc<Accounts>,
     /// The pages the redirect path shows a visitor (rendered by `ui/`).
     pub pages: Arc<dyn VisitorPages>,
 }

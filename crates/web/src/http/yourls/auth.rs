@@ -1,6 +1,7 @@
 //! Who calls `/yourls-api.php`, by YOURLS's three ways to sign in: `timestamp` + `signature`
-//! (a hash of the time and an API key), `signature` alone (the key itself), `username` +
-//! `password` (configured in `yourls.users`, each standing for an API key).
+//! (a hash of the time and a configured API key), `signature` alone (a key itself, configured or
+//! made at run time), `username` + `password` (configured in `yourls.users`, each standing for
+//! an API key; else a user's email and password).
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
 use super::params::Params;
+use crate::accounts::SignInRefused;
 use crate::web::caller::Principal;
 use crate::web::state::AppState;
 
@@ -21,30 +23,63 @@ pub(super) enum AuthFailure {
 }
 
 /// Who signs in, by YOURLS's rules and in its order: `timestamp` + `signature`, then
-/// `signature` alone, then `username` + `password`. The error is YOURLS's message.
-pub(super) fn authenticate(
+/// `signature` alone (a configured key or one made at run time), then `username` +
+/// `password` (`yourls.users`, else a user's email and password). A failure is counted
+/// against the quotas (`presented`: some credential was sent) and comes back as YOURLS's
+/// message or a 429.
+pub(super) async fn authenticate(
     state: &AppState,
     params: &Params,
-) -> Result<Arc<Principal>, &'static str> {
+    ip: std::net::IpAddr,
+    presented: bool,
+) -> Result<Arc<Principal>, AuthFailure> {
     let found =
         if let (Some(ts), Some(sig)) = (params.filled("timestamp"), params.filled("signature")) {
             check_timestamp_signature(state, ts, sig, params.get("hash"))
         } else if params.get("timestamp").is_none() {
             if let Some(sig) = params.filled("signature") {
-                state.keys.lookup(sig)
+                state.accounts.authenticate(sig).ok()
             } else {
                 check_password(state, params)
             }
         } else {
             check_password(state, params)
         };
-    match found {
-        Some(principal) => Ok(principal),
-        None if params.get("username").is_some() || params.get("password").is_some() => {
-            Err("Invalid username or password")
-        }
-        None => Err("Please log in"),
+    if let Some(principal) = found {
+        return Ok(principal);
     }
+    let password_given = params.get("username").is_some() || params.get("password").is_some();
+    if let (Some(email), Some(password), None) = (
+        params.filled("username"),
+        params.filled("password"),
+        params.filled("signature"),
+    ) {
+        // A person's email and password: the sign-in counts its own failures.
+        return match state
+            .accounts
+            .sign_in(&state.limits, email, password, ip)
+            .await
+        {
+            Ok(user) => state
+                .accounts
+                .user_principal(&user.id, None)
+                .ok_or(AuthFailure::Denied("Invalid username or password")),
+            Err(SignInRefused::Throttled(e)) => Err(AuthFailure::Limited(e)),
+            Err(SignInRefused::Busy) => Err(AuthFailure::Limited(crate::limits::RateLimited {
+                limit: crate::limits::Limit::AuthPerAccount,
+                retry_after_secs: 1,
+            })),
+            Err(SignInRefused::Wrong) => Err(AuthFailure::Denied("Invalid username or password")),
+        };
+    }
+    if presented {
+        state.limits.auth_failed(ip).map_err(AuthFailure::Limited)?;
+    }
+    Err(AuthFailure::Denied(if password_given {
+        "Invalid username or password"
+    } else {
+        "Please log in"
+    }))
 }
 
 fn check_password(state: &AppState, params: &Params) -> Option<Arc<Principal>> {
@@ -62,7 +97,7 @@ fn check_password(state: &AppState, params: &Params) -> Option<Arc<Principal>> {
                     &Sha256::digest(password.as_bytes()),
                 )
         })
-        .and_then(|u| state.keys.lookup(&u.key))
+        .and_then(|u| state.accounts.authenticate(&u.key).ok())
 }
 
 /// `signature` = hash(timestamp . key) or hash(key . timestamp), `hash` = md5 (default),
@@ -93,7 +128,7 @@ fn check_timestamp_signature(
         _ => return None,
     };
     let signature = signature.to_ascii_lowercase();
-    state.keys.find(|key| {
+    state.accounts.ring().find(|key| {
         let before = digest(format!("{timestamp}{key}").as_bytes());
         let after = digest(format!("{key}{timestamp}").as_bytes());
         constant_eq(before.as_bytes(), signature.as_bytes())

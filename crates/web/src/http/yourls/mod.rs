@@ -75,12 +75,7 @@ pub async fn api(
     };
     let found = match limited {
         Some(e) => Err(AuthFailure::Limited(e)),
-        None => authenticate(&state, &params).map_err(|message| {
-            match presented.then(|| state.limits.auth_failed(ip)) {
-                Some(Err(e)) => AuthFailure::Limited(e),
-                _ => AuthFailure::Denied(message),
-            }
-        }),
+        None => authenticate(&state, &params, ip, presented).await,
     };
     let answer = match found {
         Err(AuthFailure::Limited(e)) => {
