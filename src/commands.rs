@@ -1,5 +1,5 @@
 //! The command-line tools beside `serve`, `export` and `import`: `check` (the store's
-//! invariants), `create` and `stats`. `create` and `stats` work on a stopped store, or through a
+//! invariants), `create`, `stats`, and `user add` (the first admin of a stopped store). `create` and `stats` work on a stopped store, or through a
 //! running server's API with `--server URL --key KEY` (hyper's HTTP/1.1 client, no TLS: meant
 //! for the server on this host or its network).
 //!
@@ -356,4 +356,59 @@ fn chain(e: impl std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// `vshortlink user add EMAIL [--admin] [--name NAME]`: makes a user in the stopped store
+/// (the first admin, typically) with a one-time password, printed once. On PostgreSQL it may
+/// run beside running instances, which see the user within a second.
+pub fn user_add(
+    config: &Config,
+    email: &str,
+    name: Option<String>,
+    admin: bool,
+) -> Result<Value, BoxError> {
+    let store = match crate::store::open(config) {
+        Ok(store) => store,
+        Err(StoreError::Locked(path)) => {
+            return Err(format!(
+                "the data directory {path} is in use by a running vshortlink server; stop it \
+                 first (on a running server, an admin makes users through the API)"
+            )
+            .into())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let ring = Arc::new(crate::keys::KeyRing::of(
+        &config.auth,
+        config.auth.keys.clone(),
+    ));
+    let checks = crate::passwords::PasswordChecks::new(1);
+    let accounts =
+        crate::accounts::Accounts::open(store.clone(), ring, &config.auth, checks, clock)?;
+    let password = crate::accounts::one_time_password();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let new = crate::accounts::NewUser {
+        email: email.to_string(),
+        name,
+        password: Some(password.clone()),
+        role: Some(if admin { "admin" } else { "member" }.to_string()),
+    };
+    let made = runtime.block_on(accounts.add_user(
+        new,
+        "cli",
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    ));
+    accounts.shutdown();
+    store.close()?;
+    let user = made.map_err(|e| -> BoxError { e.to_string().into() })?;
+    Ok(json!({
+        "id": user.id,
+        "email": user.email,
+        "role": user.role.as_str(),
+        "password": password,
+        "note": "a one-time password: sign in at /ui/login and change it on /ui/account",
+    }))
 }

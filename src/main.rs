@@ -101,11 +101,30 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// People: `user add EMAIL --admin` makes a user (the first admin) in the stopped store and
+    /// prints a one-time password.
+    User {
+        #[command(subcommand)]
+        action: UserCommand,
+    },
     /// A link's record and visit total, or the counts of all links.
     Stats {
         code: Option<String>,
         #[command(flatten)]
         remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Make a user with a one-time password (printed once).
+    Add {
+        email: String,
+        /// An admin of the whole instance (else a member).
+        #[arg(long)]
+        admin: bool,
+        #[arg(long)]
+        name: Option<String>,
     },
 }
 
@@ -216,6 +235,11 @@ fn main() -> ExitCode {
                 &remote.target(),
                 args,
             ));
+        }
+        Some(Command::User {
+            action: UserCommand::Add { email, admin, name },
+        }) => {
+            return print(vshortlink::commands::user_add(&config, &email, name, admin));
         }
         Some(Command::Stats { code, remote }) => {
             return print(vshortlink::commands::stats(

@@ -124,6 +124,16 @@ impl Principal {
         self.grants.role_in(space)
     }
 
+    /// Where its creates without `space` land; `None` when it is in several teams and must
+    /// say.
+    pub fn home_space(&self) -> Option<String> {
+        match &self.home {
+            Home::Default => Some(crate::links::DEFAULT_SPACE.to_string()),
+            Home::Space(space) => Some(space.clone()),
+            Home::Ambiguous => None,
+        }
+    }
+
     /// May it act everywhere (an admin of the whole instance)?
     pub fn everywhere(&self) -> bool {
         self.grants.everywhere == Some(Role::Admin)

@@ -359,5 +359,14 @@ pub(crate) fn random_text(len: usize, alphabet: &[u8]) -> String {
     out
 }
 
+/// A password for a first sign-in (`user add`): 20 letters and digits without the ones read
+/// alike (l, 1, o, 0), about 115 bits.
+pub fn one_time_password() -> String {
+    random_text(
+        20,
+        b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789",
+    )
+}
+
 /// Ids of users and keys: lower-case letters and digits.
 pub(crate) const ID_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";

@@ -14,11 +14,14 @@ use serde::{Deserialize, Serialize};
 use crate::config::Role;
 use crate::health::HealthStatus;
 use crate::links::{
-    form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, DEFAULT_SPACE, MAX_BATCH,
+    form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, MAX_BATCH,
 };
 use crate::model::{CapSlot, EndedBy, InApp, Link, LinkQuery, LinkStatus};
-use crate::web::access::{authorize_create, authorized_link, blocking, check_create_rate};
-use crate::web::caller::Caller;
+use crate::web::access::{
+    audit_created, audit_link, authorize_create, authorized_link, blocking, check_create_rate,
+    create_space,
+};
+use crate::web::caller::{Caller, ClientIp};
 use crate::web::error::{from_value, ApiError, JsonBody};
 use crate::web::state::AppState;
 
@@ -205,11 +208,16 @@ pub async fn create_link(
     request: Request,
 ) -> Result<Response, ApiError> {
     authenticate_writer(&state, &caller)?;
-    check_create_rate(&state, &caller, request_ip(&state, &request), 1)?;
-    let JsonBody(req) = JsonBody::<CreateLink>::from_request(request, &()).await?;
-    let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
+    let ip = request_ip(&state, &request);
+    check_create_rate(&state, &caller, ip, 1)?;
+    let JsonBody(mut req) = JsonBody::<CreateLink>::from_request(request, &()).await?;
+    let space = create_space(&caller, req.space.as_deref())?;
     authorize_create(&state, &caller, &space)?;
+    req.space = Some(space);
     let (link, created) = state.links.create_async(req).await?;
+    if created {
+        audit_created(&state, caller.0.as_deref(), &link.space, ip, 1);
+    }
     let mut view = LinkView::new(&state, &link);
     view.created = Some(created);
     let status = if created {
@@ -265,18 +273,23 @@ pub async fn create_batch(
     let mut valid = Vec::with_capacity(count);
     let mut valid_index = Vec::with_capacity(count);
     for (index, value) in batch.links.into_iter().enumerate() {
-        let req = match from_value::<CreateLink>(value) {
+        let mut req = match from_value::<CreateLink>(value) {
             Ok(req) => req,
             Err(e) => {
                 results[index] = Some(failure(prefix_field(e, index)));
                 continue;
             }
         };
-        let space = req.space.clone().unwrap_or_else(|| DEFAULT_SPACE.into());
-        if let Err(e) = authorize_create(&state, &caller, &space) {
-            results[index] = Some(failure(e));
-            continue;
-        }
+        let space = match create_space(&caller, req.space.as_deref())
+            .and_then(|space| authorize_create(&state, &caller, &space).map(|()| space))
+        {
+            Ok(space) => space,
+            Err(e) => {
+                results[index] = Some(failure(e));
+                continue;
+            }
+        };
+        req.space = Some(space);
         valid.push(req);
         valid_index.push(index);
     }
@@ -284,6 +297,9 @@ pub async fn create_batch(
     for (index, outcome) in valid_index.into_iter().zip(outcomes) {
         results[index] = Some(match outcome {
             Ok((link, created)) => {
+                if created {
+                    audit_created(&state, caller.0.as_deref(), &link.space, ip, 1);
+                }
                 let mut view = LinkView::new(&state, &link);
                 view.created = Some(created);
                 BatchItem {
@@ -404,6 +420,7 @@ pub async fn get_link(
 pub async fn update_link(
     State(state): State<AppState>,
     caller: Caller,
+    ClientIp(ip): ClientIp,
     CodePath(code): CodePath,
     request: Request,
 ) -> Result<Json<LinkView>, ApiError> {
@@ -411,6 +428,7 @@ pub async fn update_link(
     let JsonBody(patch) = JsonBody::<UpdateLink>::from_request(request, &()).await?;
     let links = state.links.clone();
     let updated = blocking(move || links.update(&code, patch)).await?;
+    audit_link(&state, caller.0.as_deref(), "link.updated", &updated, ip);
     Ok(Json(LinkView::new(&state, &updated)))
 }
 
@@ -419,6 +437,7 @@ pub async fn update_link(
 pub async fn delete_link(
     State(state): State<AppState>,
     caller: Caller,
+    ClientIp(ip): ClientIp,
     CodePath(code): CodePath,
 ) -> Result<StatusCode, ApiError> {
     let link = authorized_link(&state, &caller, &code, Role::Editor)?;
@@ -429,6 +448,7 @@ pub async fn delete_link(
     }
     let links = state.links.clone();
     blocking(move || links.delete(&code)).await?;
+    audit_link(&state, caller.0.as_deref(), "link.deleted", &link, ip);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -2,6 +2,7 @@
 //! problem+json, the API-key extractor, and thin handlers that call the domain services.
 //!
 //! - `api` — `/api/v1` (links, batch, pools, health)
+//! - `accounts` — `/api/v1` for people: `/me`, users, teams and members, keys, the audit log
 //! - `asked` — one request to `/{code}` and the answers the redirect and the gates share
 //! - `redirect` — `/{code}`, the `/{code}+` preview, `/robots.txt`, and the 404/410/429/403
 //!   pages; `gates` — the pages before the destination (password, form, in-app, crawler
@@ -22,6 +23,7 @@
 //!
 //! The web pages (`/`, `/ui/*`, `/static/*`) are [`crate::ui`]'s router, merged here.
 
+pub mod accounts;
 pub mod api;
 pub mod asked;
 pub mod front;
@@ -41,7 +43,7 @@ use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tower_http::timeout::TimeoutLayer;
 
@@ -79,6 +81,35 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .route("/pools/{length}/refill", post(api::refill_pool))
         .route("/maintenance", get(api::maintenance_status))
         .route("/maintenance/run", post(api::run_maintenance))
+        .route("/me", get(accounts::me))
+        .route("/me/password", post(accounts::change_password))
+        .route(
+            "/users",
+            post(accounts::create_user).get(accounts::list_users),
+        )
+        .route(
+            "/users/{id}",
+            get(accounts::get_user)
+                .patch(accounts::update_user)
+                .delete(accounts::delete_user),
+        )
+        .route(
+            "/teams",
+            post(accounts::create_team).get(accounts::list_teams),
+        )
+        .route(
+            "/teams/{slug}",
+            get(accounts::get_team)
+                .patch(accounts::update_team)
+                .delete(accounts::delete_team),
+        )
+        .route(
+            "/teams/{slug}/members/{user_id}",
+            put(accounts::set_member).delete(accounts::remove_member),
+        )
+        .route("/keys", post(accounts::create_key).get(accounts::list_keys))
+        .route("/keys/{id}", delete(accounts::revoke_key))
+        .route("/audit", get(accounts::audit))
         .route("/openapi.json", get(openapi::spec))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed);

@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{api, leads, qr, redirect, reviews, shlink, stats, yourls};
+use super::{accounts, api, leads, qr, redirect, reviews, shlink, stats, yourls};
 use crate::links::{CreateLink, UpdateLink};
 
 /// The document.
@@ -54,9 +54,27 @@ use crate::links::{CreateLink, UpdateLink};
         shlink::rules::get,
         shlink::rules::set,
         shlink::health,
+        accounts::me,
+        accounts::change_password,
+        accounts::create_user,
+        accounts::list_users,
+        accounts::get_user,
+        accounts::update_user,
+        accounts::delete_user,
+        accounts::create_team,
+        accounts::list_teams,
+        accounts::get_team,
+        accounts::update_team,
+        accounts::delete_team,
+        accounts::set_member,
+        accounts::remove_member,
+        accounts::create_key,
+        accounts::list_keys,
+        accounts::revoke_key,
+        accounts::audit,
         spec,
     ),
-    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination)),
+    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination, accounts::UserView, accounts::TeamView, accounts::MemberView, accounts::KeyView, accounts::NewKeyView, accounts::PasswordChange, accounts::MemberRole, accounts::AuditView)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

@@ -128,6 +128,7 @@ pub struct Decision {
 pub async fn review_link(
     State(state): State<AppState>,
     caller: Caller,
+    crate::web::caller::ClientIp(ip): crate::web::caller::ClientIp,
     CodePath(code): CodePath,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -162,6 +163,7 @@ pub async fn review_link(
             ))
         }
     };
+    crate::web::access::audit_link(&state, Some(&principal), "review.override", &link, ip);
     let review = state
         .reviews
         .decide(link, verdict, &principal.name)

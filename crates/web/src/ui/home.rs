@@ -14,7 +14,7 @@ use super::forms::{self, field, CheckedForm, Fields, FormError, VALIDITY_CHOICES
 use super::render::{message, page, Visitor};
 use super::PageState;
 use crate::config::Role;
-use crate::links::{rfc3339, CreateLink, DEFAULT_SPACE};
+use crate::links::{rfc3339, CreateLink};
 use crate::web::access::{authorize_create, check_create_rate};
 use crate::web::error::ApiError;
 
@@ -95,10 +95,10 @@ pub async fn shorten(
         Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
     let caller = visitor.caller();
-    let space = options
-        .space
-        .clone()
-        .unwrap_or_else(|| DEFAULT_SPACE.into());
+    let space = match crate::web::access::create_space(&caller, options.space.as_deref()) {
+        Ok(space) => space,
+        Err(e) => return fail(e.status, FormError::from_api(&e, known).with_field("space")),
+    };
     if let Err(e) = authorize_create(&state, &caller, &space) {
         return fail(e.status, FormError::from_api(&e, known).with_field("space"));
     }
@@ -127,6 +127,16 @@ pub async fn shorten(
     req.title = field(&fields, "title").map(str::to_string);
     match state.links.create_async(req).await.map_err(ApiError::from) {
         Ok((link, created)) => {
+            if created {
+                let who = visitor.caller();
+                crate::web::access::audit_created(
+                    &state,
+                    who.0.as_deref(),
+                    &link.space,
+                    visitor.ip,
+                    1,
+                );
+            }
             let short_url = state.links.short_url(&link.code);
             let qr = crate::qr::svg(&short_url).unwrap_or_default();
             let result = context! {
@@ -227,6 +237,20 @@ async fn shorten_many(
     }
     let reqs = urls.iter().map(|(_, url)| options.request(url)).collect();
     let outcomes = state.links.create_many(reqs).await;
+    let made = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok((_, true))))
+        .count();
+    if let Some(Ok((link, _))) = outcomes.iter().find(|o| o.is_ok()) {
+        let who = visitor.caller();
+        crate::web::access::audit_created(
+            &state,
+            who.0.as_deref(),
+            &link.space,
+            visitor.ip,
+            made as u64,
+        );
+    }
     let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
     let lines: Vec<BatchLine> = urls
         .iter()

@@ -686,7 +686,16 @@ pub async fn edit(
     let links = state.links.clone();
     let target = code.clone();
     match blocking(move || links.update(&target, patch)).await {
-        Ok(_) => see_other(&format!("/ui/links/{}?notice=saved", urlencoding(&code))),
+        Ok(link) => {
+            crate::web::access::audit_link(
+                &state,
+                visitor.caller().0.as_deref(),
+                "link.updated",
+                &link,
+                visitor.ip,
+            );
+            see_other(&format!("/ui/links/{}?notice=saved", urlencoding(&code)))
+        }
         Err(e) => {
             let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
             let error = FormError::from_api(&e, known);
@@ -767,10 +776,19 @@ async fn edit_options(
     let target = code.to_string();
     let update = request.update.clone();
     match blocking(move || links.update(&target, update)).await {
-        Ok(_) => see_other(&format!(
-            "/ui/links/{}?notice=saved#options",
-            urlencoding(code)
-        )),
+        Ok(link) => {
+            crate::web::access::audit_link(
+                &state,
+                visitor.caller().0.as_deref(),
+                "link.updated",
+                &link,
+                visitor.ip,
+            );
+            see_other(&format!(
+                "/ui/links/{}?notice=saved#options",
+                urlencoding(code)
+            ))
+        }
         Err(e) => {
             let known = |k: &str| state.ui.catalogues.words(visitor.lang).contains_key(k);
             // A refusal of the URL, title or tags goes beside them, as the edit form's.
@@ -815,7 +833,16 @@ pub async fn delete(
     }
     let links = state.links.clone();
     match blocking(move || links.delete(&code)).await {
-        Ok(_) => see_other("/ui/links?notice=deleted"),
+        Ok(link) => {
+            crate::web::access::audit_link(
+                &state,
+                visitor.caller().0.as_deref(),
+                "link.deleted",
+                &link,
+                visitor.ip,
+            );
+            see_other("/ui/links?notice=deleted")
+        }
         Err(e) => refused(&state, &visitor, &e),
     }
 }

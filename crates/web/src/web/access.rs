@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 
 use crate::config::Role;
+use crate::keys::Principal;
 use crate::limits::Limit;
 use crate::links::DEFAULT_SPACE;
 use crate::model::Link;
@@ -42,6 +43,28 @@ pub fn authorized_link(
     Ok(link)
 }
 
+/// The space a create goes to: the one asked for, else the caller's home (the default space,
+/// or the one team's space of a member); a member of several teams must say (400
+/// `space_required`).
+pub fn create_space(caller: &Caller, asked: Option<&str>) -> Result<String, ApiError> {
+    if let Some(space) = asked {
+        return Ok(space.to_string());
+    }
+    match caller.0.as_deref() {
+        None => Ok(DEFAULT_SPACE.to_string()),
+        Some(p) => p.home_space().ok_or_else(|| {
+            ApiError::bad_request(
+                "space_required",
+                "space",
+                format!(
+                    "`{}` belongs to several teams: say which space the link goes to",
+                    p.name
+                ),
+            )
+        }),
+    }
+}
+
 /// May this caller create links in `space`? Anonymous creates, when enabled, go to the
 /// default space only.
 pub fn authorize_create(state: &AppState, caller: &Caller, space: &str) -> Result<(), ApiError> {
@@ -61,8 +84,43 @@ pub fn check_create_rate(
 ) -> Result<(), ApiError> {
     let cells = u32::try_from(items).unwrap_or(u32::MAX);
     match &caller.0 {
-        Some(principal) => state.limits.check_key(&principal.name, cells)?,
+        Some(principal) => state.limits.check_key(&principal.actor.label(), cells)?,
         None => state.limits.check_ip(Limit::CreatePerIp, ip, cells)?,
     }
     Ok(())
+}
+
+/// Who the audit log names for a caller: its actor, or `anonymous`.
+fn actor_of(who: Option<&Principal>) -> String {
+    who.map_or_else(|| "anonymous".to_string(), |p| p.actor.label())
+}
+
+/// Notes `n` links made in `space` in the audit log (folded per actor and minute).
+pub fn audit_created(state: &AppState, who: Option<&Principal>, space: &str, ip: IpAddr, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let dir = state.accounts.directory();
+    state
+        .accounts
+        .audit
+        .created(&actor_of(who), dir.space_owner(space), ip, n);
+}
+
+/// Notes a change to a link (`link.updated`, `link.deleted`, `review.override`).
+pub fn audit_link(
+    state: &AppState,
+    who: Option<&Principal>,
+    action: &str,
+    link: &Link,
+    ip: IpAddr,
+) {
+    let dir = state.accounts.directory();
+    state.accounts.audit.record(
+        &actor_of(who),
+        action,
+        &format!("link:{}", link.code),
+        ip,
+        dir.space_owner(&link.space),
+    );
 }

@@ -50,6 +50,26 @@ impl Caller {
     }
 }
 
+/// The client address of a request (the forwarding headers only from a trusted proxy).
+pub struct ClientIp(pub IpAddr);
+
+impl<S> FromRequestParts<S> for ClientIp
+where
+    AppState: axum::extract::FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let state = &<AppState as axum::extract::FromRef<S>>::from_ref(state);
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip());
+        Ok(ClientIp(state.client_ip(peer, &parts.headers)))
+    }
+}
+
 /// The key a request carries, from `Authorization: Bearer` or `X-Api-Key`.
 pub fn presented_key(parts: &Parts) -> Option<&str> {
     if let Some(value) = parts.headers.get(header::AUTHORIZATION) {

@@ -123,6 +123,18 @@ impl ApiError {
 fn title(code: &str, status: StatusCode) -> &'static str {
     match code {
         "invalid_url" => "Invalid URL",
+        "invalid_email" => "Invalid email",
+        "invalid_name" => "Invalid name",
+        "invalid_role" => "Invalid role",
+        "invalid_slug" => "Invalid slug",
+        "invalid_team" => "Invalid team",
+        "email_taken" => "Email taken",
+        "team_exists" => "Team exists",
+        "space_taken" => "Space taken",
+        "space_required" => "Space required",
+        "last_admin" => "Last admin",
+        "role_not_allowed" => "Role not allowed",
+        "key_expired" => "Key expired",
         "invalid_code" => "Invalid code",
         "invalid_length" => "Invalid length",
         "invalid_ttl" => "Invalid ttl",
@@ -229,6 +241,27 @@ impl From<tokio::task::JoinError> for ApiError {
     /// Work handed to a blocking thread panicked or was cancelled.
     fn from(e: tokio::task::JoinError) -> Self {
         ApiError::internal(e)
+    }
+}
+
+impl From<crate::accounts::AccountError> for ApiError {
+    fn from(e: crate::accounts::AccountError) -> Self {
+        use crate::accounts::AccountError as E;
+        let detail = e.to_string();
+        match e {
+            E::Invalid { code, field, .. } => ApiError::bad_request(code, field, detail),
+            E::NotFound(_) => ApiError::not_found(detail),
+            E::Conflict { code, .. } => ApiError::new(StatusCode::CONFLICT, code, detail),
+            E::Forbidden { code, .. } => ApiError::new(StatusCode::FORBIDDEN, code, detail),
+            E::WrongPassword => ApiError::new(StatusCode::UNAUTHORIZED, "wrong_password", detail)
+                .with_field("current"),
+            E::Busy => {
+                let mut error = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "busy", detail);
+                error.retry_after = Some(1);
+                error
+            }
+            E::Store(e) => e.into(),
+        }
     }
 }
 

@@ -122,15 +122,21 @@ impl Fields {
     }
 }
 
-/// The space a key's creates go to: the default, or the key's first space when it may not
-/// use the default (as Shlink forces a domain-specific key's domain).
+/// The space a key's creates go to: its home (the default, a member's one team's space), or
+/// its first space when it may not use that (as Shlink forces a domain-specific key's
+/// domain).
 fn create_space(caller: &ShlinkCaller) -> String {
-    match caller.0 .0.as_deref().and_then(|p| p.spaces.as_ref()) {
-        Some(spaces) if !spaces.iter().any(|s| s == DEFAULT_SPACE) => spaces
+    let Some(principal) = caller.0 .0.as_deref() else {
+        return DEFAULT_SPACE.to_string();
+    };
+    let home = principal.home_space();
+    match (&home, principal.spaces.as_ref()) {
+        (Some(h), _) if principal.allows_space(h) => h.clone(),
+        (_, Some(spaces)) => spaces
             .first()
             .cloned()
             .unwrap_or_else(|| DEFAULT_SPACE.to_string()),
-        _ => DEFAULT_SPACE.to_string(),
+        _ => home.unwrap_or_else(|| DEFAULT_SPACE.to_string()),
     }
 }
 
@@ -205,10 +211,10 @@ pub async fn create(
         ..CreateLink::default()
     };
     let (links, stats) = (state.links.clone(), state.stats.clone());
-    let (link, totals) = blocking(move || {
-        let (link, _) = links.create_finding(req, find)?;
+    let (link, totals, created) = blocking(move || {
+        let (link, created) = links.create_finding(req, find)?;
         let totals = stats.totals(link.id)?;
-        Ok::<_, crate::web::error::ApiError>((link, totals))
+        Ok::<_, crate::web::error::ApiError>((link, totals, created))
     })
     .await
     .map_err(|e| {
@@ -218,6 +224,9 @@ pub async fn create(
             None => e,
         }
     })?;
+    if created {
+        crate::web::access::audit_created(&state, caller.0 .0.as_deref(), &link.space, ip, 1);
+    }
     Ok(json_ok(ShortUrl::new(&state, &link, totals)))
 }
 
@@ -367,6 +376,7 @@ pub async fn get(
 pub async fn edit(
     State(state): State<AppState>,
     caller: ShlinkCaller,
+    crate::web::caller::ClientIp(ip): crate::web::caller::ClientIp,
     target: ShortCode,
     body: Bytes,
 ) -> Result<Response, ShlinkError> {
@@ -400,6 +410,7 @@ pub async fn edit(
     })
     .await
     .map_err(|e| ShlinkError::from(e).about(&code))?;
+    crate::web::access::audit_link(&state, caller.0 .0.as_deref(), "link.updated", &link, ip);
     Ok(json_ok(ShortUrl::new(&state, &link, totals)))
 }
 
@@ -409,15 +420,17 @@ pub async fn edit(
 pub async fn delete(
     State(state): State<AppState>,
     caller: ShlinkCaller,
+    crate::web::caller::ClientIp(ip): crate::web::caller::ClientIp,
     target: ShortCode,
 ) -> Result<Response, ShlinkError> {
     caller.link_on(&state, &target, Role::Editor)?;
     let code = target.code;
     let links = state.links.clone();
     let target = code.clone();
-    blocking(move || links.delete(&target))
+    let link = blocking(move || links.delete(&target))
         .await
         .map_err(|e| ShlinkError::from(e).about(&code))?;
+    crate::web::access::audit_link(&state, caller.0 .0.as_deref(), "link.deleted", &link, ip);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

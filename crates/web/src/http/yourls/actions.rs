@@ -131,15 +131,20 @@ fn shorturl(
     params: &Params,
     ip: &str,
 ) -> Result<Answer, LinkError> {
-    if principal.role < Role::Editor || !principal.allows_space(DEFAULT_SPACE) {
+    // YOURLS has no spaces: creates go to the caller's home (the default space, or a
+    // member's one team's space).
+    let space = principal
+        .home_space()
+        .unwrap_or_else(|| DEFAULT_SPACE.to_string());
+    if principal.role_in(&space) < Some(Role::Editor) {
         return Ok(forbidden(format!(
-            "the key `{}` may not create links in the space `{DEFAULT_SPACE}`",
+            "`{}` may not create links in the space `{space}`",
             principal.name
         )));
     }
     // `limits.rates.create_per_key` counts creates through YOURLS too. YOURLS's own flood
     // check answers with these words and 429.
-    if state.limits.check_key(&principal.name, 1).is_err() {
+    if state.limits.check_key(&principal.actor.label(), 1).is_err() {
         return Ok(fail(
             "error:flood",
             "Too many URLs added too fast. Slow down please.",
@@ -165,6 +170,7 @@ fn shorturl(
     let req = CreateLink {
         url: url.clone(),
         code: keyword.map(str::to_string),
+        space: Some(space.clone()),
         title,
         ..CreateLink::default()
     };
@@ -173,7 +179,7 @@ fn shorturl(
     let existing = match (unique, keyword) {
         (true, Some(_)) => state
             .links
-            .existing_generated(&url, DEFAULT_SPACE)
+            .existing_generated(&url, &space)
             .map(|found| found.map(|l| (l, false))),
         _ => Ok(None),
     };
@@ -184,7 +190,15 @@ fn shorturl(
         Ok(None) => state.links.create_without_dedup(req).map(|l| (l, true)),
     };
     let (link, created) = match outcome {
-        Ok(done) => done,
+        Ok(done) => {
+            if done.1 {
+                let ip = ip
+                    .parse()
+                    .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+                crate::web::access::audit_created(state, Some(principal), &done.0.space, ip, 1);
+            }
+            done
+        }
         Err(LinkError::CodeTaken(code)) => {
             return Ok(fail(
                 "error:keyword",
