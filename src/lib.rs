@@ -48,8 +48,8 @@ pub mod transfer;
 pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
-    blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links, memory,
-    metrics, pools, qr, records, review, visits, webhooks, BoxError,
+    accounts, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links,
+    memory, metrics, pools, qr, records, review, visits, webhooks, BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 

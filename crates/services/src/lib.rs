@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod accounts;
 pub mod blocklist;
 pub mod cache;
 pub mod clock;
