@@ -9,6 +9,7 @@
 pub mod chrome;
 pub mod cli;
 pub mod mmdb;
+pub mod oidc;
 pub mod pages;
 pub mod postgres;
 pub mod stub;

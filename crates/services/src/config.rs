@@ -415,6 +415,56 @@ pub struct AuthConfig {
     pub session_ttl: Span,
     /// Audit log entries older than this are deleted by the daily job.
     pub audit_retention: Span,
+    /// `[[auth.oidc]]`: the OpenID Connect providers people may sign in with; none by default.
+    #[serde(default)]
+    pub oidc: Vec<OidcConfig>,
+}
+
+/// One `[[auth.oidc]]` provider, checked when the configuration loads; the protocol is
+/// [`crate::accounts::oidc`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcConfig {
+    /// The path segment of `/ui/oidc/{name}` and the login page's button: lowercase letters,
+    /// digits, `-` and `_`, unique.
+    pub name: String,
+    /// The issuer exactly as its discovery document (`{issuer}/.well-known/openid-configuration`)
+    /// names it: the ID token's `iss` must equal it.
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// Space-separated; must include `openid`.
+    #[serde(default = "default_oidc_scopes")]
+    pub scopes: String,
+    /// A group (in `groups_claim`) whose members are admins; none when absent.
+    #[serde(default)]
+    pub admin_group: Option<String>,
+    /// The claim, in the ID token or the userinfo answer, that lists the person's groups.
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    /// `group = "team:role"` (role `owner`, `editor` or `viewer`): memberships set at each
+    /// sign-in.
+    #[serde(default)]
+    pub team_groups: BTreeMap<String, String>,
+    /// Whether a first sign-in with an email nobody has creates a user (else it is refused).
+    #[serde(default = "default_true")]
+    pub auto_create: bool,
+    /// A PEM file of root certificates to trust for this issuer beside the built-in ones
+    /// (webpki roots, not the system's): for a provider behind a company's own CA. Empty: none.
+    #[serde(default)]
+    pub ca_file: String,
+}
+
+fn default_oidc_scopes() -> String {
+    "openid email profile".into()
+}
+
+fn default_groups_claim() -> String {
+    "groups".into()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -772,6 +822,7 @@ impl Config {
         self.validate_storage()?;
         self.validate_codes()?;
         self.validate_limits()?;
+        self.validate_oidc()?;
         Ok(())
     }
 
@@ -1092,6 +1143,101 @@ impl Config {
         }
         Ok(())
     }
+
+    /// Checks the OpenID Connect providers: names, issuers, client credentials, scopes, the
+    /// team groups, the extra CA file.
+    fn validate_oidc(&self) -> Result<(), ConfigError> {
+        let mut names = std::collections::HashSet::new();
+        for (i, p) in self.auth.oidc.iter().enumerate() {
+            let key = |field: &str| format!("auth.oidc[{i}].{field}");
+            let url_safe = |s: &str| {
+                s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+            };
+            if p.name.is_empty() || p.name.len() > 32 || !url_safe(&p.name) {
+                return fail(
+                    &key("name"),
+                    format!(
+                        "`{}` must be 1 to 32 lowercase letters, digits, `-` or `_` (it is a path \
+                         segment of /ui/oidc/{{name}})",
+                        p.name
+                    ),
+                );
+            }
+            if !names.insert(p.name.as_str()) {
+                return fail(&key("name"), format!("`{}` names two providers", p.name));
+            }
+            if let Err(why) = check_issuer(&p.issuer) {
+                return fail(&key("issuer"), why);
+            }
+            if p.client_id.trim().is_empty() {
+                return fail(&key("client_id"), "must not be empty".into());
+            }
+            if p.client_secret.is_empty() {
+                return fail(
+                    &key("client_secret"),
+                    "must not be empty (vshortlink is a confidential client)".into(),
+                );
+            }
+            if !p.scopes.split_whitespace().any(|s| s == "openid") {
+                return fail(
+                    &key("scopes"),
+                    format!("`{}` must include `openid`", p.scopes),
+                );
+            }
+            if p.groups_claim.trim().is_empty() {
+                return fail(&key("groups_claim"), "must not be empty".into());
+            }
+            if p.admin_group
+                .as_deref()
+                .is_some_and(|g| g.trim().is_empty())
+            {
+                return fail(
+                    &key("admin_group"),
+                    "must not be empty (leave it out for none)".into(),
+                );
+            }
+            for (group, grant) in &p.team_groups {
+                if let Err(why) = crate::accounts::oidc::parse_team_grant(grant) {
+                    return fail(&key(&format!("team_groups.{group}")), why);
+                }
+            }
+            if !p.ca_file.trim().is_empty() {
+                if let Err(why) = crate::accounts::oidc::read_ca_file(Path::new(p.ca_file.trim())) {
+                    return fail(&key("ca_file"), why);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An issuer must be an `https` URL, or `http` on a loopback host only: over plain HTTP the
+/// client secret and the code cross the network in the clear, and whoever is on the path can
+/// swap the discovery document's keys and sign in as anyone. A provider on the same machine
+/// (and the tests' provider) is out of reach of the path.
+fn check_issuer(issuer: &str) -> Result<(), String> {
+    let url = url::Url::parse(issuer).map_err(|_| format!("`{issuer}` is not an http(s) URL"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => return Err(format!("`{issuer}` is not an http(s) URL")),
+    };
+    match url.scheme() {
+        "https" => {}
+        "http" if loopback => {}
+        "http" => {
+            return Err(format!(
+                "`{issuer}`: plain http is allowed for a loopback host only; use https"
+            ))
+        }
+        _ => return Err(format!("`{issuer}` is not an http(s) URL")),
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("`{issuer}` must have no query or fragment"));
+    }
+    Ok(())
 }
 
 /// Checks every `VSL_*` variable's value the way figment's environment provider will parse it.

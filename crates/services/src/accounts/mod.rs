@@ -9,6 +9,7 @@
 //! | `keys.rs` | keys made at run time: `vsl_<id>_<secret>`, their keyed hash, rights, last use |
 //! | `sign_in.rs` | email and password sign-in: throttling per address and account, equal time |
 //! | `audit.rs` | the audit log: entries, creates counted per minute, retention |
+//! | `oidc.rs` | OpenID Connect: discovery, the code flow with PKCE, the ID token's checks, groups to grants |
 //!
 //! The whole directory of account records sits in memory (they are few); a change is checked
 //! against it and written with the version it was checked at, and written again from a
@@ -18,6 +19,7 @@
 
 pub mod audit;
 pub mod keys;
+pub mod oidc;
 pub mod people;
 pub mod sign_in;
 
