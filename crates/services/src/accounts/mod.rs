@@ -38,7 +38,7 @@ use crate::store::Store;
 pub use audit::Audit;
 pub use keys::{KeyRefused, NewKey};
 pub use people::{NewTeam, NewUser, TeamPatch, UserPatch};
-pub use sign_in::SignInRefused;
+pub use sign_in::{ProviderRefused, SignInRefused};
 
 /// Why an account change was refused. Each maps to one status in the web's error mapper.
 #[derive(Debug, thiserror::Error)]
