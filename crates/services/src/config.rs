@@ -656,18 +656,6 @@ pub enum Rate {
     PerHour(u32),
 }
 
-impl Rate {
-    /// `n` times as many in the same period.
-    pub fn times(self, n: u32) -> Rate {
-        match self {
-            Rate::Off => Rate::Off,
-            Rate::PerSecond(x) => Rate::PerSecond(x.saturating_mul(n)),
-            Rate::PerMinute(x) => Rate::PerMinute(x.saturating_mul(n)),
-            Rate::PerHour(x) => Rate::PerHour(x.saturating_mul(n)),
-        }
-    }
-}
-
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;

@@ -75,21 +75,22 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// A principal of `grants`; `None` when they grant nothing.
-    pub fn new(name: String, grants: Grants, actor: Actor, home: Home) -> Option<Self> {
-        let role = grants.highest()?;
+    /// A principal of `grants`. One that grants nothing (a member of no team) may still sign
+    /// in and see its own account, and reaches no link.
+    pub fn new(name: String, grants: Grants, actor: Actor, home: Home) -> Self {
+        let role = grants.highest().unwrap_or(Role::Viewer);
         let spaces = grants
             .everywhere
             .is_none()
             .then(|| grants.spaces.keys().cloned().collect());
-        Some(Self {
+        Self {
             name,
             role,
             spaces,
             grants,
             actor,
             home,
-        })
+        }
     }
 
     /// A config key's holder: its role, everywhere or in its spaces.

@@ -201,11 +201,13 @@ pub struct RateLimits {
     create_per_ip: Option<Limiter<IpAddr>>,
     login_per_ip: Option<Limiter<IpAddr>>,
     auth_per_ip: Option<Limiter<IpAddr>>,
-    /// `auth_per_account` by account and address network, and ten times it by account.
-    auth_per_account: Option<Limiter<String>>,
-    auth_per_account_all: Option<Limiter<String>>,
-    /// Accounts (and account-and-address pairs) past their quota, until when.
-    account_blocked: quick_cache::sync::Cache<String, Instant>,
+    /// `auth_per_account`: failures by account and address network (and ten times as many by
+    /// account), as `(n, period)`; `None` when off.
+    auth_per_account: Option<(u32, Duration)>,
+    /// Failed sign-ins per key (account and network, or account) in the window that began
+    /// then. A fixed window, not GCRA: the quota must refuse the attempt after the Nth
+    /// failure (right password or not), which needs the count itself.
+    account_failures: quick_cache::sync::Cache<String, (Instant, u32)>,
     password_per_ip: Option<Limiter<IpAddr>>,
     form_per_ip: Option<Limiter<IpAddr>>,
     /// Addresses past `auth_per_ip`, until when: every credential they present is refused
@@ -249,13 +251,13 @@ impl RateLimits {
             create_per_ip: Limiter::new(Limit::CreatePerIp, rates.create_per_ip, capacity),
             login_per_ip: Limiter::new(Limit::LoginPerIp, rates.login_per_ip, capacity),
             auth_per_ip: Limiter::new(Limit::AuthPerIp, rates.auth_per_ip, capacity),
-            auth_per_account: Limiter::new(Limit::AuthPerAccount, rates.auth_per_account, capacity),
-            auth_per_account_all: Limiter::new(
-                Limit::AuthPerAccount,
-                rates.auth_per_account.times(10),
-                capacity,
-            ),
-            account_blocked: quick_cache::sync::Cache::new(capacity),
+            auth_per_account: match rates.auth_per_account {
+                Rate::Off => None,
+                Rate::PerSecond(n) => Some((n, Duration::from_secs(1))),
+                Rate::PerMinute(n) => Some((n, Duration::from_secs(60))),
+                Rate::PerHour(n) => Some((n, Duration::from_secs(3600))),
+            },
+            account_failures: quick_cache::sync::Cache::new(capacity),
             password_per_ip: Limiter::new(Limit::PasswordPerIp, rates.password_per_ip, capacity),
             form_per_ip: Limiter::new(Limit::FormPerIp, rates.form_per_ip, capacity),
             auth_blocked: quick_cache::sync::Cache::new(capacity),
@@ -343,47 +345,52 @@ impl RateLimits {
     }
 
     /// Before a password for `account` (an email, known or not) from `ip` is checked:
-    /// refused while the account is past `auth_per_account`, from this address or from all.
-    /// Never for good: the block ends when the quota lets one more through.
+    /// refused once the account has failed `auth_per_account` times from this address's
+    /// network, or ten times that from all, in the current window. Never for good: the window
+    /// ends.
     pub fn check_account(&self, account: &str, ip: IpAddr) -> Result<(), RateLimited> {
+        let Some((n, period)) = self.auth_per_account else {
+            return Ok(());
+        };
         let now = Instant::now();
-        for key in self.account_keys(account, ip) {
-            let Some(until) = self.account_blocked.get(&key) else {
+        for (key, limit) in self
+            .account_keys(account, ip)
+            .into_iter()
+            .zip([n, n.saturating_mul(10)])
+        {
+            let Some((began, count)) = self.account_failures.get(&key) else {
                 continue;
             };
-            if until <= now {
-                self.account_blocked.remove(&key);
+            let ends = began + period;
+            if ends <= now {
+                self.account_failures.remove(&key);
                 continue;
             }
-            let wait = until - now;
-            return self.counted(Err(RateLimited {
-                limit: Limit::AuthPerAccount,
-                retry_after_secs: (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1),
-            }));
+            if count >= limit {
+                let wait = ends - now;
+                return self.counted(Err(RateLimited {
+                    limit: Limit::AuthPerAccount,
+                    retry_after_secs: (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1),
+                }));
+            }
         }
         Ok(())
     }
 
-    /// A failed sign-in for `account` from `ip`: one against the account from this address
-    /// and one against the account from all. Past either, the account (from there, or from
-    /// everywhere) is refused until the quota lets one more through.
-    pub fn account_failed(&self, account: &str, ip: IpAddr) -> Result<(), RateLimited> {
-        let [pair, all] = self.account_keys(account, ip);
-        let mut result = Ok(());
-        for (limiter, key) in [
-            (&self.auth_per_account, pair),
-            (&self.auth_per_account_all, all),
-        ] {
-            let Some(limiter) = limiter else { continue };
-            if let Err(e) = limiter.check(&key, 1) {
-                self.account_blocked.insert(
-                    key,
-                    Instant::now() + Duration::from_secs(e.retry_after_secs),
-                );
-                result = Err(e);
-            }
+    /// A failed sign-in for `account` from `ip`: one more against the account from this
+    /// address's network and from all.
+    pub fn account_failed(&self, account: &str, ip: IpAddr) {
+        let Some((_, period)) = self.auth_per_account else {
+            return;
+        };
+        let now = Instant::now();
+        for key in self.account_keys(account, ip) {
+            let next = match self.account_failures.get(&key) {
+                Some((began, count)) if began + period > now => (began, count.saturating_add(1)),
+                _ => (now, 1),
+            };
+            self.account_failures.insert(key, next);
         }
-        self.counted(result)
     }
 
     /// `cells` creates by the API key named `key` (`create_per_key`).

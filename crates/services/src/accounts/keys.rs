@@ -351,7 +351,9 @@ fn key_principal(dir: &Directory, ring: &crate::keys::KeyRing, key: &RunKey) -> 
         }
         None => (grants.capped(key.role, None), home),
     };
-    Principal::new(
+    // A key whose maker may do nothing any more does nothing: refused as unknown.
+    grants.highest()?;
+    Some(Principal::new(
         key.name.clone(),
         grants,
         Actor::Key {
@@ -362,7 +364,7 @@ fn key_principal(dir: &Directory, ring: &crate::keys::KeyRing, key: &RunKey) -> 
             },
         },
         home,
-    )
+    ))
 }
 
 #[cfg(test)]

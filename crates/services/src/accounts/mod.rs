@@ -301,12 +301,12 @@ impl Accounts {
 /// What a user may do, as a principal.
 pub fn user_principal(dir: &Directory, user: &User) -> Option<Principal> {
     let grants = dir.grants(user);
-    Principal::new(
+    Some(Principal::new(
         user.email.clone(),
         grants,
         Actor::User(user.id.clone()),
         home_of(dir, user),
-    )
+    ))
 }
 
 /// Where a user's creates without `space` land.

@@ -91,7 +91,7 @@ impl Accounts {
                 // still answered as a failure (its password was checked); the next attempt
                 // is the one refused.
                 let _ = limits.auth_failed(ip);
-                let _ = limits.account_failed(&account, ip);
+                limits.account_failed(&account, ip);
                 Err(SignInRefused::Wrong)
             }
         }
