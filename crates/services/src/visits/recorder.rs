@@ -998,6 +998,28 @@ mod tests {
     }
 
     #[test]
+    fn a_visit_comes_back_from_its_journal_record() {
+        let v6: IpAddr = "2001:db8::7".parse().expect("address");
+        for (ip, route) in [
+            (IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), None),
+            (v6, Some(Route::Target(3))),
+            (v6, Some(Route::Rule(65535))),
+            (v6, Some(Route::CrawlerPreview)),
+        ] {
+            let mut v = RawVisit::new(9, "abc", 1234, ip, Some(CHROME.as_bytes()), Some(b"r"));
+            v.route = route;
+            let back = RawVisit::decode(&v.encode()).expect("decodes");
+            assert_eq!((back.link_id, back.at, back.ip, back.route), (9, 1234, ip, route));
+            assert_eq!(back.code(), b"abc");
+            assert_eq!(back.user_agent(), CHROME.as_bytes());
+            assert_eq!(back.referer(), b"r");
+        }
+        let record = raw(1, CHROME, None).encode();
+        assert!(RawVisit::decode(&record[..20]).is_none(), "cut short");
+        assert!(RawVisit::decode(&[2u8; 60]).is_none(), "another version");
+    }
+
+    #[test]
     fn long_headers_are_cut_at_a_character_boundary() {
         let long = "é".repeat(2000);
         assert_eq!(
