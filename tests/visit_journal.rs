@@ -94,8 +94,16 @@ fn kill9_during_a_burst(env: &[(&str, &str)]) {
     let code = new_link(&app, "https://example.com/burst");
     let mut expected = 0;
     for round in 0..2u64 {
-        let answered = burst_then_kill(&mut app, &code, 8, Duration::from_millis(1500 + 400 * round));
-        assert!(answered > 100, "round {round}: only {answered} redirects answered");
+        let answered = burst_then_kill(
+            &mut app,
+            &code,
+            8,
+            Duration::from_millis(1500 + 400 * round),
+        );
+        assert!(
+            answered > 100,
+            "round {round}: only {answered} redirects answered"
+        );
         expected += answered;
         app.respawn();
         expect_visits(&app, &code, expected);

@@ -359,7 +359,7 @@ fn visits_list_pages_and_csv_has_a_header_and_one_row_per_visit() {
 fn a_burst_keeps_every_visit_whatever_the_queue_bound() {
     let app = TestApp::start_with("[visits]\nqueue = 1\n", &[]);
     let code = new_code(&app, "https://example.com/busy");
-    let requests = 400;
+    let requests: u32 = 400;
     std::thread::scope(|s| {
         for _ in 0..8 {
             s.spawn(|| {
@@ -372,7 +372,10 @@ fn a_burst_keeps_every_visit_whatever_the_queue_bound() {
     assert_eq!(metric(&app, "vsl_visits_queued_total"), f64::from(requests));
     assert_eq!(metric(&app, "vsl_visits_dropped_total"), 0.0);
     wait_visits(&app, &code, u64::from(requests));
-    assert_eq!(metric(&app, "vsl_visits_written_total"), f64::from(requests));
+    assert_eq!(
+        metric(&app, "vsl_visits_written_total"),
+        f64::from(requests)
+    );
 }
 
 /// `/metrics` carries the binary's allocator counts (jemalloc's, which the binary runs on),

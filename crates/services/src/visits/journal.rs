@@ -435,7 +435,8 @@ impl Journal {
         }
         // Reached the end of a closed segment with nothing after it yet: the next read
         // starts where the appender's next segment will.
-        if read.next.segment < end.segment && read.next.offset >= self.segment_len(read.next.segment)
+        if read.next.segment < end.segment
+            && read.next.offset >= self.segment_len(read.next.segment)
         {
             read.next = Position {
                 segment: end.segment,
@@ -597,7 +598,11 @@ mod tests {
         let after = journal.append(&payload(99)).expect("append");
         assert_eq!(after.segment, 2);
         let (records, read) = all(&journal, Position::default());
-        assert_eq!(records.len(), 10, "nine whole records, then the next segment's");
+        assert_eq!(
+            records.len(),
+            10,
+            "nine whole records, then the next segment's"
+        );
         assert_eq!(records[8], payload(8));
         assert_eq!(records[9], payload(99));
         assert_eq!(read.skipped.len(), 1);

@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 
 use super::client;
 use super::geo::{Geo, GeoDb, GeoError};
+use super::journal::{Journal, Position};
 use super::tally::referer_host;
 use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
@@ -41,7 +42,6 @@ use crate::config::{IpMode, VisitsConfig};
 use crate::model::Route;
 use crate::model::{Millis, NewVisit, StoreError, Visit};
 use crate::store::Store;
-use super::journal::{Journal, Position};
 
 /// The writer's batch maps, keyed by header bytes: a fast seeded hash.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -609,19 +609,18 @@ async fn write_loop(
         let started = tokio::time::Instant::now();
         let (j, e, m) = (journal.clone(), enricher.clone(), tick.metrics.clone());
         let (from, max) = (read_from, tick.batch);
-        let batch = match tokio::task::spawn_blocking(move || read_batch(&j, &e, from, max, &m))
-            .await
-        {
-            Ok(Ok(batch)) => Some(batch),
-            Ok(Err(e)) => {
-                tracing::error!("the visit journal could not be read: {e}");
-                None
-            }
-            Err(e) => {
-                tracing::error!("the visit journal reader panicked: {e}");
-                None
-            }
-        };
+        let batch =
+            match tokio::task::spawn_blocking(move || read_batch(&j, &e, from, max, &m)).await {
+                Ok(Ok(batch)) => Some(batch),
+                Ok(Err(e)) => {
+                    tracing::error!("the visit journal could not be read: {e}");
+                    None
+                }
+                Err(e) => {
+                    tracing::error!("the visit journal reader panicked: {e}");
+                    None
+                }
+            };
         // The fold before this one must be noted before the next is written (positions
         // advance in order).
         let mut retry = false;
@@ -657,19 +656,24 @@ async fn write_loop(
                 read_from = folded;
                 idle = false;
                 if !stopping {
-                    tokio::time::sleep(RETRY).await;
-                    continue;
+                    tokio::select! {
+                        () = tokio::time::sleep(RETRY) => {}
+                        () = tick.stop.notified() => stopping = true,
+                    }
                 }
+                if stopping {
+                    // A store (or journal) that fails at shutdown: what is journaled stays
+                    // for the next start, which folds it.
+                    tracing::warn!(
+                        "visits not folded at shutdown stay in the journal for the next start"
+                    );
+                    break;
+                }
+                continue;
             }
         }
         measure(&journal, &tick).await;
         if stopping && idle && writing.is_none() {
-            break;
-        }
-        if stopping && retry {
-            // A store that refuses writes at shutdown: what is journaled stays for the next
-            // start.
-            tracing::warn!("visits not folded at shutdown stay in the journal for the next start");
             break;
         }
         if !full && !stopping {
@@ -749,8 +753,7 @@ impl Writer {
         let started = Instant::now();
         // The visits come back (with their ids) for whoever is told of the batch.
         let written = tokio::task::spawn_blocking(move || {
-            let result =
-                store.record_journaled_visits(&mut visits, &journal, &through.encode());
+            let result = store.record_journaled_visits(&mut visits, &journal, &through.encode());
             (result, visits)
         })
         .await;
@@ -1009,7 +1012,10 @@ mod tests {
             let mut v = RawVisit::new(9, "abc", 1234, ip, Some(CHROME.as_bytes()), Some(b"r"));
             v.route = route;
             let back = RawVisit::decode(&v.encode()).expect("decodes");
-            assert_eq!((back.link_id, back.at, back.ip, back.route), (9, 1234, ip, route));
+            assert_eq!(
+                (back.link_id, back.at, back.ip, back.route),
+                (9, 1234, ip, route)
+            );
             assert_eq!(back.code(), b"abc");
             assert_eq!(back.user_agent(), CHROME.as_bytes());
             assert_eq!(back.referer(), b"r");

@@ -49,8 +49,8 @@ impl SledStore {
             let chunk: Vec<Visit> =
                 rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
             let (last, spans) = self.write_blocks(block_id + 1, chunk.iter().collect())?;
-                self.index_blocks(&spans)?;
-                block_id = last;
+            self.index_blocks(&spans)?;
+            block_id = last;
             self.note_migrated(block_id)?;
             old_visits.remove(key).map_err(backend)?;
             moved += chunk.len() as u64;

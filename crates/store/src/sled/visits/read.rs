@@ -4,11 +4,11 @@
 //! at open reads. `VisitStore` is implemented here, its writes and pruning calling into
 //! `write.rs` and `prune.rs` after the space guard has admitted them.
 
+use super::write::{JournalMark, JOURNAL_PREFIX};
 use crate::model::hll::Hll;
 use crate::sled::formats::{corrupt, decode_block, link_key, DayRecord};
 use crate::sled::keys::{counter, read_u64};
 use crate::sled::visit_index::Span;
-use super::write::{JournalMark, JOURNAL_PREFIX};
 use crate::sled::{backend, space, SledStore};
 use crate::{
     DayCount, Dimension, Millis, NewVisit, StoreResult, SummaryBuilder, SummarySpan, Visit,
