@@ -637,24 +637,22 @@ async fn write_loop(
                 retry = true;
             }
         }
-        let mut full = false;
-        let mut idle = true;
-        match batch {
+        // Whether the read stopped at the batch bound, and whether it took nothing.
+        let (full, idle) = match batch {
             Some(batch) if !retry => {
-                full = batch.full;
-                if batch.next != read_from {
-                    idle = false;
+                let idle = batch.next == read_from;
+                if !idle {
                     writing = Some((
                         tokio::spawn(writer.clone().write(batch.visits, batch.next)),
                         batch.next,
                     ));
                     read_from = batch.next;
                 }
+                (batch.full, idle)
             }
             _ => {
                 // Read again from what the store has noted, after a pause.
                 read_from = folded;
-                idle = false;
                 if !stopping {
                     tokio::select! {
                         () = tokio::time::sleep(RETRY) => {}
@@ -671,7 +669,7 @@ async fn write_loop(
                 }
                 continue;
             }
-        }
+        };
         measure(&journal, &tick).await;
         if stopping && idle && writing.is_none() {
             break;
