@@ -11,7 +11,7 @@
 //! One writer task reads the journal from the position the store last noted (after a
 //! restart, that read is the replay), at most a batch at a time, decodes and enriches the
 //! visits on a blocking thread (user agent, geolocation, client id, stored address) and hands
-//! them to the store with the position reached, in one write ([`Store::record_journaled_visits`]).
+//! them to the store with the position reached, in one write ([`crate::store::VisitStore::record_journaled_visits`]).
 //! Once per [`INTERVAL`] (or at once when a whole batch was waiting); while a write runs the
 //! next batch is read and enriched. A failed write is retried from the last noted position,
 //! so nothing journaled is lost to a store error either. Folded segments are removed.
