@@ -19,6 +19,7 @@ use vshortlink::config::Config;
 use vshortlink::model::{NewVisit, Visit};
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{Durability, Store};
+use vshortlink::visits::recorder::JournalOptions;
 use vshortlink::visits::recorder::MAX_PENDING;
 use vshortlink::visits::Recorder;
 
@@ -58,7 +59,17 @@ async fn pipeline(durability: Durability, visits: u64, links: u64) -> (f64, f64)
     let queue = visits as usize;
     let toml = format!("[visits]\nqueue = {queue}\ngeo_db = \"{geo}\"\n");
     let config = Config::from_toml(&toml).expect("config");
-    let recorder = Recorder::start(&config.visits, store, Arc::new(SystemClock)).expect("start");
+    let journal = _dir.path().join("journal");
+    let recorder = Recorder::start(
+        &config.visits,
+        JournalOptions {
+            dir: &journal,
+            sync: durability == Durability::Power,
+        },
+        store,
+        Arc::new(SystemClock),
+    )
+    .expect("start");
     let agents: Vec<HeaderValue> = AGENTS.iter().map(|a| HeaderValue::from_static(a)).collect();
     let referer = HeaderValue::from_static("https://news.example.org/item?id=1");
     let started = Instant::now();

@@ -68,8 +68,9 @@ use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::model::StoreError;
 use crate::pools::Pools;
-use crate::store::{Store, StoreChange};
+use crate::store::{Durability, Store, StoreChange};
 use crate::ui::Ui;
+use crate::visits::recorder::JournalOptions;
 use crate::visits::{Recorder, Statistics};
 use crate::web::state::{AppState, Services};
 
@@ -356,8 +357,19 @@ impl Told {
         core: &Core,
     ) -> Result<Self, BoxError> {
         let links = &core.links;
-        let recorder = Recorder::start(&config.visits, store.clone(), clock.clone())
-            .map_err(|e| format!("visits.geo_db: {e}"))?;
+        // The journal is per instance: in this instance's data directory, also in front of
+        // a PostgreSQL store that several instances share.
+        let journal_dir = config.storage.path.join("journal");
+        let recorder = Recorder::start(
+            &config.visits,
+            JournalOptions {
+                dir: &journal_dir,
+                sync: config.storage.durability == Durability::Power,
+            },
+            store.clone(),
+            clock.clone(),
+        )
+        .map_err(|e| e.to_string())?;
         links.use_geo(recorder.geo());
         let limits = Arc::new(
             RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)

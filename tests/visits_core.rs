@@ -14,6 +14,7 @@ use vshortlink::clock::{Clock, ManualClock};
 use vshortlink::config::Config;
 use vshortlink::model::{NewVisit, Visit};
 use vshortlink::store::Store;
+use vshortlink::visits::recorder::JournalOptions;
 use vshortlink::visits::{Recorder, Statistics};
 use vshortlink::web::csv::{csv_body, CSV_PAGE};
 
@@ -93,25 +94,35 @@ async fn csv_export_streams_100k_visits_page_by_page() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn a_full_queue_drops_and_counts_without_waiting() {
+async fn every_visit_is_journaled_without_waiting_and_folded_at_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(&dir);
     let config = Config::from_toml("[visits]\nqueue = 4\n").unwrap();
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(T0));
-    let recorder = Recorder::start(&config.visits, store.clone(), clock).unwrap();
-    // On a single-threaded runtime the writer cannot run between these calls: the queue takes
-    // four and every other visit is dropped at once instead of waiting for room.
+    let journal = dir.path().join("journal");
+    let recorder = Recorder::start(
+        &config.visits,
+        JournalOptions {
+            dir: &journal,
+            sync: false,
+        },
+        store.clone(),
+        clock,
+    )
+    .unwrap();
+    // On a single-threaded runtime the writer cannot run between these calls: each visit is
+    // appended to the journal by the call itself, whatever the queue bound says.
     for _ in 0..100 {
         recorder.record(1, "abcdef", [10, 0, 0, 1].into(), None, None, None);
     }
     let metrics = recorder.metrics();
-    assert_eq!(metrics.accepted.get(), 4);
-    assert_eq!(metrics.dropped.get(), 96);
-    assert_eq!(recorder.depth(), 4);
-    // Shutdown drains what was queued.
+    assert_eq!(metrics.accepted.get(), 100);
+    assert_eq!(metrics.dropped.get(), 0);
+    assert_eq!(recorder.depth(), 100);
+    // Shutdown folds what was journaled.
     recorder.shutdown().await;
-    assert_eq!(metrics.written.get(), 4);
-    assert_eq!(store.visit_totals(1).unwrap().visits, 4);
+    assert_eq!(metrics.written.get(), 100);
+    assert_eq!(store.visit_totals(1).unwrap().visits, 100);
     assert_eq!(recorder.depth(), 0);
 }
 

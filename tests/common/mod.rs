@@ -403,6 +403,14 @@ keys = [
         self.write_config();
     }
 
+    /// Replaces the extra environment the next start passes (the server must be stopped).
+    pub fn set_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
     /// Starts the server again after it exited by itself.
     pub fn respawn(&mut self) {
         self.spawn();

@@ -374,6 +374,9 @@ pub struct VisitsConfig {
     pub ip: IpMode,
     pub retention: Span,
     pub geo_db: String,
+    /// The visit journal's size past which `/metrics` and the log report that the store is
+    /// not keeping up (visits are still journaled and kept).
+    pub journal_max: ByteSize,
     /// The queue's bounds, derived at load ([`crate::memory::Bounds`]): the recorder is
     /// started with this section alone.
     #[serde(skip)]

@@ -14,8 +14,9 @@ use crate::visits::Recorder;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HealthStatus {
     Ok,
-    /// The store cannot write (`storage_full`, `storage_unavailable`) or does not answer
-    /// (`None`). A store that still reads but cannot write is not healthy: orchestrators and
+    /// The store cannot write (`storage_full`, `storage_unavailable`), the visit journal cannot
+    /// (`visit_journal_full`: redirects go on, their visits are dropped and counted), or the
+    /// store does not answer (`None`). A store that still reads but cannot write is not healthy: orchestrators and
     /// the Docker healthcheck must see it.
     Unavailable(Option<&'static str>),
 }
@@ -42,10 +43,13 @@ impl Health {
         }
     }
 
-    /// A write fault first, then a read of the store.
+    /// A write fault first, the visit journal's, then a read of the store.
     pub fn check(&self) -> HealthStatus {
         if let Some(fault) = self.store.write_fault() {
             return HealthStatus::Unavailable(Some(fault.reason));
+        }
+        if self.recorder.journal_failing() {
+            return HealthStatus::Unavailable(Some("visit_journal_full"));
         }
         match self.store.ping() {
             Ok(()) => HealthStatus::Ok,

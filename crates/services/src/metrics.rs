@@ -73,7 +73,8 @@ pub struct Metrics {
     links: Family<StatusLabel, Gauge>,
     queue_depth: Gauge,
     queue_capacity: Gauge,
-    queue_bytes: Gauge,
+    journal_bytes: Gauge,
+    journal_over_max: Gauge,
     review_queue: Gauge,
     webhook_outbox: Gauge,
     flushes: Gauge,
@@ -131,12 +132,12 @@ impl Metrics {
         let v = recorder.metrics();
         registry.register(
             "visits_queued",
-            "Visits accepted into the queue",
+            "Visits appended to the visit journal",
             v.accepted.clone(),
         );
         registry.register(
             "visits_dropped",
-            "Visits dropped because the queue was full",
+            "Visits dropped because the visit journal could not be written (a full disk)",
             v.dropped.clone(),
         );
         registry.register(
@@ -146,8 +147,13 @@ impl Metrics {
         );
         registry.register(
             "visits_failed",
-            "Visits lost to a store error",
+            "Visits of folds the store refused (kept in the journal and retried)",
             v.failed.clone(),
+        );
+        registry.register(
+            "visit_journal_skipped",
+            "Torn or corrupt stretches of the visit journal skipped (each logged)",
+            v.skipped.clone(),
         );
         registry.register(
             "visit_batch_duration_seconds",
@@ -164,7 +170,8 @@ impl Metrics {
             links: Family::default(),
             queue_depth: Gauge::default(),
             queue_capacity: Gauge::default(),
-            queue_bytes: Gauge::default(),
+            journal_bytes: Gauge::default(),
+            journal_over_max: Gauge::default(),
             review_queue: Gauge::default(),
             webhook_outbox: Gauge::default(),
             flushes: Gauge::default(),
@@ -192,18 +199,23 @@ impl Metrics {
         r.register("links", "Links by status", self.links.clone());
         r.register(
             "visit_queue_depth",
-            "Visits waiting for the writer",
+            "Visits journaled by this process and not yet folded into the store",
             self.queue_depth.clone(),
         );
         r.register(
             "visit_queue_capacity",
-            "Size of the visit queue",
+            "Most visits the writer reads from the journal for one fold",
             self.queue_capacity.clone(),
         );
         r.register(
-            "visit_queue_bytes",
-            "Bytes of the visits waiting for the writer (bounded by memory.budget's share)",
-            self.queue_bytes.clone(),
+            "visit_journal_bytes",
+            "Bytes of the visit journal's segment files (measured at each fold)",
+            self.journal_bytes.clone(),
+        );
+        r.register(
+            "visit_journal_over_max",
+            "1 while the visit journal is larger than visits.journal_max (the store is behind)",
+            self.journal_over_max.clone(),
         );
         r.register(
             "allocator_bytes",
@@ -325,7 +337,15 @@ impl Metrics {
         }
         set(&self.queue_depth, recorder.depth() as u64);
         set(&self.queue_capacity, recorder.capacity() as u64);
-        set(&self.queue_bytes, recorder.queued_bytes() as u64);
+        let journal = recorder.journal_levels();
+        set(
+            &self.journal_bytes,
+            journal.bytes.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        set(
+            &self.journal_over_max,
+            u64::from(journal.over_max.load(std::sync::atomic::Ordering::Relaxed)),
+        );
         set(&self.review_queue, store.review_queue_depth()?);
         set(&self.webhook_outbox, store.outbox_depth()?);
         let flush = store.commit_stats();

@@ -600,6 +600,20 @@ pub trait VisitStore: Send + Sync {
     /// order.
     fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()>;
 
+    /// Writes visits folded in from a visit journal, like `record_visits`, and notes in the
+    /// same write that the journal named `journal` is folded up to `position` (opaque to the
+    /// store): after a crash the store holds both the visits and the position, or neither, so
+    /// the journal's tail after the position is replayed exactly once.
+    fn record_journaled_visits(
+        &self,
+        visits: &mut [NewVisit],
+        journal: &str,
+        position: &[u8],
+    ) -> StoreResult<()>;
+
+    /// The position the last `record_journaled_visits` of `journal` noted (`None`: never).
+    fn journal_position(&self, journal: &str) -> StoreResult<Option<Vec<u8>>>;
+
     /// The highest visit id ever given (0: the store never had a visit).
     fn last_visit_id(&self) -> StoreResult<u64>;
 

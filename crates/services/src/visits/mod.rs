@@ -1,9 +1,10 @@
-//! Visits: the redirect hands a raw visit to a bounded queue and returns; the writer task
-//! enriches visits (user agent, geolocation, client id) and writes them in batches, with their
-//! counters, through the store (see docs/architecture.md, "Visits and statistics, inside").
+//! Visits: the redirect appends a raw visit to the visit journal and returns; the writer task
+//! reads the journal, enriches visits (user agent, geolocation, client id) and folds them in
+//! batches, with their counters and the journal position reached, into the store (see docs/architecture.md, "Visits and statistics, inside").
 
 pub mod client;
 pub mod geo;
+pub mod journal;
 pub use crate::model::hll;
 pub mod recorder;
 pub mod service;

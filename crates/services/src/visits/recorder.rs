@@ -1,19 +1,26 @@
-//! The visit queue and its writer (see docs/architecture.md, "Visits and statistics, inside").
+//! The visit journal's two sides: the redirect's append and the writer that folds the journal
+//! into the store (see docs/architecture.md, "Visits and statistics, inside").
 //!
-//! The redirect handler calls [`Recorder::record`], which stamps the visit, copies what it
-//! needs of the request into a fixed-size record ([`RawVisit`]) and offers it to a bounded
-//! channel without waiting: when the channel is full the visit is dropped and counted, so
-//! recording never slows or fails a redirect. One writer task takes whatever has queued
-//! (up to [`BATCH`] visits, gathering for [`GATHER`] between partial batches) and enriches it
-//! on a blocking thread (user agent, geolocation, client id, stored address). Once per
-//! [`INTERVAL`] (or sooner when [`MAX_PENDING`] visits are waiting) it hands everything
-//! enriched to the store in one call, which writes the visits in large blocks, each dirty
-//! counter once, and flushes once. While a write runs, the queue keeps draining into the next
-//! write, so a slow write does not make the queue overflow.
+//! The redirect handler calls [`Recorder::record`], which stamps the visit and appends it, as
+//! one record, to the visit journal ([`super::journal`]): one `write` of a couple of hundred
+//! bytes under a lock held for that write alone. It never waits on the writer or the store;
+//! when the call returns the visit is in the kernel's page cache, so a killed process keeps
+//! it, and the redirect answers after that. Only a write the disk refuses (full) drops the
+//! visit, counted, and `/healthz` says so until appends succeed again.
+//!
+//! One writer task reads the journal from the position the store last noted (after a
+//! restart, that read is the replay), at most a batch at a time, decodes and enriches the
+//! visits on a blocking thread (user agent, geolocation, client id, stored address) and hands
+//! them to the store with the position reached, in one write ([`crate::store::VisitStore::record_journaled_visits`]).
+//! Once per [`INTERVAL`] (or at once when a whole batch was waiting); while a write runs the
+//! next batch is read and enriched. A failed write is retried from the last noted position,
+//! so nothing journaled is lost to a store error either. Folded segments are removed.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,11 +29,12 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use smallvec::SmallVec;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::client;
 use super::geo::{Geo, GeoDb, GeoError};
+use super::journal::{Journal, Position};
 use super::tally::referer_host;
 use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
@@ -38,22 +46,18 @@ use crate::store::Store;
 /// The writer's batch maps, keyed by header bytes: a fast seeded hash.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Most visits the writer takes from the queue (and enriches) at once.
-pub const BATCH: usize = 4096;
-/// How long the writer lets a partial batch gather before taking it from the queue, so that
-/// light traffic is enriched a few dozen visits at a time rather than one by one.
-pub const GATHER: Duration = Duration::from_millis(25);
-/// How often enriched visits are written, with their counters, and flushed. Each dirty
-/// counter is written once per interval however many visits it gained, which is what lets one
-/// writer keep up with every redirect two cores can answer. It is also what a crash can lose:
-/// the visits of the interval not yet written. Visits are acknowledged to no one, so the
-/// delay is invisible except to a statistic read within the second.
+/// How often the writer folds what the journal gained into the store. Each dirty counter is
+/// written once per interval however many visits it gained, which is what lets one writer
+/// keep up with every redirect two cores can answer. A crash loses none of it: the journal
+/// holds every visit until a fold has noted it.
 pub const INTERVAL: Duration = Duration::from_secs(1);
-/// Most enriched visits held for one write without a configured bound (`memory.budget`
-/// derives one: `writer_visits`): under a load that fills this before the interval ends,
-/// writes come sooner, so the memory held stays bounded (about 400 bytes a visit; at most
-/// twice this, one write's worth in flight and one gathering).
+/// Most visits read from the journal for one fold without a configured bound (`memory.budget`
+/// derives one: `writer_visits`): under a load that brings more in an interval, folds come
+/// back to back, so the memory held stays bounded (about 400 bytes an enriched visit; at most
+/// twice this, one fold being written and the next one being enriched).
 pub const MAX_PENDING: usize = 65_536;
+/// How long the writer waits before retrying a fold the store refused.
+const RETRY: Duration = Duration::from_secs(1);
 /// Longest user agent or referer kept; longer ones are cut (at a character boundary).
 const MAX_HEADER_CHARS: usize = 1024;
 /// Bytes of a user agent or referer the redirect copies: enough for [`MAX_HEADER_CHARS`]
@@ -140,16 +144,125 @@ impl RawVisit {
     fn referer(&self) -> &[u8] {
         &self.text[usize::from(self.code_len) + usize::from(self.agent_len)..]
     }
+
+    /// The visit as a journal record: version, link, time, address, route, the code's and
+    /// the user agent's lengths, then the code, user agent and referer.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(48 + self.text.len());
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&self.link_id.to_le_bytes());
+        out.extend_from_slice(&self.at.to_le_bytes());
+        match self.ip {
+            IpAddr::V4(ip) => {
+                out.push(4);
+                out.extend_from_slice(&ip.octets());
+            }
+            IpAddr::V6(ip) => {
+                out.push(6);
+                out.extend_from_slice(&ip.octets());
+            }
+        }
+        let (tag, n) = match self.route {
+            None => (0u8, 0u16),
+            Some(Route::Default) => (1, 0),
+            Some(Route::Rule(n)) => (2, n),
+            Some(Route::Target(n)) => (3, n),
+            Some(Route::InAppPage) => (4, 0),
+            Some(Route::CrawlerPreview) => (5, 0),
+        };
+        out.push(tag);
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&self.code_len.to_le_bytes());
+        out.extend_from_slice(&self.agent_len.to_le_bytes());
+        out.extend_from_slice(&self.text);
+        out
+    }
+
+    /// A journal record back as a visit; `None` for bytes no version of [`RawVisit::encode`]
+    /// wrote (the checksum passed, so only a newer format or a bug).
+    pub fn decode(bytes: &[u8]) -> Option<RawVisit> {
+        let mut r = Fields(bytes);
+        if r.u8()? != RECORD_VERSION {
+            return None;
+        }
+        let link_id = r.u64()?;
+        let at = r.u64()?;
+        let ip = match r.u8()? {
+            4 => IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(r.take(4)?).ok()?)),
+            6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(r.take(16)?).ok()?)),
+            _ => return None,
+        };
+        let (tag, n) = (r.u8()?, r.u16()?);
+        let route = match tag {
+            0 => None,
+            1 => Some(Route::Default),
+            2 => Some(Route::Rule(n)),
+            3 => Some(Route::Target(n)),
+            4 => Some(Route::InAppPage),
+            5 => Some(Route::CrawlerPreview),
+            _ => return None,
+        };
+        let code_len = r.u16()?;
+        let agent_len = r.u16()?;
+        let text = r.0;
+        if usize::from(code_len) + usize::from(agent_len) > text.len() {
+            return None;
+        }
+        Some(RawVisit {
+            link_id,
+            at,
+            ip,
+            route,
+            text: SmallVec::from_slice(text),
+            code_len,
+            agent_len,
+        })
+    }
+}
+
+/// The journal record's format version ([`RawVisit::encode`]).
+const RECORD_VERSION: u8 = 1;
+
+/// A record's fields, read in order.
+struct Fields<'a>(&'a [u8]);
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
 }
 
 /// Counters of the visit pipeline, shared with `/metrics`.
 #[derive(Clone, Debug)]
 pub struct VisitMetrics {
+    /// Visits appended to the journal.
     pub accepted: Counter,
+    /// Visits the journal could not take (a full disk).
     pub dropped: Counter,
+    /// Visits folded into the store.
     pub written: Counter,
+    /// Visits of folds the store refused (retried from the journal, not lost).
     pub failed: Counter,
     pub batch_seconds: Histogram,
+    /// Torn or corrupt journal stretches skipped.
+    pub skipped: Counter,
 }
 
 impl Default for VisitMetrics {
@@ -161,23 +274,40 @@ impl Default for VisitMetrics {
             failed: Counter::default(),
             // 0.5 ms .. ~1 s
             batch_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 12)),
+            skipped: Counter::default(),
         }
     }
 }
 
-/// The redirect's side of the visit queue.
+/// Why the recorder could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("visits.geo_db: {0}")]
+    Geo(#[from] GeoError),
+    #[error("the visit journal in {path}: {error}")]
+    Journal { path: String, error: io::Error },
+    #[error("the visit journal's position in the store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Levels of the journal the writer measures each interval, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct JournalLevels {
+    /// Bytes of the segment files.
+    pub bytes: AtomicU64,
+    /// Past `visits.journal_max`.
+    pub over_max: AtomicBool,
+}
+
+/// The redirect's side of the visit journal, and the writer's handle.
 pub struct Recorder {
     /// `None` when `visits.enabled` is off.
-    sender: Option<mpsc::Sender<RawVisit>>,
-    capacity: usize,
-    /// Bytes of the visits queued ([`RawVisit::queued_bytes`]), shared with the writer, which
-    /// subtracts what it takes; a visit that would take it past `max_bytes` is dropped as a
-    /// full queue drops it. An atomic, not a lock: the redirect adds, checks, and takes back
-    /// what it added if the visit does not go in.
-    queued_bytes: Arc<AtomicUsize>,
-    max_bytes: usize,
+    journal: Option<Arc<Journal>>,
+    /// Most visits the writer reads for one fold.
+    batch: usize,
     clock: Arc<dyn Clock>,
     metrics: VisitMetrics,
+    levels: Arc<JournalLevels>,
     stop: Arc<Notify>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// The geolocation database, shared with the redirect's `country` rules.
@@ -199,24 +329,39 @@ struct Enricher {
     ip_mode: IpMode,
 }
 
+/// How the journal is kept, beside `[visits]`: where, and whether it is synced.
+#[derive(Clone, Debug)]
+pub struct JournalOptions<'a> {
+    /// `<storage.path>/journal`: per instance, also in front of a shared PostgreSQL.
+    pub dir: &'a Path,
+    /// `storage.durability = "power"`: `fdatasync` the journal at every fold interval.
+    pub sync: bool,
+}
+
 impl Recorder {
-    /// Opens the geolocation database (if configured) and starts the writer task. Must be
-    /// called inside a tokio runtime.
+    /// Opens the geolocation database (if configured) and the journal, reads where the store
+    /// last folded it, and starts the writer (which replays the journal from there first).
+    /// Must be called inside a tokio runtime.
     pub fn start(
         config: &VisitsConfig,
+        journal: JournalOptions<'_>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
-    ) -> Result<Arc<Recorder>, GeoError> {
+    ) -> Result<Arc<Recorder>, StartError> {
         let metrics = VisitMetrics::default();
         let stop = Arc::new(Notify::new());
+        let levels = Arc::new(JournalLevels::default());
+        let batch = match config.bounds.writer_visits {
+            0 => MAX_PENDING,
+            n => n,
+        };
         if !config.enabled {
             return Ok(Arc::new(Recorder {
-                sender: None,
-                capacity: 0,
-                queued_bytes: Arc::default(),
-                max_bytes: 0,
+                journal: None,
+                batch,
                 clock,
                 metrics,
+                levels,
                 stop,
                 writer: Mutex::new(None),
                 geo: None,
@@ -232,33 +377,42 @@ impl Recorder {
             geo: geo.clone(),
             ip_mode: config.ip,
         });
-        // Set when the configuration is loaded (`memory.budget`, or `visits.queue`).
-        let capacity = config.bounds.entries.max(1);
-        let (sender, receiver) = mpsc::channel(capacity);
-        let queued_bytes = Arc::new(AtomicUsize::new(0));
+        let opened = Journal::open(journal.dir).map_err(|error| StartError::Journal {
+            path: journal.dir.display().to_string(),
+            error,
+        })?;
+        let opened = Arc::new(opened);
+        let folded = store
+            .journal_position(opened.id())?
+            .and_then(|bytes| Position::decode(&bytes))
+            .unwrap_or_default();
         let written = Hooks::default();
         let writer = tokio::spawn(write_loop(
-            receiver,
-            queued_bytes.clone(),
+            opened.clone(),
+            folded,
             enricher,
             Writer {
                 store,
+                journal: opened.id().to_string(),
                 metrics: metrics.clone(),
                 written: written.clone(),
+                delay: test_fold_delay(),
             },
-            stop.clone(),
-            match config.bounds.writer_visits {
-                0 => MAX_PENDING,
-                n => n,
+            Tick {
+                stop: stop.clone(),
+                batch,
+                sync: journal.sync,
+                max_bytes: config.journal_max.0,
+                levels: levels.clone(),
+                metrics: metrics.clone(),
             },
         ));
         Ok(Arc::new(Recorder {
-            sender: Some(sender),
-            capacity,
-            queued_bytes,
-            max_bytes: config.bounds.bytes,
+            journal: Some(opened),
+            batch,
             clock,
             metrics,
+            levels,
             stop,
             writer: Mutex::new(Some(writer)),
             geo,
@@ -276,8 +430,9 @@ impl Recorder {
         self.geo.clone()
     }
 
-    /// Queues a visit without waiting; drops (and counts) it when the queue is full.
-    /// `route` says which destination served it, on a link with rules or targets.
+    /// Appends a visit to the journal (one `write`, never a wait on the writer or the store);
+    /// drops (and counts) it only when the journal cannot be written (a full disk). `route`
+    /// says which destination served it, on a link with rules or targets.
     pub fn record(
         &self,
         link_id: u64,
@@ -287,7 +442,7 @@ impl Recorder {
         referer: Option<&HeaderValue>,
         route: Option<Route>,
     ) {
-        let Some(sender) = &self.sender else {
+        let Some(journal) = &self.journal else {
             return;
         };
         let mut visit = RawVisit::new(
@@ -299,58 +454,72 @@ impl Recorder {
             referer.map(HeaderValue::as_bytes),
         );
         visit.route = route;
-        let bytes = visit.queued_bytes();
-        if self.queued_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes > self.max_bytes {
-            self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            self.metrics.dropped.inc();
-            return;
-        }
-        match sender.try_send(visit) {
-            Ok(()) => self.metrics.accepted.inc(),
-            Err(_) => {
-                self.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
-                self.metrics.dropped.inc()
+        let was_failing = journal.failing();
+        match journal.append(&visit.encode()) {
+            Ok(_) => {
+                self.metrics.accepted.inc();
+                if was_failing {
+                    tracing::info!("the visit journal takes visits again");
+                }
             }
-        };
-    }
-
-    /// Bytes of the visits in the queue ([`RawVisit::queued_bytes`]).
-    pub fn queued_bytes(&self) -> usize {
-        self.queued_bytes.load(Ordering::Relaxed)
+            Err(e) => {
+                self.metrics.dropped.inc();
+                if !was_failing {
+                    // Once per episode; vsl_visits_dropped_total counts every visit.
+                    tracing::error!(
+                        "the visit journal cannot be written ({e}): visits are dropped and \
+                         counted until it can"
+                    );
+                }
+            }
+        }
     }
 
     /// Is recording on?
     pub fn enabled(&self) -> bool {
-        self.sender.is_some()
+        self.journal.is_some()
     }
 
-    /// Visits waiting in the queue.
+    /// Has the journal's last append failed (a full disk)? `/healthz` says so.
+    pub fn journal_failing(&self) -> bool {
+        self.journal.as_ref().is_some_and(|j| j.failing())
+    }
+
+    /// The journal's levels, as the writer last measured them.
+    pub fn journal_levels(&self) -> &JournalLevels {
+        &self.levels
+    }
+
+    /// Visits journaled by this process and not yet folded.
     pub fn depth(&self) -> usize {
-        self.sender
-            .as_ref()
-            .map_or(0, |s| self.capacity.saturating_sub(s.capacity()))
+        usize::try_from(self.unwritten()).unwrap_or(usize::MAX)
     }
 
+    /// Most visits read from the journal for one fold.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.batch
     }
 
-    /// Visits taken but not yet written (or failed): in the queue, being enriched, waiting
-    /// for the next write or in it.
+    /// Bytes of the journal's segment files, as last measured.
+    pub fn queued_bytes(&self) -> usize {
+        usize::try_from(self.levels.bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
+    }
+
+    /// Visits journaled by this process and not yet folded (a replay after a restart folds
+    /// visits this process did not journal, so this can read low then).
     pub fn unwritten(&self) -> u64 {
         self.metrics
             .accepted
             .get()
             .saturating_sub(self.metrics.written.get())
-            .saturating_sub(self.metrics.failed.get())
     }
 
     pub fn metrics(&self) -> &VisitMetrics {
         &self.metrics
     }
 
-    /// Stops taking visits, writes everything queued, and returns when the writer is done
-    /// (SIGTERM: "drain the visit queue").
+    /// Folds everything journaled, then returns (SIGTERM: "drain the visit queue"; called
+    /// once the redirects have stopped).
     pub async fn shutdown(&self) {
         self.stop.notify_one();
         let writer = self.writer.lock().take();
@@ -362,133 +531,227 @@ impl Recorder {
     }
 }
 
+/// Test builds only: `VSHORTLINK_TEST_FOLD_DELAY_MS` slows every fold by that long, so that
+/// the journal grows ahead of the store (the crash tests). Release builds have no such knob.
+fn test_fold_delay() -> Duration {
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("VSHORTLINK_TEST_FOLD_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return Duration::from_millis(ms);
+    }
+    Duration::ZERO
+}
+
+/// What the writer's loop keeps besides the journal and the store.
+struct Tick {
+    stop: Arc<Notify>,
+    batch: usize,
+    sync: bool,
+    max_bytes: u64,
+    levels: Arc<JournalLevels>,
+    metrics: VisitMetrics,
+}
+
+/// A batch read from the journal: its visits enriched, and where the next read starts.
+struct Batch {
+    visits: Vec<NewVisit>,
+    next: Position,
+    /// The read stopped at the batch bound (more is waiting).
+    full: bool,
+}
+
+/// Reads and enriches up to `max` visits from `from` (blocking: file reads and CPU work).
+fn read_batch(
+    journal: &Journal,
+    enricher: &Enricher,
+    from: Position,
+    max: usize,
+    metrics: &VisitMetrics,
+) -> io::Result<Batch> {
+    let mut raw = Vec::new();
+    let mut undecodable = 0u64;
+    let taken = journal.read(from, max, |payload| match RawVisit::decode(payload) {
+        Some(visit) => raw.push(visit),
+        None => undecodable += 1,
+    })?;
+    if undecodable > 0 {
+        tracing::warn!("{undecodable} visit journal records of an unknown format skipped");
+    }
+    metrics.skipped.inc_by(taken.skipped.len() as u64);
+    Ok(Batch {
+        full: taken.records >= max,
+        visits: enricher.enrich_all(raw),
+        next: taken.next,
+    })
+}
+
 async fn write_loop(
-    mut receiver: mpsc::Receiver<RawVisit>,
-    queued_bytes: Arc<AtomicUsize>,
+    journal: Arc<Journal>,
+    mut folded: Position,
     enricher: Arc<Enricher>,
     writer: Writer,
-    stop: Arc<Notify>,
-    max_pending: usize,
+    tick: Tick,
 ) {
-    let mut batch = Vec::with_capacity(BATCH);
-    // Enriched visits waiting for the next write.
-    let mut pending: Vec<NewVisit> = Vec::new();
+    if folded != Position::default() || journal.end().segment > 1 {
+        tracing::info!(
+            segment = folded.segment,
+            offset = folded.offset,
+            "visit journal: folding what the store has not noted yet"
+        );
+    }
+    let mut read_from = folded;
+    // The fold under way: its task, and the position it notes.
+    let mut writing: Option<(JoinHandle<bool>, Position)> = None;
     let mut stopping = false;
-    let mut next_write = tokio::time::Instant::now() + INTERVAL;
-    // The write under way, if any.
-    let mut writing: Option<JoinHandle<()>> = None;
     loop {
-        let mut closed = false;
-        if stopping {
-            closed = receiver.recv_many(&mut batch, BATCH).await == 0;
-        } else {
-            tokio::select! {
-                n = receiver.recv_many(&mut batch, BATCH) => closed = n == 0,
-                () = stop.notified() => {
-                    // No new visits from here on; what is queued is still written.
-                    receiver.close();
-                    stopping = true;
+        let started = tokio::time::Instant::now();
+        let (j, e, m) = (journal.clone(), enricher.clone(), tick.metrics.clone());
+        let (from, max) = (read_from, tick.batch);
+        let batch =
+            match tokio::task::spawn_blocking(move || read_batch(&j, &e, from, max, &m)).await {
+                Ok(Ok(batch)) => Some(batch),
+                Ok(Err(e)) => {
+                    tracing::error!("the visit journal could not be read: {e}");
+                    None
                 }
-                () = tokio::time::sleep_until(next_write), if !pending.is_empty() => {}
-            }
-        }
-        let received = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-        let full = received.len() == BATCH;
-        let taken: usize = received.iter().map(RawVisit::queued_bytes).sum();
-        queued_bytes.fetch_sub(taken, Ordering::Relaxed);
-        if !received.is_empty() {
-            // Enrichment is CPU work (user agents, hashes, geolocation): off the runtime's
-            // workers, so that it never delays a redirect.
-            let enricher = enricher.clone();
-            match tokio::task::spawn_blocking(move || enricher.enrich_all(received)).await {
-                Ok(mut enriched) => {
-                    // Grown by hand, not by `append`'s doubling: a pending list just past half
-                    // the bound would otherwise take twice the bound's slots, and the budget
-                    // counts `max_pending` visits (`memory::shares::WRITER_BATCHES`).
-                    let needed = pending.len() + enriched.len();
-                    if needed > pending.capacity() {
-                        let target = needed.max((pending.len() * 2).min(max_pending));
-                        pending.reserve_exact(target - pending.len());
-                    }
-                    pending.append(&mut enriched);
+                Err(e) => {
+                    tracing::error!("the visit journal reader panicked: {e}");
+                    None
                 }
-                Err(e) => tracing::error!("the visit enricher panicked: {e}"),
-            }
-        }
-        let now = tokio::time::Instant::now();
-        let due = now >= next_write || closed || pending.len() >= max_pending;
-        if due && !pending.is_empty() {
-            // One write at a time (ids and counters are assigned in write order), but the
-            // queue keeps draining while it runs, so a slow write delays visits instead of
-            // dropping them. Only when a whole second more is waiting does the loop wait for it.
-            if let Some(running) = writing.take() {
-                if running.is_finished() || closed || pending.len() >= max_pending {
-                    finish(running).await;
-                } else {
-                    writing = Some(running);
+            };
+        // The fold before this one must be noted before the next is written (positions
+        // advance in order).
+        let mut retry = false;
+        if let Some((running, through)) = writing.take() {
+            if running.await.unwrap_or(false) {
+                folded = through;
+                let j = journal.clone();
+                match tokio::task::spawn_blocking(move || j.remove_before(through)).await {
+                    Ok(Err(e)) => tracing::warn!("folded journal segments not removed: {e}"),
+                    Err(e) => tracing::error!("the journal cleaner panicked: {e}"),
+                    Ok(Ok(_)) => {}
                 }
-            }
-            if writing.is_none() {
-                let visits = std::mem::take(&mut pending);
-                writing = Some(tokio::spawn(writer.clone().write(visits)));
-                next_write = now + INTERVAL;
             } else {
-                // Look again soon rather than spin on a deadline already past.
-                next_write = now + GATHER;
+                retry = true;
             }
-        } else if pending.is_empty() && now >= next_write {
-            next_write = now + INTERVAL;
         }
-        if closed {
-            if let Some(running) = writing.take() {
-                finish(running).await;
+        // Whether the read stopped at the batch bound, and whether it took nothing.
+        let (full, idle) = match batch {
+            Some(batch) if !retry => {
+                let idle = batch.next == read_from;
+                if !idle {
+                    writing = Some((
+                        tokio::spawn(writer.clone().write(batch.visits, batch.next)),
+                        batch.next,
+                    ));
+                    read_from = batch.next;
+                }
+                (batch.full, idle)
             }
-            if !pending.is_empty() {
-                writer.clone().write(std::mem::take(&mut pending)).await;
+            _ => {
+                // Read again from what the store has noted, after a pause.
+                read_from = folded;
+                if !stopping {
+                    tokio::select! {
+                        () = tokio::time::sleep(RETRY) => {}
+                        () = tick.stop.notified() => stopping = true,
+                    }
+                }
+                if stopping {
+                    // A store (or journal) that fails at shutdown: what is journaled stays
+                    // for the next start, which folds it.
+                    tracing::warn!(
+                        "visits not folded at shutdown stay in the journal for the next start"
+                    );
+                    break;
+                }
+                continue;
             }
+        };
+        measure(&journal, &tick).await;
+        if stopping && idle && writing.is_none() {
             break;
         }
         if !full && !stopping {
-            // Let a partial batch gather rather than enrich a handful of visits at a time.
             tokio::select! {
-                () = tokio::time::sleep(GATHER) => {}
-                () = stop.notified() => {
-                    receiver.close();
-                    stopping = true;
-                }
+                () = tokio::time::sleep_until(started + INTERVAL) => {}
+                () = tick.stop.notified() => stopping = true,
             }
         }
     }
 }
 
-/// Waits for a write started earlier.
-async fn finish(running: JoinHandle<()>) {
-    if let Err(e) = running.await {
-        tracing::error!("the visit writer's write task failed: {e}");
+/// After each fold: `fdatasync` in `power` mode, the journal's size against its bound.
+async fn measure(journal: &Arc<Journal>, tick: &Tick) {
+    let j = journal.clone();
+    let sync = tick.sync;
+    let measured = tokio::task::spawn_blocking(move || {
+        if sync {
+            j.sync()?;
+        }
+        j.bytes()
+    })
+    .await;
+    let bytes = match measured {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            tracing::error!("the visit journal could not be synced or measured: {e}");
+            return;
+        }
+        Err(e) => {
+            tracing::error!("the visit journal's sync panicked: {e}");
+            return;
+        }
+    };
+    tick.levels.bytes.store(bytes, Ordering::Relaxed);
+    let over = bytes > tick.max_bytes;
+    if over != tick.levels.over_max.swap(over, Ordering::Relaxed) {
+        if over {
+            tracing::warn!(
+                bytes,
+                max = tick.max_bytes,
+                "the visit journal is past visits.journal_max: the store is not keeping up \
+                 with visits (they are kept, and folded as it catches up)"
+            );
+        } else {
+            tracing::info!(bytes, "the visit journal is back under visits.journal_max");
+        }
     }
 }
 
-/// What writes the visits: the store, the metrics, who is told of each batch.
+/// What folds visits into the store: the store, the journal's name there, the metrics, who
+/// is told of each batch.
 #[derive(Clone)]
 struct Writer {
     store: Arc<dyn Store>,
+    journal: String,
     metrics: VisitMetrics,
     written: Hooks,
+    /// Test builds only: a pause before each fold ([`test_fold_delay`]).
+    delay: Duration,
 }
 
 impl Writer {
-    /// Writes one interval's visits with their counters (one store call, one flush).
-    async fn write(self, mut visits: Vec<NewVisit>) {
+    /// Writes one batch with its counters and the journal position it reaches (one store
+    /// call, one flush). True when the store took it.
+    async fn write(self, mut visits: Vec<NewVisit>, through: Position) -> bool {
         let Writer {
             store,
+            journal,
             metrics,
             written: hook,
+            delay,
         } = self;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let count = visits.len() as u64;
         let started = Instant::now();
         // The visits come back (with their ids) for whoever is told of the batch.
         let written = tokio::task::spawn_blocking(move || {
-            let result = store.record_visits(&mut visits);
+            let result = store.record_journaled_visits(&mut visits, &journal, &through.encode());
             (result, visits)
         })
         .await;
@@ -498,24 +761,28 @@ impl Writer {
         match written {
             Ok((Ok(()), visits)) => {
                 metrics.written.inc_by(count);
-                for tell in hook.read().iter() {
-                    tell(&visits);
+                if !visits.is_empty() {
+                    for tell in hook.read().iter() {
+                        tell(&visits);
+                    }
                 }
+                true
             }
             Ok((Err(e), _)) => {
                 metrics.failed.inc_by(count);
                 if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
-                    // A storage fault: the store logged it once for the episode; every write
-                    // fails until the store is reopened, and `vsl_visits_failed_total` counts
-                    // them.
-                    tracing::debug!("{count} visits could not be written: {e}");
+                    // A storage fault: the store logged it once for the episode; the fold is
+                    // retried from the journal, and `vsl_visits_failed_total` counts tries.
+                    tracing::debug!("{count} visits not folded yet: {e}");
                 } else {
-                    tracing::error!("{count} visits could not be written: {e}");
+                    tracing::error!("{count} visits not folded yet (retried): {e}");
                 }
+                false
             }
             Err(e) => {
                 metrics.failed.inc_by(count);
                 tracing::error!("the visit writer panicked on {count} visits: {e}");
+                false
             }
         }
     }
@@ -729,6 +996,31 @@ mod tests {
         assert_eq!(v.referer().len(), MAX_HEADER_BYTES);
         assert_eq!(header_text(v.user_agent()), header_text(long.as_bytes()));
         assert_eq!(v.code(), b"c");
+    }
+
+    #[test]
+    fn a_visit_comes_back_from_its_journal_record() {
+        let v6: IpAddr = "2001:db8::7".parse().expect("address");
+        for (ip, route) in [
+            (IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), None),
+            (v6, Some(Route::Target(3))),
+            (v6, Some(Route::Rule(65535))),
+            (v6, Some(Route::CrawlerPreview)),
+        ] {
+            let mut v = RawVisit::new(9, "abc", 1234, ip, Some(CHROME.as_bytes()), Some(b"r"));
+            v.route = route;
+            let back = RawVisit::decode(&v.encode()).expect("decodes");
+            assert_eq!(
+                (back.link_id, back.at, back.ip, back.route),
+                (9, 1234, ip, route)
+            );
+            assert_eq!(back.code(), b"abc");
+            assert_eq!(back.user_agent(), CHROME.as_bytes());
+            assert_eq!(back.referer(), b"r");
+        }
+        let record = raw(1, CHROME, None).encode();
+        assert!(RawVisit::decode(&record[..20]).is_none(), "cut short");
+        assert!(RawVisit::decode(&[2u8; 60]).is_none(), "another version");
     }
 
     #[test]

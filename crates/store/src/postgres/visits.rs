@@ -27,17 +27,50 @@ fn day_counter(kind: &str, day: u64) -> String {
     format!("{kind}:{day}")
 }
 
+/// The `meta` key of a visit journal's position.
+fn journal_key(journal: &str) -> String {
+    format!("visit_journal:{journal}")
+}
+
 fn i64s(values: impl Iterator<Item = u64>) -> Vec<i64> {
     values.map(sql_ms).collect()
 }
 
 impl VisitStore for PgStore {
     fn record_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.block(self.shared.write_visits(visits, false))
+        self.block(self.shared.write_visits(visits, false, None))
     }
 
     fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
-        self.block(self.shared.write_visits(visits, true))
+        self.block(self.shared.write_visits(visits, true, None))
+    }
+
+    fn record_journaled_visits(
+        &self,
+        visits: &mut [NewVisit],
+        journal: &str,
+        position: &[u8],
+    ) -> StoreResult<()> {
+        self.block(
+            self.shared
+                .write_visits(visits, false, Some((journal, position))),
+        )
+    }
+
+    /// Each instance's journal has a row of its own in `meta` (its name is the journal's id,
+    /// so instances sharing the database never read one another's position).
+    fn journal_position(&self, journal: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            let row = client
+                .row_opt(
+                    "SELECT value FROM meta WHERE key = $1",
+                    &[&journal_key(journal)],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+        })
     }
 
     fn last_visit_id(&self) -> StoreResult<u64> {
@@ -188,8 +221,14 @@ impl VisitStore for PgStore {
 impl Shared {
     /// Writes a batch: ids from the `visit_ids` sequence (or, for an import, the records'
     /// own, after which the sequence moves past them), records, then counters.
-    async fn write_visits(&self, visits: &mut [NewVisit], preset: bool) -> StoreResult<()> {
-        if visits.is_empty() {
+    /// `journal`: the journal and position a fold reached, written in the same transaction.
+    async fn write_visits(
+        &self,
+        visits: &mut [NewVisit],
+        preset: bool,
+        journal: Option<(&str, &[u8])>,
+    ) -> StoreResult<()> {
+        if visits.is_empty() && journal.is_none() {
             return Ok(());
         }
         let mut client = self.client().await?;
@@ -232,6 +271,15 @@ impl Shared {
             .map_err(db_error)?;
         }
         add_tally(&tx, &tally).await?;
+        if let Some((name, position)) = journal {
+            tx.exec(
+                "INSERT INTO meta (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[&journal_key(name), &position],
+            )
+            .await
+            .map_err(db_error)?;
+        }
         tx.commit().await.map_err(db_error)?;
         Ok(())
     }

@@ -150,6 +150,13 @@ impl SledStore {
             db,
         };
         store.check_pool_sizes()?;
+        let undone = store.undo_unfinished_journal_folds()?;
+        if undone > 0 {
+            tracing::info!(
+                blocks = undone,
+                "visit blocks of a journal fold cut short removed (the journal replays them)"
+            );
+        }
         let replayed = store.load_recent_index()?;
         if replayed > 0 {
             tracing::info!(

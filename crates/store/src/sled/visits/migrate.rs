@@ -34,7 +34,9 @@ impl SledStore {
             if let Some(bytes) = old_visits.get(chunk_key).map_err(backend)? {
                 let chunk: Vec<Visit> =
                     rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
-                block_id = self.write_blocks(block_id + 1, chunk.iter().collect())?;
+                let (last, spans) = self.write_blocks(block_id + 1, chunk.iter().collect())?;
+                self.index_blocks(&spans)?;
+                block_id = last;
                 self.note_migrated(block_id)?;
                 old_visits.remove(chunk_key).map_err(backend)?;
                 moved += chunk.len() as u64;
@@ -46,7 +48,9 @@ impl SledStore {
             let (key, bytes) = item.map_err(backend)?;
             let chunk: Vec<Visit> =
                 rmp_serde::from_slice(&bytes).map_err(|e| corrupt("visits", e))?;
-            block_id = self.write_blocks(block_id + 1, chunk.iter().collect())?;
+            let (last, spans) = self.write_blocks(block_id + 1, chunk.iter().collect())?;
+            self.index_blocks(&spans)?;
+            block_id = last;
             self.note_migrated(block_id)?;
             old_visits.remove(key).map_err(backend)?;
             moved += chunk.len() as u64;

@@ -4,6 +4,7 @@
 //! at open reads. `VisitStore` is implemented here, its writes and pruning calling into
 //! `write.rs` and `prune.rs` after the space guard has admitted them.
 
+use super::write::{JournalMark, JOURNAL_PREFIX};
 use crate::model::hll::Hll;
 use crate::sled::formats::{corrupt, decode_block, link_key, DayRecord};
 use crate::sled::keys::{counter, read_u64};
@@ -32,6 +33,35 @@ impl VisitStore for SledStore {
     fn import_visits(&self, visits: &mut [NewVisit]) -> StoreResult<()> {
         self.space.admit(visit_bytes(visits.len()))?;
         self.write_visits(visits, true)
+    }
+
+    fn record_journaled_visits(
+        &self,
+        visits: &mut [NewVisit],
+        journal: &str,
+        position: &[u8],
+    ) -> StoreResult<()> {
+        self.space.admit(visit_bytes(visits.len()))?;
+        let key = [JOURNAL_PREFIX, journal.as_bytes()].concat();
+        self.write_visits_noting(visits, false, Some((&key, position)))
+    }
+
+    fn journal_position(&self, journal: &str) -> StoreResult<Option<Vec<u8>>> {
+        let key = [JOURNAL_PREFIX, journal.as_bytes()].concat();
+        Ok(match self.meta.get(key).map_err(backend)? {
+            Some(value) => match JournalMark::decode(&value) {
+                Some(JournalMark::Folded(position)) => Some(position),
+                // Opening undoes an unfinished fold; one seen here is under way.
+                Some(JournalMark::Folding { previous, .. }) => {
+                    match JournalMark::decode(&previous) {
+                        Some(JournalMark::Folded(position)) => Some(position),
+                        _ => None,
+                    }
+                }
+                None => return Err(corrupt("meta", "a visit journal's position")),
+            },
+            None => None,
+        })
     }
 
     fn last_visit_id(&self) -> StoreResult<u64> {

@@ -55,6 +55,57 @@ impl Counted {
     }
 }
 
+/// A link's run of blocks in one write: (link, first block, last block, first id, last id).
+pub(in crate::sled) type BlockRun = (u64, u64, u64, u64, u64);
+
+/// The meta keys of visit journals' positions: `visit_journal:<journal id>`.
+pub(in crate::sled) const JOURNAL_PREFIX: &[u8] = b"visit_journal:";
+
+/// What a journal's meta key holds.
+#[derive(Debug, PartialEq, Eq)]
+pub(in crate::sled) enum JournalMark {
+    /// Folded up to this position.
+    Folded(Vec<u8>),
+    /// A fold writing these blocks is under way; before it, the key held `previous`
+    /// (empty: nothing).
+    Folding {
+        first_block: u64,
+        last_block: u64,
+        previous: Vec<u8>,
+    },
+}
+
+impl JournalMark {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            JournalMark::Folded(position) => [&[0u8][..], position].concat(),
+            JournalMark::Folding {
+                first_block,
+                last_block,
+                previous,
+            } => [
+                &[1u8][..],
+                &first_block.to_be_bytes(),
+                &last_block.to_be_bytes(),
+                previous,
+            ]
+            .concat(),
+        }
+    }
+
+    pub(in crate::sled) fn decode(value: &[u8]) -> Option<JournalMark> {
+        match value.split_first()? {
+            (0, position) => Some(JournalMark::Folded(position.to_vec())),
+            (1, rest) if rest.len() >= 16 => Some(JournalMark::Folding {
+                first_block: read_u64(&rest[..8])?,
+                last_block: read_u64(&rest[8..16])?,
+                previous: rest[16..].to_vec(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 impl SledStore {
     /// Writes the visits (`preset`: keeping their ids instead of assigning new ones), adds
     /// them to the system's day counters and the held link counters (folding those when due),
@@ -72,7 +123,31 @@ impl SledStore {
         visits: &mut [NewVisit],
         preset: bool,
     ) -> StoreResult<()> {
+        self.write_visits_noting(visits, preset, None)
+    }
+
+    /// `write_visits`, noting a journal's fold position (`journal`: its meta key and the
+    /// position) in the same log. Before the blocks, the key says which blocks the fold is
+    /// about to write ([`JournalMark::Folding`]); right after them (and the block counter),
+    /// the new position. sled recovers a prefix of its log, so after a crash either the
+    /// position is there with every block before it, or the key still says "folding" and
+    /// opening removes those blocks ([`SledStore::undo_unfinished_journal_folds`]) before the
+    /// index and the counters are rebuilt from the blocks, and the journal replays them from
+    /// the old position. The index and the counters are written after the position, so they
+    /// never cover a block that opening removes.
+    pub(in crate::sled) fn write_visits_noting(
+        &self,
+        visits: &mut [NewVisit],
+        preset: bool,
+        journal: Option<(&[u8], &[u8])>,
+    ) -> StoreResult<()> {
         if visits.is_empty() {
+            if let Some((key, position)) = journal {
+                self.meta
+                    .insert(key, JournalMark::Folded(position.to_vec()).encode())
+                    .map_err(backend)?;
+                return self.flusher.wait_durable();
+            }
             return Ok(());
         }
         let last = self.counter(counter::VISIT_ID)?;
@@ -88,11 +163,27 @@ impl SledStore {
             .insert(counter::VISIT_ID, &reserved.to_be_bytes()[..])
             .map_err(backend)?;
         let first_block = self.counter(counter::VISIT_BLOCK_ID)? + 1;
-        let last_block =
+        if let Some((key, _)) = journal {
+            let blocks = visits.len().div_ceil(BLOCK_ROWS) as u64;
+            let previous = self.meta.get(key).map_err(backend)?;
+            let mark = JournalMark::Folding {
+                first_block,
+                last_block: first_block + blocks - 1,
+                previous: previous.map(|v| v.to_vec()).unwrap_or_default(),
+            };
+            self.meta.insert(key, mark.encode()).map_err(backend)?;
+        }
+        let (last_block, spans) =
             self.write_blocks(first_block, visits.iter().map(|n| &n.visit).collect())?;
         self.counters
             .insert(counter::VISIT_BLOCK_ID, &last_block.to_be_bytes()[..])
             .map_err(backend)?;
+        if let Some((key, position)) = journal {
+            self.meta
+                .insert(key, JournalMark::Folded(position.to_vec()).encode())
+                .map_err(backend)?;
+        }
+        self.index_blocks(&spans)?;
         let mut system: FastMap<u64, u64> = FastMap::default();
         for new in visits.iter() {
             *system.entry(new.visit.at / DAY_MS).or_default() += 1;
@@ -102,8 +193,44 @@ impl SledStore {
         self.flusher.wait_durable()
     }
 
-    /// Writes `visits` as blocks numbered from `first_block`, and notes each link's run of
-    /// them in the index; returns the last block's id.
+    /// Removes the blocks of journal folds a crash cut short (their key still says
+    /// "folding") and puts back the position before them; called at open, before the index
+    /// and the counters are rebuilt from the blocks. Returns the blocks removed.
+    pub(in crate::sled) fn undo_unfinished_journal_folds(&self) -> StoreResult<u64> {
+        let mut removed = 0;
+        for entry in self.meta.scan_prefix(JOURNAL_PREFIX) {
+            let (key, value) = entry.map_err(backend)?;
+            if let Some(JournalMark::Folding {
+                first_block,
+                last_block,
+                previous,
+            }) = JournalMark::decode(&value)
+            {
+                for block in first_block..=last_block {
+                    if self
+                        .visit_blocks
+                        .remove(block.to_be_bytes())
+                        .map_err(backend)?
+                        .is_some()
+                    {
+                        removed += 1;
+                    }
+                }
+                if previous.is_empty() {
+                    self.meta.remove(&key).map_err(backend)?;
+                } else {
+                    self.meta.insert(&key, previous).map_err(backend)?;
+                }
+            }
+        }
+        if removed > 0 {
+            self.flusher.wait_durable()?;
+        }
+        Ok(removed)
+    }
+
+    /// Writes `visits` as blocks numbered from `first_block`; returns the last block's id and
+    /// each link's run of them, for the index ([`SledStore::index_blocks`]).
     ///
     /// The visits are ordered by link first (stably: each link's ids stay ascending), so that
     /// a link's visits of one write sit in one block or a run of consecutive ones: one index
@@ -113,10 +240,10 @@ impl SledStore {
         &self,
         first_block: u64,
         mut visits: Vec<&Visit>,
-    ) -> StoreResult<u64> {
+    ) -> StoreResult<(u64, Vec<BlockRun>)> {
         visits.sort_by_key(|v| v.link_id);
         // Per link, in link order: (link, first block, last block, first id, last id).
-        let mut spans: Vec<(u64, u64, u64, u64, u64)> = Vec::new();
+        let mut spans: Vec<BlockRun> = Vec::new();
         let mut block_id = first_block;
         for (n, part) in visits.chunks(BLOCK_ROWS).enumerate() {
             block_id = first_block + n as u64;
@@ -135,8 +262,7 @@ impl SledStore {
                 .insert(block_id.to_be_bytes(), encode_block(&block))
                 .map_err(backend)?;
         }
-        self.index_blocks(&spans)?;
-        Ok(block_id)
+        Ok((block_id, spans))
     }
 
     /// Adds a link's counts of a day to its stored record (a fold's step,
