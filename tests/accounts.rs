@@ -630,3 +630,109 @@ fn the_audit_log_records_changes_for_admins_and_owners() {
     );
     assert_eq!(p["field"], "from");
 }
+
+/// How long until `check` holds (polled every 20 ms), if within `limit`.
+fn within(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if check() {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn two_postgres_instances_agree_on_keys_users_and_the_last_admin() {
+    let Some(url) = common::postgres::fresh_database() else {
+        return;
+    };
+    let a = TestApp::start_on(&url, "", &[]);
+    let b = TestApp::start_on(&url, "", &[]);
+    // A key made on A works on B within a second; revoked on B, refused on A within one.
+    let made = make_key(&a, ADMIN, json!({"name": "shared", "role": "editor"}));
+    let key = made["key"].as_str().expect("key").to_string();
+    let works = |app: &TestApp| {
+        app.req(Method::GET, "/api/v1/links", Some(&key))
+            .send()
+            .expect("GET")
+            .status()
+            .as_u16()
+    };
+    let seen = within(Duration::from_secs(1), || works(&b) == 200);
+    assert!(
+        seen.is_some(),
+        "a new key reaches the other instance within 1 s"
+    );
+    let id = made["id"].as_str().expect("id");
+    assert_eq!(
+        send(
+            &b,
+            Method::DELETE,
+            &format!("/api/v1/keys/{id}"),
+            ADMIN,
+            None
+        )
+        .status(),
+        204
+    );
+    let refused = within(Duration::from_secs(1), || works(&a) == 401);
+    assert!(
+        refused.is_some(),
+        "a revoked key is refused on every instance within 1 s"
+    );
+
+    // A user disabled on B: their session on A ends within a second.
+    let user = make_user(&a, "fay@x.org", "fay's long password", "member");
+    let (page, response) = sign_in(&a, "fay@x.org", "fay's long password");
+    assert_eq!(response.status(), 303);
+    assert_eq!(page.get("/ui/links").status(), 200);
+    let path = format!("/api/v1/users/{}", user["id"].as_str().expect("id"));
+    send(
+        &b,
+        Method::PATCH,
+        &path,
+        ADMIN,
+        Some(json!({"disabled": true})),
+    );
+    let ended = within(Duration::from_secs(1), || {
+        page.get("/ui/links").status() != 200
+    });
+    assert!(
+        ended.is_some(),
+        "a disabled user's session ends on every instance within 1 s"
+    );
+
+    // The last admin holds across instances: two demotions at once, one wins.
+    let one = make_user(&a, "one@x.org", "one's long password", "admin");
+    let two = make_user(&b, "two@x.org", "two's long password", "admin");
+    let demote = |app: &TestApp, user: &Value| {
+        let path = format!("/api/v1/users/{}", user["id"].as_str().expect("id"));
+        send(
+            app,
+            Method::PATCH,
+            &path,
+            ADMIN,
+            Some(json!({"role": "member"})),
+        )
+        .status()
+        .as_u16()
+    };
+    let (x, y) = std::thread::scope(|s| {
+        let x = s.spawn(|| demote(&a, &one));
+        let y = s.spawn(|| demote(&b, &two));
+        (x.join().expect("a"), y.join().expect("b"))
+    });
+    let mut statuses = [x, y];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "one admin stays");
+    let users = a.api_get("/api/v1/users", ADMIN);
+    let admins = users["users"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .filter(|u| u["role"] == "admin" && u["disabled"] == false)
+        .count();
+    assert_eq!(admins, 1);
+}
