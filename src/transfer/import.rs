@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::csv::{Columns, Row};
 use super::progress::Progress;
-use super::records::{parse_rfc3339, KeyRecord, LeadRecord, Record, VisitRecord, CARRIED_KEYS};
+use crate::backup::{parse_rfc3339, KeyRecord, LeadRecord, Record, VisitRecord, CARRIED_KEYS};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{CreateLink, LinkError, Links, DEFAULT_SPACE};
@@ -444,9 +444,16 @@ pub fn import(
                 if line.trim().is_empty() {
                     continue;
                 }
+                let record = serde_json::from_str::<Record>(&line);
+                // A backup's closing line is the file's checksum, not a record to import
+                // (`restore` checks it before it imports).
+                if let Ok(Record::End(_)) = record {
+                    continue;
+                }
                 importer.summary.read += 1;
                 progress.tick(1);
-                match serde_json::from_str::<Record>(&line) {
+                match record {
+                    Ok(Record::End(_)) => {}
                     Ok(Record::Link(record)) => match record.to_link() {
                         Ok(link) => {
                             let counted: Vec<(CapSlot, u64)> = record
