@@ -217,6 +217,7 @@ fn main() -> ExitCode {
                 dry_run,
                 url_column,
                 code_column,
+                replace_keys: false,
             };
             return match vshortlink::transfer::run_import(config, file.as_deref(), &options) {
                 Ok(summary) if summary.refused > 0 => ExitCode::FAILURE,

@@ -202,6 +202,9 @@ pub fn run_restore(config: Config, path: &Path, force: bool) -> Result<ImportSum
         dry_run: false,
         url_column: None,
         code_column: None,
+        // Into a store with no link, the backup's keys replace those its first start
+        // generated (they decided no code yet), so that `hash` codes stay the same.
+        replace_keys: links == 0,
     };
     let summary = import(
         store.clone(),

@@ -63,6 +63,9 @@ pub struct ImportOptions {
     pub url_column: Option<String>,
     /// `csv`: the short-code column's header (else guessed; none is fine).
     pub code_column: Option<String>,
+    /// A carried key (the `hash` secret) replaces the store's own: only for a restore into a
+    /// store with no link, whose own key decided no code yet.
+    pub replace_keys: bool,
 }
 
 /// What an import did (or, dry, would do).
@@ -93,6 +96,7 @@ struct Importer<'a> {
     store: Arc<dyn Store>,
     links: &'a Links,
     dry_run: bool,
+    replace_keys: bool,
     summary: ImportSummary,
     /// Export link id → id here, for links created by this run (their visits come along).
     created_ids: HashMap<u64, u64>,
@@ -230,6 +234,13 @@ impl Importer<'_> {
             return self.refuse_now(line, format!("`{}` is shorter than 16 bytes", record.name));
         }
         let before = self.store.meta_get(&record.name)?;
+        if self.replace_keys && before.as_ref() != Some(&value) {
+            if !self.dry_run {
+                self.store.meta_replace(&record.name, &value)?;
+            }
+            self.summary.created += 1;
+            return Ok(());
+        }
         let stored = match (&before, self.dry_run) {
             (Some(stored), _) => stored.clone(),
             (None, true) => value.clone(),
@@ -421,6 +432,7 @@ pub fn import(
         store,
         links: &links,
         dry_run: options.dry_run,
+        replace_keys: options.replace_keys,
         summary: ImportSummary::default(),
         created_ids: HashMap::new(),
         known_ids: Default::default(),
