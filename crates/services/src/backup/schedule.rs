@@ -17,7 +17,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::sections::BackupOptions;
-use super::stream::write_backup;
+use super::stream::{in_background, write_backup};
 use super::BackupCounters;
 use crate::clock::Clock;
 use crate::config::BackupConfig;
@@ -93,7 +93,10 @@ impl Scheduled {
                 clock: self.clock.clone(),
                 last_turn: self.last_turn,
             };
-            let outcome = tokio::task::spawn_blocking(move || job.take(turn)).await;
+            let outcome = match in_background(move || job.take(turn)) {
+                Ok(done) => done.await.map_err(|_| "its thread ended early".to_string()),
+                Err(e) => Err(format!("cannot start its thread: {e}")),
+            };
             match outcome {
                 Ok(Ok(Some(file))) => {
                     self.last_turn = turn;
@@ -121,7 +124,7 @@ impl Scheduled {
     }
 }
 
-/// One turn's work, on a blocking thread.
+/// One turn's work, on a thread of its own at a low priority.
 struct Turn {
     store: Arc<dyn Store>,
     dir: PathBuf,

@@ -1,7 +1,8 @@
 //! A backup as bytes: the sections' lines, then the `end` line (their count and SHA-256, over
 //! the lines as written, before any compression), optionally zstd-compressed; and the bounded
-//! stream of chunks the HTTP API sends, produced on a blocking thread so that reading the store
-//! never holds an async worker, and only as fast as the client takes them.
+//! stream of chunks the HTTP API sends, produced on a thread of its own so that reading the
+//! store never holds an async worker, only as fast as the client takes them, and at a low
+//! scheduling priority so that redirects and creates keep their CPU ([`in_background`]).
 
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
@@ -19,6 +20,11 @@ use crate::BoxError;
 const ZSTD_LEVEL: i32 = 3;
 /// Bytes per chunk handed to the HTTP body.
 const CHUNK: usize = 64 * 1024;
+/// The nice value of a thread writing a backup. At 10 the kernel gives it about a tenth of
+/// the CPU a default thread gets when both want a core, and all of an idle one: a backup runs
+/// at full speed on a quiet server and yields to the redirects and creates of a busy one
+/// (benches/RESULTS.md, "Backups while running").
+const NICE: i32 = 10;
 /// Chunks waiting for a slow client: with [`CHUNK`], at most 256 KiB per backup in flight
 /// beyond the writer's own buffers (one page of records, zstd's window), whatever the store's
 /// size.
@@ -137,7 +143,28 @@ impl Write for ToChannel {
     }
 }
 
-/// Starts writing a backup on a blocking thread and returns its chunks. A client that stops
+/// Runs `work` on a new thread at a low scheduling priority ([`NICE`]) and hands its result
+/// back. A thread of its own, not tokio's blocking pool: a pool thread is reused by other work
+/// afterwards, and an unprivileged process cannot raise a thread's priority back.
+pub fn in_background<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<tokio::sync::oneshot::Receiver<T>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("vsl-backup".into())
+        .spawn(move || {
+            // On Linux the nice value is each thread's own: this one alone is lowered. Where
+            // that fails the backup runs at the default priority, which is still correct.
+            #[cfg(target_os = "linux")]
+            if let Err(e) = rustix::process::setpriority_process(None, NICE) {
+                tracing::debug!(error = %e, "backup thread: cannot lower its priority");
+            }
+            let _ = tx.send(work());
+        })?;
+    Ok(rx)
+}
+
+/// Starts writing a backup on a thread of its own and returns its chunks. A client that stops
 /// reading stops the writer within [`CHUNKS_IN_FLIGHT`] chunks; one that goes away ends it.
 pub fn spawn(
     store: Arc<dyn Store>,
@@ -145,7 +172,8 @@ pub fn spawn(
     compress: bool,
 ) -> mpsc::Receiver<Chunk> {
     let (tx, rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
-    tokio::task::spawn_blocking(move || {
+    let failed = tx.clone();
+    let started = in_background(move || {
         let out = ToChannel {
             tx: tx.clone(),
             buf: Vec::with_capacity(CHUNK),
@@ -177,5 +205,9 @@ pub fn spawn(
             }
         }
     });
+    if let Err(e) = started {
+        tracing::error!(error = %e, "backup stream: cannot start its thread");
+        let _ = failed.try_send(Err(e));
+    }
     rx
 }
