@@ -40,13 +40,13 @@ pub enum Section {
     Visits,
     Leads,
     /// Users, teams and the keys made at run time. Nothing is stored of them yet, so this
-    /// section is empty; when accounts land, their writer goes in [`Section::write`].
+    /// section is empty; when accounts land, their writer goes in `Section::write`.
     Accounts,
 }
 
 impl BackupOptions {
     /// The sections these options ask for, in file order. Adding a section is one line here
-    /// and one arm in [`Section::write`].
+    /// and one arm in `Section::write`.
     pub fn sections(&self) -> Vec<Section> {
         [
             (Section::Keys, true),

@@ -143,7 +143,7 @@ impl Write for ToChannel {
     }
 }
 
-/// Runs `work` on a new thread at a low scheduling priority ([`NICE`]) and hands its result
+/// Runs `work` on a new thread at a low scheduling priority (`NICE`, 10) and hands its result
 /// back. A thread of its own, not tokio's blocking pool: a pool thread is reused by other work
 /// afterwards, and an unprivileged process cannot raise a thread's priority back.
 pub fn in_background<T: Send + 'static>(
@@ -165,7 +165,7 @@ pub fn in_background<T: Send + 'static>(
 }
 
 /// Starts writing a backup on a thread of its own and returns its chunks. A client that stops
-/// reading stops the writer within [`CHUNKS_IN_FLIGHT`] chunks; one that goes away ends it.
+/// reading stops the writer within `CHUNKS_IN_FLIGHT` chunks; one that goes away ends it.
 pub fn spawn(
     store: Arc<dyn Store>,
     options: BackupOptions,
