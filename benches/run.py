@@ -38,8 +38,8 @@ REFERER = "https://news.example.org/articles/42"
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SIX_MIN = 62 ** 5  # the first 6-character code number
 # The groups of rows `--rows` can pick from.
-ROWS = ("hot", "zipf", "uniform", "check", "options", "capped", "unknown", "job", "create",
-        "disk", "crash")
+ROWS = ("hot", "zipf", "uniform", "check", "options", "capped", "unknown", "job", "backup",
+        "create", "disk", "crash")
 
 
 def log(text):
@@ -441,6 +441,8 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
     if "job" in args.rows:
         peak.label = "daily job"
         job_row(args, ours, live_file, duration, rows)
+    if "backup" in args.rows:
+        backup_rows(args, ours, live_file, duration, rows, peak)
     # The RSS of each of our servers when its last row ended: the create rows restart the
     # server for `power`, and the one that served the redirect rows must count too.
     rss_ends = []
@@ -684,6 +686,66 @@ def job_row(args, ours, live_file, duration, rows):
                  "ours": f"{during['rps']:,.0f}/s", "ceiling": f"{idle['rps']:,.0f}/s idle",
                  "ratio": f"{ratio:.2f}", "target": "≥ 0.80 of idle", "p99": f"{during['p99_ms'] or 0:.1f} ms",
                  "dropped": "-", "ok": "yes" if ratio >= 0.80 else "NO"})
+
+
+def backup_rows(args, ours, live_file, duration, rows, peak):
+    """`GET /api/v1/backup` of every link: one alone (its own rate), then backups streamed back
+    to back to a reader on this machine while wrk measures redirects, then creates, against the
+    same idle just before, in the same run; and the server's RSS while they stream."""
+
+    def one_backup():
+        request = urllib.request.Request(ours.base + "/api/v1/backup",
+                                         headers={"Authorization": f"Bearer {KEY}"})
+        started, size, tail = time.monotonic(), 0, b""
+        with urllib.request.urlopen(request, timeout=3600) as answer:
+            while True:
+                chunk = answer.read(1 << 20)
+                if not chunk:
+                    break
+                size += len(chunk)
+                tail = (tail + chunk)[-400:]
+        end = json.loads(tail.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+        return end["records"], time.monotonic() - started, size
+
+    peak.label = "backup alone"
+    records, secs, size = one_backup()
+    peak.label = "backup idle"
+    idle_redirects = wrk(args, ours.base, "zipf.lua", [live_file], duration)
+    idle_creates = wrk(args, ours.base, "create.lua", [KEY, "backup-idle"], duration)
+    stop, done = threading.Event(), []
+
+    def stream():
+        while not stop.is_set():
+            done.append(one_backup())
+
+    peak.label = "backups streaming"
+    reader = threading.Thread(target=stream)
+    reader.start()
+    time.sleep(0.5)
+    during_redirects = wrk(args, ours.base, "zipf.lua", [live_file], duration)
+    during_creates = wrk(args, ours.base, "create.lua", [KEY, "backup-during"], duration)
+    stop.set()
+    reader.join()
+    rss = peak.by_label.get("backups streaming", 0.0)
+    peak.label = "after backups"
+    for what, idle, during in (("redirects", idle_redirects, during_redirects),
+                               ("creates", idle_creates, during_creates)):
+        ratio = during["rps"] / idle["rps"] if idle["rps"] else 0.0
+        rows.append({"row": f"{what} while backups of {records:,} records stream ({len(done)} "
+                            "backups, the reader on this machine)",
+                     "ours": f"{during['rps']:,.0f}/s", "ceiling": f"{idle['rps']:,.0f}/s idle",
+                     "ratio": f"{ratio:.2f}", "target": "≥ 0.80 of idle",
+                     "p99": f"{during['p99_ms'] or 0:.1f} ms", "dropped": "-",
+                     "ok": "yes" if ratio >= 0.80 else "NO"})
+    rate = records / secs if secs else 0.0
+    rows.append({"row": f"backup alone: {records:,} records, {size / 1e6:,.0f} MB in {secs:.1f} s",
+                 "ours": f"{rate:,.0f} records/s", "ceiling": "-", "ratio": "-",
+                 "target": "≥ 100,000/s", "p99": "-", "dropped": "-",
+                 "ok": "yes" if rate >= 100_000 else "NO"})
+    rows.append({"row": "RSS while backups stream", "ours": f"{rss:.0f} MB", "ceiling": "-",
+                 "ratio": "-", "target": "≤ 256 MB", "p99": "-", "dropped": "-",
+                 "ok": "yes" if rss <= 256 else "NO"})
+    log(f"backup: {rate:,.0f} records/s alone; {len(done)} backups while measured; RSS {rss:.0f} MB")
 
 
 def create_rows(args, ours, duration, rows, servers, start_ours, rss_ends):

@@ -12,7 +12,7 @@
 //! - `vshortlink-services` holds the rules, once: [`config`] and [`memory`] (the layered,
 //!   validated configuration and every bound derived from `memory.budget`), [`links`] (the
 //!   link service: URL checks, tiers, codes, dedup, the read-through [`cache`], the redirect's
-//!   decision), [`pools`], [`visits`], [`leads`], [`review`], [`webhooks`], [`jobs`],
+//!   decision), [`pools`], [`visits`], [`leads`], [`review`], [`webhooks`], [`backup`], [`jobs`],
 //!   [`keys`], [`limits`], [`blocklist`], [`health`], [`metrics`], [`records`], [`qr`],
 //!   [`csv_safe`] and [`clock`]. This crate re-exports each under its module name.
 //!
@@ -31,7 +31,7 @@
 //! store that names a backend) and:
 //!
 //! - [`commands`] (`check`, `create`, `stats`), [`transfer`] (`export` / `import` on a stopped
-//!   store), [`ops`] (the Docker health probe) and [`shutdown`] (signals into a graceful stop).
+//!   store; `backup` of a running server, `backup --verify`, `restore`), [`ops`] (the Docker health probe) and [`shutdown`] (signals into a graceful stop).
 //!
 //! [`build`] wires the services and the router over a store (the server and in-process tests
 //! alike); [`run`] opens the store, builds, serves, then drains and flushes.
@@ -48,8 +48,8 @@ pub mod transfer;
 pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
-    accounts, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits, links,
-    memory, metrics, passwords, pools, qr, records, review, visits, webhooks, BoxError,
+    accounts, backup, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits,
+    links, memory, metrics, passwords, pools, qr, records, review, visits, webhooks, BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 
@@ -140,6 +140,7 @@ impl App {
         state.recorder.shutdown().await;
         // After the visit writer: its last batch's visits are webhook events too.
         state.webhooks.shutdown().await;
+        state.backups.stop();
         blocked.stop();
         jobs.stop().await;
         let pools = state.pools.clone();
@@ -188,7 +189,9 @@ pub async fn build(
         reviews,
         webhooks,
         leads,
+        backups,
     } = told;
+    backups.start_schedule(&config.backup, clock.clone());
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
@@ -222,6 +225,7 @@ pub async fn build(
         health,
         stats: Arc::new(Statistics::new(store.clone(), clock)),
         accounts,
+        backups,
         pages: ui.clone(),
         recorder,
         metrics,
@@ -347,6 +351,7 @@ struct Told {
     reviews: Arc<review::Reviews>,
     webhooks: Arc<webhooks::Webhooks>,
     leads: Arc<leads::Leads>,
+    backups: Arc<backup::Backups>,
 }
 
 impl Told {
@@ -382,6 +387,8 @@ impl Told {
         );
         metrics.register_rate_limits(&limits);
         metrics.register_memory(&config.memory.bounds);
+        let backups = Arc::new(backup::Backups::new(store.clone()));
+        metrics.register_backups(&backups.counters);
         // The review of destinations: checks only when enabled (an appliance sends nothing
         // out unless asked); overrides and listings work either way.
         #[cfg(feature = "review")]
@@ -453,6 +460,7 @@ impl Told {
             reviews,
             webhooks,
             leads,
+            backups,
         })
     }
 }

@@ -84,6 +84,41 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         code_column: Option<String>,
     },
+    /// Write a running server's backup to FILE through its API (atomically: FILE is only ever
+    /// whole), or with --verify check a backup file without a store.
+    Backup {
+        /// The server's base URL (http://host:port).
+        #[arg(
+            long,
+            value_name = "URL",
+            required_unless_present = "verify",
+            requires = "key"
+        )]
+        server: Option<String>,
+        /// An admin API key for --server.
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// Where the backup goes; zstd-compressed when the name ends in `.zst`.
+        #[arg(long, value_name = "FILE", required_unless_present = "verify")]
+        output: Option<PathBuf>,
+        /// Check FILE (plain or zstd) whole: every line a record, the end line's checksum.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["server", "output"])]
+        verify: Option<PathBuf>,
+        /// Leave the visits out (they are in by default).
+        #[arg(long)]
+        no_visits: bool,
+        /// Leave the leads (personal data) out (they are in by default).
+        #[arg(long)]
+        no_leads: bool,
+    },
+    /// Restore a backup FILE into the stopped, empty store (--force: merge into one with
+    /// links, as import does), after checking the whole file.
+    Restore {
+        file: PathBuf,
+        /// Merge into a store that already has links.
+        #[arg(long)]
+        force: bool,
+    },
     /// Verify the stopped store's invariants; exit 1 naming each fault.
     Check,
     /// Create a link (in the stopped store, or through --server).
@@ -201,8 +236,67 @@ fn main() -> ExitCode {
                 dry_run,
                 url_column,
                 code_column,
+                replace_keys: false,
             };
             return match vshortlink::transfer::run_import(config, file.as_deref(), &options) {
+                Ok(summary) if summary.refused > 0 => ExitCode::FAILURE,
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Backup {
+            server,
+            key,
+            output,
+            verify,
+            no_visits,
+            no_leads,
+        }) => {
+            if let Some(file) = verify {
+                return match vshortlink::transfer::run_verify(&file) {
+                    Ok(v) => {
+                        println!(
+                            "ok: {} records ({} links, {} visits, {} leads), {}, checksum matches",
+                            v.records,
+                            v.links,
+                            v.visits,
+                            v.leads,
+                            if v.compressed { "zstd" } else { "plain" }
+                        );
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => fail(e),
+                };
+            }
+            let (Some(server), Some(key), Some(output)) = (server, key, output) else {
+                return fail("backup needs --server, --key and --output (or --verify FILE)");
+            };
+            let args = vshortlink::transfer::BackupArgs {
+                compress: output.extension().is_some_and(|e| e == "zst"),
+                server,
+                key,
+                output,
+                visits: !no_visits,
+                leads: !no_leads,
+                accounts: true,
+            };
+            return match vshortlink::transfer::run_backup(&args) {
+                Ok(v) => {
+                    eprintln!(
+                        "wrote {}: {} records ({} links, {} visits, {} leads)",
+                        args.output.display(),
+                        v.records,
+                        v.links,
+                        v.visits,
+                        v.leads
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            };
+        }
+        Some(Command::Restore { file, force }) => {
+            return match vshortlink::transfer::run_restore(config, &file, force) {
                 Ok(summary) if summary.refused > 0 => ExitCode::FAILURE,
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => fail(e),

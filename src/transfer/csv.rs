@@ -6,7 +6,7 @@ use time::macros::format_description;
 use time::PrimitiveDateTime;
 
 use super::import::{Format, ImportOptions};
-use super::records::parse_rfc3339;
+use crate::backup::parse_rfc3339;
 use crate::codes::is_code_syntax;
 use crate::model::Millis;
 use crate::BoxError;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::csv::{Columns, Row};
 use super::progress::Progress;
-use super::records::{parse_rfc3339, KeyRecord, LeadRecord, Record, VisitRecord, CARRIED_KEYS};
+use crate::backup::{parse_rfc3339, KeyRecord, LeadRecord, Record, VisitRecord, CARRIED_KEYS};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{CreateLink, LinkError, Links, DEFAULT_SPACE};
@@ -63,6 +63,9 @@ pub struct ImportOptions {
     pub url_column: Option<String>,
     /// `csv`: the short-code column's header (else guessed; none is fine).
     pub code_column: Option<String>,
+    /// A carried key (the `hash` secret) replaces the store's own: only for a restore into a
+    /// store with no link, whose own key decided no code yet.
+    pub replace_keys: bool,
 }
 
 /// What an import did (or, dry, would do).
@@ -93,6 +96,7 @@ struct Importer<'a> {
     store: Arc<dyn Store>,
     links: &'a Links,
     dry_run: bool,
+    replace_keys: bool,
     summary: ImportSummary,
     /// Export link id → id here, for links created by this run (their visits come along).
     created_ids: HashMap<u64, u64>,
@@ -230,6 +234,13 @@ impl Importer<'_> {
             return self.refuse_now(line, format!("`{}` is shorter than 16 bytes", record.name));
         }
         let before = self.store.meta_get(&record.name)?;
+        if self.replace_keys && before.as_ref() != Some(&value) {
+            if !self.dry_run {
+                self.store.meta_replace(&record.name, &value)?;
+            }
+            self.summary.created += 1;
+            return Ok(());
+        }
         let stored = match (&before, self.dry_run) {
             (Some(stored), _) => stored.clone(),
             (None, true) => value.clone(),
@@ -421,6 +432,7 @@ pub fn import(
         store,
         links: &links,
         dry_run: options.dry_run,
+        replace_keys: options.replace_keys,
         summary: ImportSummary::default(),
         created_ids: HashMap::new(),
         known_ids: Default::default(),
@@ -444,9 +456,16 @@ pub fn import(
                 if line.trim().is_empty() {
                     continue;
                 }
+                let record = serde_json::from_str::<Record>(&line);
+                // A backup's closing line is the file's checksum, not a record to import
+                // (`restore` checks it before it imports).
+                if let Ok(Record::End(_)) = record {
+                    continue;
+                }
                 importer.summary.read += 1;
                 progress.tick(1);
-                match serde_json::from_str::<Record>(&line) {
+                match record {
+                    Ok(Record::End(_)) => {}
                     Ok(Record::Link(record)) => match record.to_link() {
                         Ok(link) => {
                             let counted: Vec<(CapSlot, u64)> = record

@@ -8,25 +8,30 @@
 //! malformed or refused line with its number, and is idempotent: a code that already leads to
 //! the same URL is "unchanged", one that leads elsewhere is refused, never overwritten.
 //!
+//! The export format's records and their writer live in [`crate::backup`] (the services),
+//! which the server's backup API streams through too.
+//!
 //! Owns the file formats only: records are written through the store's import methods
 //! ([`crate::store::LinkStore::import_links`] and its kin), and links without a code are
 //! created by the domain service (so they get a pooled code and dedup).
 //!
 //! | file          | owns                                                                       |
 //! |---------------|----------------------------------------------------------------------------|
-//! | `records.rs`  | the export format's records (key, link, visit, lead) and their conversions |
 //! | `export.rs`   | `export` and the `export` command (`run_export`)                           |
+//! | `backup.rs`   | `backup` (a running server's, over HTTP), `backup --verify` and `restore`  |
 //! | `import.rs`   | `import`, its options and summary, and the `import` command (`run_import`) |
 //! | `csv.rs`      | the CSV formats' columns and rows, and the code in a code column           |
 //! | `progress.rs` | the progress bar (or line) both commands show on stderr                    |
 
+mod backup;
 mod csv;
 mod export;
 mod import;
 mod progress;
-mod records;
+
+pub use self::backup::{run_backup, run_restore, run_verify, BackupArgs};
 
 pub use self::csv::code_of;
 pub use self::export::{export, run_export, ExportParts, ExportSummary};
 pub use self::import::{import, run_import, Format, ImportOptions, ImportSummary};
-pub use self::records::{KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord};
+pub use crate::backup::{KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord};

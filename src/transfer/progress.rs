@@ -8,21 +8,31 @@ use std::time::{Duration, Instant};
 pub(super) struct Progress {
     bar: Option<indicatif::ProgressBar>,
     label: &'static str,
+    /// What is counted: records, or bytes for a download.
+    unit: &'static str,
     count: u64,
     last: Instant,
 }
 
 impl Progress {
     pub(super) fn new(label: &'static str, total: Option<u64>) -> Self {
+        Self::counting(label, "records", total)
+    }
+
+    /// A progress that counts something other than records (a download's bytes).
+    pub(super) fn with_unit(label: &'static str, unit: &'static str) -> Self {
+        Self::counting(label, unit, None)
+    }
+
+    fn counting(label: &'static str, unit: &'static str, total: Option<u64>) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = match total {
                 Some(n) => indicatif::ProgressBar::new(n),
                 None => indicatif::ProgressBar::new_spinner(),
             };
             bar.set_message(label);
-            if let Ok(style) = indicatif::ProgressStyle::with_template(
-                "{spinner} {msg}: {pos} records ({per_sec})",
-            ) {
+            let template = format!("{{spinner}} {{msg}}: {{pos}} {unit} ({{per_sec}})");
+            if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
                 bar.set_style(style);
             }
             bar.enable_steady_tick(Duration::from_millis(200));
@@ -31,6 +41,7 @@ impl Progress {
         Self {
             bar,
             label,
+            unit,
             count: 0,
             last: Instant::now(),
         }
@@ -41,7 +52,7 @@ impl Progress {
         match &self.bar {
             Some(bar) => bar.inc(n),
             None if self.last.elapsed() >= Duration::from_secs(5) => {
-                eprintln!("{}: {} records", self.label, self.count);
+                eprintln!("{}: {} {}", self.label, self.count, self.unit);
                 self.last = Instant::now();
             }
             None => {}

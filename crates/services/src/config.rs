@@ -44,9 +44,61 @@ pub struct Config {
     pub links: LinksConfig,
     pub review: ReviewConfig,
     pub memory: MemoryConfig,
+    /// `[backup]`: scheduled backups (none unless `every` is set).
+    #[serde(default)]
+    pub backup: BackupConfig,
     /// `[[webhooks]]`: none by default.
     #[serde(default)]
     pub webhooks: Vec<WebhookConfig>,
+}
+
+/// `[backup]`: the scheduled backups ([`crate::backup::schedule`]).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackupConfig {
+    /// Where the backups go (relative to the working directory); required with `every`.
+    pub dir: PathBuf,
+    /// How often, from the Unix epoch: `6h`, `1d`; empty: no scheduled backups.
+    pub every: Every,
+    /// How many backups `dir` keeps; the oldest beyond are deleted after each write.
+    pub keep: usize,
+    /// Every visit in each backup.
+    pub visits: bool,
+    /// Every lead (personal data) in each backup.
+    pub leads: bool,
+}
+
+impl Default for BackupConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::new(),
+            every: Every(None),
+            keep: 7,
+            visits: true,
+            leads: true,
+        }
+    }
+}
+
+/// How often something scheduled runs: a duration of at least a second, or empty for never.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Every(pub Option<Duration>);
+
+impl<'de> Deserialize<'de> for Every {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.trim().is_empty() {
+            return Ok(Every(None));
+        }
+        let span: Span = text.parse().map_err(serde::de::Error::custom)?;
+        match span.0 {
+            Some(every) if every >= Duration::from_secs(1) => Ok(Every(Some(every))),
+            _ => Err(serde::de::Error::custom(format!(
+                "`{}` is not a duration of at least 1s (like 30m, 6h, 1d), nor empty for none",
+                text.trim()
+            ))),
+        }
+    }
 }
 
 /// `[memory]`: the budget every memory bound is derived from ([`crate::memory`]).
@@ -814,6 +866,21 @@ impl Config {
         self.validate_codes()?;
         self.validate_limits()?;
         self.validate_oidc()?;
+        self.validate_backup()?;
+        Ok(())
+    }
+
+    /// Checks the scheduled backups: a directory when they are on, something to keep.
+    fn validate_backup(&self) -> Result<(), ConfigError> {
+        if self.backup.every.0.is_some() && self.backup.dir.as_os_str().is_empty() {
+            return fail(
+                "backup.dir",
+                "must be set when backup.every is (the directory the backups go to)".into(),
+            );
+        }
+        if self.backup.keep == 0 {
+            return fail("backup.keep", "must be at least 1".into());
+        }
         Ok(())
     }
 

@@ -16,6 +16,8 @@
 //!   the statistics service.
 //! - [`leads`] (forms before the destination), [`review`] (the review of destinations, its
 //!   checks and its browser proxy), [`webhooks`] (the outbox and its sender).
+//! - [`backup`] streams backups of the running store, writes the scheduled ones, and checks a
+//!   backup file whole (the one writer and reader of the export format).
 //! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.
 //! - [`keys`] is the API key ring; [`limits`] enforces `limits.rates` (governor);
 //!   [`blocklist`] holds the blocked hosts.
@@ -27,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod accounts;
+pub mod backup;
 pub mod blocklist;
 pub mod cache;
 pub mod clock;

@@ -294,6 +294,20 @@ impl Metrics {
         );
     }
 
+    /// The scheduled backups: when the last one was written, and how many failed.
+    pub fn register_backups(&mut self, counters: &crate::backup::BackupCounters) {
+        self.registry.register(
+            "backup_last_success_timestamp_seconds",
+            "When the last scheduled backup was written (Unix seconds; 0 before the first)",
+            counters.last_success.clone(),
+        );
+        self.registry.register(
+            "backup_failures",
+            "Scheduled backups that failed (each is retried at the next turn)",
+            counters.failures.clone(),
+        );
+    }
+
     pub fn register_rate_limits(&mut self, limits: &crate::limits::RateLimits) {
         self.registry.register(
             "rate_limited",

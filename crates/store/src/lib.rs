@@ -655,6 +655,10 @@ pub trait MetaStore: Send + Sync {
     /// Writes a metadata value durably, unless one is there already; returns the value that is
     /// stored afterwards (so two first starts agree on one generated key).
     fn meta_init(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>>;
+
+    /// Writes a metadata value durably, replacing any there. Only for a restore into a store
+    /// with no link yet, whose own generated keys decided nothing (see `vshortlink restore`).
+    fn meta_replace(&self, key: &str, value: &[u8]) -> StoreResult<()>;
 }
 
 /// People and their rights ([`crate::model::account`]): every account record under one

@@ -464,6 +464,21 @@ impl MetaStore for PgStore {
             Ok(row.get(0))
         })
     }
+
+    fn meta_replace(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.block(async {
+            let client = self.shared.client().await?;
+            client
+                .exec(
+                    "INSERT INTO meta (key, value) VALUES ($1, $2)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    &[&key, &value],
+                )
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
+    }
 }
 
 impl StoreOps for PgStore {

@@ -133,6 +133,12 @@ impl MetaStore for SledStore {
             Err(cas) => Ok(cas.current.map(|v| v.to_vec()).unwrap_or_default()),
         }
     }
+
+    fn meta_replace(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.space.admit(0)?;
+        self.meta.insert(key.as_bytes(), value).map_err(backend)?;
+        self.flusher.wait_durable()
+    }
 }
 
 impl PoolStore for SledStore {

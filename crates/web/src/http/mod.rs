@@ -9,6 +9,7 @@
 //!   preview) on the same path
 //! - `leads` — a link's leads (`/api/v1/links/{code}/leads`); `reviews` — the review of
 //!   destinations (`/api/v1/reviews`, a link's reviews and overrides)
+//! - `backup` — `/api/v1/backup`, a backup of the running server, streamed
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
 //! - `qr` — QR codes of short URLs
@@ -26,6 +27,7 @@
 pub mod accounts;
 pub mod api;
 pub mod asked;
+pub mod backup;
 pub mod front;
 pub mod gates;
 pub mod leads;
@@ -110,6 +112,7 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .route("/keys", post(accounts::create_key).get(accounts::list_keys))
         .route("/keys/{id}", delete(accounts::revoke_key))
         .route("/audit", get(accounts::audit))
+        .route("/backup", get(backup::backup))
         .route("/openapi.json", get(openapi::spec))
         .fallback(api::not_found)
         .method_not_allowed_fallback(api::method_not_allowed);

@@ -7,7 +7,7 @@ use axum::Json;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{accounts, api, leads, qr, redirect, reviews, shlink, stats, yourls};
+use super::{accounts, api, backup, leads, qr, redirect, reviews, shlink, stats, yourls};
 use crate::links::{CreateLink, UpdateLink};
 
 /// The document.
@@ -28,6 +28,7 @@ use crate::links::{CreateLink, UpdateLink};
         api::refill_pool,
         api::run_maintenance,
         api::maintenance_status,
+        backup::backup,
         api::healthz,
         stats::link_stats,
         stats::link_visits,

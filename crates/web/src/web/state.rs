@@ -67,6 +67,8 @@ pub struct Services {
     pub health: Arc<Health>,
     /// Statistics and visit listings.
     pub stats: Arc<Statistics>,
+    /// Backups of the running store (`GET /api/v1/backup`) and the scheduled ones.
+    pub backups: Arc<crate::backup::Backups>,
     /// The visit queue the redirect feeds.
     pub recorder: Arc<Recorder>,
     pub metrics: Arc<Metrics>,

@@ -1,6 +1,8 @@
-//! The records of the export format (one JSON line each: a key of the store, a link, a visit
-//! or a lead), the keys an export carries, and the conversions between records and what the
-//! store keeps. Written by `export.rs`, read by `import.rs`.
+//! The records of the export format (one JSON line each: a key of the store, a link, a visit,
+//! a lead, and a backup's closing `end` line), the keys an export carries, and the conversions
+//! between records and what the store keeps. Written by `sections.rs` (for `export`, the
+//! backup API and the scheduled backups alike), read by the root crate's `import` and by
+//! `verify.rs`.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use crate::links::rfc3339;
 use crate::model::{EndedBy, LinkOptions, ReviewMark};
 use crate::model::{Link, LinkStatus, Millis, NewVisit, Visit};
 
-/// One line of an export: a key of the store, a link, a visit or a lead.
+/// One line of an export: a key of the store, a link, a visit, a lead, or a backup's `end`.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 // One record at a time is read or written: the sizes of the variants never add up.
@@ -22,6 +24,18 @@ pub enum Record {
     Link(LinkRecord),
     Visit(VisitRecord),
     Lead(LeadRecord),
+    /// The last line of a backup: how many lines came before it and their SHA-256.
+    End(EndRecord),
+}
+
+/// `{"type":"end","records":N,"sha256":"…"}`: `records` lines came before this one, and the
+/// hex SHA-256 is over their exact bytes, newlines included (before any compression). A file
+/// without it was cut short; one whose checksum fails was changed.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndRecord {
+    pub records: u64,
+    pub sha256: String,
 }
 
 /// A lead left through a link's form; `link_id` is the id of the link line it belongs to.
@@ -48,7 +62,7 @@ pub struct KeyRecord {
 }
 
 /// The keys an export carries (and an import accepts).
-pub(super) const CARRIED_KEYS: &[&str] = &[crate::links::HASH_SECRET_KEY];
+pub const CARRIED_KEYS: &[&str] = &[crate::links::HASH_SECRET_KEY];
 
 /// Every field of a link record; times in RFC 3339 (UTC, millisecond precision).
 #[derive(Debug, Serialize, Deserialize)]
@@ -108,7 +122,7 @@ pub struct VisitRecord {
 }
 
 impl LinkRecord {
-    pub(super) fn from_link(link: &Link) -> Self {
+    pub fn from_link(link: &Link) -> Self {
         Self {
             id: link.id,
             code: link.code.clone(),
@@ -157,7 +171,7 @@ impl LinkRecord {
 }
 
 impl VisitRecord {
-    pub(super) fn from_visit(v: &Visit) -> Self {
+    pub fn from_visit(v: &Visit) -> Self {
         Self {
             id: v.id,
             link_id: v.link_id,
@@ -182,7 +196,7 @@ impl VisitRecord {
     }
 
     /// The visit for the store, belonging to `link_id` there.
-    pub(super) fn to_new_visit(&self, link_id: u64) -> Result<NewVisit, String> {
+    pub fn to_new_visit(&self, link_id: u64) -> Result<NewVisit, String> {
         let at = parse_rfc3339(&self.at).map_err(|e| format!("`at`: {e}"))?;
         // The distinct-visitor key is the first 8 bytes of the same SHA-1 (see visits::client).
         let client_hash = crate::visits::client::client_hash_from_id(&self.client_id)
@@ -217,7 +231,8 @@ impl VisitRecord {
     }
 }
 
-pub(super) fn parse_rfc3339(text: &str) -> Result<Millis, String> {
+/// Milliseconds since the epoch of an RFC 3339 time (the records' times).
+pub fn parse_rfc3339(text: &str) -> Result<Millis, String> {
     let t = OffsetDateTime::parse(text.trim(), &Rfc3339)
         .map_err(|e| format!("`{text}` is not an RFC 3339 time: {e}"))?;
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
