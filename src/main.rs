@@ -64,6 +64,10 @@ enum Command {
         /// numbers, emails as visitors typed them).
         #[arg(long)]
         leads: bool,
+        /// Also write users, teams, memberships, identities and keys made at run time, with
+        /// their password and key hashes (the file is then a secret).
+        #[arg(long)]
+        accounts: bool,
         /// Write here instead of stdout.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
@@ -216,9 +220,14 @@ fn main() -> ExitCode {
         Some(Command::Export {
             visits,
             leads,
+            accounts,
             output,
         }) => {
-            let parts = vshortlink::transfer::ExportParts { visits, leads };
+            let parts = vshortlink::transfer::ExportParts {
+                visits,
+                leads,
+                accounts,
+            };
             return match vshortlink::transfer::run_export(&config, parts, output.as_deref()) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => fail(e),

@@ -736,3 +736,104 @@ fn two_postgres_instances_agree_on_keys_users_and_the_last_admin() {
         .count();
     assert_eq!(admins, 1);
 }
+
+#[test]
+fn accounts_travel_with_a_backup_and_the_first_admin_comes_from_the_command_line() {
+    use common::cli::vsl;
+    let source = TestApp::binary();
+    make_team(&source, "red");
+    let gil = make_user(&source, "gil@x.org", "gil's long password", "member");
+    add_member(&source, "red", gil["id"].as_str().expect("id"), "owner");
+    let key = make_key(
+        &source,
+        ADMIN,
+        json!({"name": "ci", "role": "editor", "team": "red"}),
+    );
+    let key = key["key"].as_str().expect("key").to_string();
+    source.post_json(
+        "/api/v1/links",
+        &key,
+        &json!({"url": "https://red.example/kept"}),
+    );
+    // Without `accounts=true` a backup holds no account; with it, every record and no secret
+    // in the clear.
+    let plain = source
+        .req(Method::GET, "/api/v1/backup", Some(ADMIN))
+        .send()
+        .expect("backup")
+        .text()
+        .expect("text");
+    assert!(!plain.contains("gil@x.org"));
+    let full = source
+        .req(Method::GET, "/api/v1/backup?accounts=true", Some(ADMIN))
+        .send()
+        .expect("backup")
+        .text()
+        .expect("text");
+    assert!(full.contains("gil@x.org") && full.contains("\"kind\":\"team\""));
+    assert!(
+        !full.contains(&key[key.len() - 16..]),
+        "a key's secret is never written"
+    );
+    assert!(!full.contains("gil's long password"));
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("with-accounts.jsonl");
+    std::fs::write(&file, &full).expect("write");
+
+    let mut target = TestApp::binary();
+    target.terminate();
+    let restored = vsl(
+        &target.config_path(),
+        &["restore", file.to_str().expect("path")],
+    );
+    assert!(
+        restored.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    let checked = vsl(&target.config_path(), &["check"]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stdout)
+    );
+    // The first admin of a stopped store, from the command line.
+    let added = vsl(
+        &target.config_path(),
+        &["user", "add", "root@x.org", "--admin"],
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&added.stdout).expect("json");
+    let password = printed["password"]
+        .as_str()
+        .expect("one-time password")
+        .to_string();
+    assert!(password.len() >= 16);
+    let again = vsl(&target.config_path(), &["user", "add", "ROOT@x.org"]);
+    assert!(!again.status.success(), "emails are unique");
+    target.respawn();
+
+    // The run-time key, the password and the team came back.
+    let links = target
+        .req(Method::GET, "/api/v1/links", Some(&key))
+        .send()
+        .expect("GET");
+    assert_eq!(links.status(), 200, "a restored key works");
+    let listed: Value = links.json().expect("json");
+    assert!(listed.to_string().contains("red.example/kept"), "{listed}");
+    let code = listed["items"][0]["code"]
+        .as_str()
+        .expect("code")
+        .to_string();
+    let (page, response) = sign_in(&target, "gil@x.org", "gil's long password");
+    assert_eq!(response.status(), 303);
+    assert!(page.html("/ui/links", 200).contains(&code));
+    let (_, response) = sign_in(&target, "root@x.org", &password);
+    assert_eq!(response.status(), 303, "the first admin signs in");
+    let team = target.api_get("/api/v1/teams/red", ADMIN);
+    assert_eq!(team["members"][0]["role"], "owner");
+}

@@ -26,6 +26,9 @@ pub struct ExportParts {
     pub visits: bool,
     /// Every lead (personal data), after the visits.
     pub leads: bool,
+    /// Every account record with its password and key hashes, and the key pepper (a
+    /// secret file), after the leads.
+    pub accounts: bool,
 }
 
 /// Writes every link (then, as `parts` say, every visit and every lead) as JSON lines,
@@ -39,7 +42,7 @@ pub fn export(
     let options = BackupOptions {
         visits: parts.visits,
         leads: parts.leads,
-        accounts: false,
+        accounts: parts.accounts,
     };
     let mut written = 0;
     let counts = write_sections(store, options, out, &mut |counts| {
@@ -47,8 +50,8 @@ pub fn export(
         written = counts.total();
     })?;
     progress.finish(&format!(
-        "exported {} links, {} visits, {} leads",
-        counts.links, counts.visits, counts.leads
+        "exported {} links, {} visits, {} leads, {} account records",
+        counts.links, counts.visits, counts.leads, counts.accounts
     ));
     Ok(ExportSummary {
         links: counts.links,

@@ -110,6 +110,8 @@ struct Importer<'a> {
     keep_visit_ids: Option<bool>,
     /// Export link id → the redirects its record says were counted against its caps.
     counted: HashMap<u64, Vec<(CapSlot, u64)>>,
+    /// Account records, with their line numbers, written together at the end (one version).
+    accounts: Vec<(u64, crate::model::AccountRecord)>,
     report: &'a mut dyn Write,
 }
 
@@ -216,8 +218,109 @@ impl Importer<'_> {
         Ok(())
     }
 
+    /// An account record: checked (a password hash must not ask more than this server's
+    /// cost), then kept for [`Importer::flush_accounts`].
+    fn account(&mut self, line: u64, record: crate::model::AccountRecord) -> Result<(), BoxError> {
+        if let crate::model::AccountRecord::User(user) = &record {
+            if let Some(hash) = &user.password {
+                if let Err(why) = crate::passwords::check_cost(hash) {
+                    return self.refuse_now(line, format!("password: {why}"));
+                }
+            }
+        }
+        self.accounts.push((line, record));
+        Ok(())
+    }
+
+    /// Writes the account records in one write: a user whose email another user of this store
+    /// has is refused (emails are unique); everything else is put over what is there.
+    fn flush_accounts(&mut self) -> Result<(), BoxError> {
+        if self.accounts.is_empty() {
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.accounts);
+        loop {
+            let snapshot = self.store.accounts()?;
+            let (dir, _) = crate::model::Directory::load(&snapshot);
+            let existing: std::collections::HashSet<&[u8]> =
+                snapshot.records.iter().map(Vec::as_slice).collect();
+            let mut write = crate::model::AccountWrite::default();
+            let mut refused = Vec::new();
+            for (line, record) in &records {
+                if let crate::model::AccountRecord::User(user) = record {
+                    if dir
+                        .user_by_email(&user.email)
+                        .is_some_and(|u| u.id != user.id)
+                    {
+                        refused.push((
+                            *line,
+                            format!("another user has the email `{}`", user.email),
+                        ));
+                        continue;
+                    }
+                }
+                if existing.contains(record.encode().as_slice()) {
+                    self.summary.unchanged += 1;
+                } else {
+                    write.put.push(record.clone());
+                }
+            }
+            let made = write.put.len() as u64;
+            if !self.dry_run
+                && !write.is_empty()
+                && self.store.write_accounts(dir.version, &write)?.is_none()
+            {
+                // Another writer came first (a running instance on PostgreSQL): again.
+                continue;
+            }
+            self.summary.created += made;
+            for (line, why) in refused {
+                self.refuse(line, why);
+            }
+            return Ok(());
+        }
+    }
+
+    /// The key pepper of the exported store: taken when this store has no key made at run
+    /// time (its own pepper then verifies nothing), else refused, since this store's keys would
+    /// stop working.
+    fn account_key(&mut self, line: u64, record: KeyRecord) -> Result<(), BoxError> {
+        let Ok(value) = hex::decode(&record.value) else {
+            return self.refuse_now(
+                line,
+                format!("malformed: the value of `{}` is not hex", record.name),
+            );
+        };
+        if value.len() != 32 {
+            return self.refuse_now(line, format!("`{}` is not 32 bytes", record.name));
+        }
+        if self.store.meta_get(&record.name)?.as_ref() == Some(&value) {
+            self.summary.unchanged += 1;
+            return Ok(());
+        }
+        let (dir, _) = crate::model::Directory::load(&self.store.accounts()?);
+        if dir.keys().next().is_some() {
+            return self.refuse_now(
+                line,
+                format!(
+                    "this store has keys made at run time under its own `{}`: the file's keys \
+                     will not be recognised here (make new ones)",
+                    record.name
+                ),
+            );
+        }
+        if !self.dry_run {
+            self.store.meta_replace(&record.name, &value)?;
+        }
+        self.summary.created += 1;
+        Ok(())
+    }
+
     /// A key of the exported store: kept when this store has none yet (or the same one).
     fn key(&mut self, line: u64, record: KeyRecord) -> Result<(), BoxError> {
+        if crate::backup::records::ACCOUNT_KEYS.contains(&record.name.as_str()) {
+            return self.account_key(line, record);
+        }
         if !CARRIED_KEYS.contains(&record.name.as_str()) {
             return self.refuse_now(
                 line,
@@ -440,6 +543,7 @@ pub fn import(
         pending: Vec::new(),
         keep_visit_ids: None,
         counted: HashMap::new(),
+        accounts: Vec::new(),
         report,
     };
     let mut progress = Progress::new("importing", None);
@@ -483,6 +587,7 @@ pub fn import(
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,
                     Ok(Record::Lead(record)) => importer.lead(number, record)?,
                     Ok(Record::Key(record)) => importer.key(number, record)?,
+                    Ok(Record::Account(record)) => importer.account(number, record)?,
                     Err(e) => importer.refuse_now(number, format!("malformed: {e}"))?,
                 }
             }
@@ -529,6 +634,7 @@ pub fn import(
     }
     importer.flush_links()?;
     importer.flush_visits()?;
+    importer.flush_accounts()?;
     if !options.dry_run {
         importer.store.sync()?;
     }

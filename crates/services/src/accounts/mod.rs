@@ -131,7 +131,7 @@ pub struct Accounts {
 }
 
 /// The metadata key under which the key pepper is agreed.
-const PEPPER_META: &str = "key_pepper";
+pub const PEPPER_META: &str = "key_pepper";
 
 impl Accounts {
     /// Loads the directory and agrees the key pepper (several first starts agree on one).
@@ -252,8 +252,8 @@ impl Accounts {
         });
     }
 
-    /// Writes the audit log's waiting entries about every second, and the keys' last uses
-    /// once a minute.
+    /// Writes the audit log's waiting entries about every second, the keys' last uses once a
+    /// minute, and removes entries past `auth.audit_retention` once a day.
     pub fn start_background(self: &Arc<Self>) {
         let this = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -264,6 +264,8 @@ impl Accounts {
                 let Some(this) = this.upgrade() else { return };
                 seconds += 1;
                 let minute = seconds % 60 == 0;
+                // Once a day (the first a minute after start): entries past the retention go.
+                let prune = seconds % 86_400 == 60;
                 let _ = tokio::task::spawn_blocking(move || {
                     if let Err(e) = this.audit.flush(false) {
                         tracing::warn!(error = %e, "audit entries could not be written; kept for the next try");
@@ -271,6 +273,13 @@ impl Accounts {
                     if minute {
                         if let Err(e) = this.flush_last_used() {
                             tracing::warn!(error = %e, "keys' last uses could not be written");
+                        }
+                    }
+                    if let (true, Some(keep)) = (prune, this.auth.audit_retention.millis()) {
+                        match this.audit.prune(keep) {
+                            Ok(0) => {}
+                            Ok(gone) => tracing::info!(gone, "old audit entries removed"),
+                            Err(e) => tracing::warn!(error = %e, "old audit entries could not be removed"),
                         }
                     }
                 })

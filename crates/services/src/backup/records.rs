@@ -24,6 +24,9 @@ pub enum Record {
     Link(LinkRecord),
     Visit(VisitRecord),
     Lead(LeadRecord),
+    /// A user, team, membership, identity or run-time key (`export --accounts`, a backup
+    /// with `accounts=true`): password and key hashes included, so the file is a secret.
+    Account(crate::model::AccountRecord),
     /// The last line of a backup: how many lines came before it and their SHA-256.
     End(EndRecord),
 }
@@ -63,6 +66,10 @@ pub struct KeyRecord {
 
 /// The keys an export carries (and an import accepts).
 pub const CARRIED_KEYS: &[&str] = &[crate::links::HASH_SECRET_KEY];
+
+/// The key that run-time keys' hashes are keyed with: carried with the accounts (without it
+/// no key made at run time would be recognised after a restore), and only with them.
+pub const ACCOUNT_KEYS: &[&str] = &[crate::accounts::PEPPER_META];
 
 /// Every field of a link record; times in RFC 3339 (UTC, millisecond precision).
 #[derive(Debug, Serialize, Deserialize)]

@@ -24,9 +24,8 @@ pub struct BackupOptions {
     pub visits: bool,
     /// Every lead (personal data), after the visits.
     pub leads: bool,
-    /// Every account (users, teams, their keys), after the leads. Accepted, but no account
-    /// exists yet: the section writes nothing until accounts are stored (see
-    /// [`Section::Accounts`]).
+    /// Every account record (users, teams, memberships, identities, run-time keys, with
+    /// their hashes) and the key pepper, after the leads.
     pub accounts: bool,
 }
 
@@ -39,8 +38,8 @@ pub enum Section {
     Links,
     Visits,
     Leads,
-    /// Users, teams and the keys made at run time. Nothing is stored of them yet, so this
-    /// section is empty; when accounts land, their writer goes in `Section::write`.
+    /// The key pepper, then users, teams, memberships, identities and the keys made at run
+    /// time.
     Accounts,
 }
 
@@ -95,6 +94,7 @@ impl Lines<'_> {
             Record::Link(_) => self.counts.links += 1,
             Record::Visit(_) => self.counts.visits += 1,
             Record::Lead(_) => self.counts.leads += 1,
+            Record::Account(_) => self.counts.accounts += 1,
             Record::End(_) => {}
         }
         (self.tick)(&self.counts);
@@ -136,10 +136,27 @@ impl Section {
                 }
                 Ok(())
             }
-            // No account is stored yet: nothing to write (see `Section::Accounts`).
-            Section::Accounts => Ok(()),
+            Section::Accounts => accounts(store, lines),
         }
     }
+}
+
+fn accounts(store: &dyn Store, lines: &mut Lines<'_>) -> Result<(), BoxError> {
+    for name in super::records::ACCOUNT_KEYS {
+        if let Some(value) = store.meta_get(name)? {
+            lines.put(&Record::Key(KeyRecord {
+                name: name.to_string(),
+                value: hex::encode(value),
+            }))?;
+        }
+    }
+    let snapshot = store.accounts()?;
+    for bytes in &snapshot.records {
+        let record = crate::model::AccountRecord::decode(bytes)
+            .map_err(|e| format!("an account record does not decode: {e}"))?;
+        lines.put(&Record::Account(record))?;
+    }
+    Ok(())
 }
 
 fn keys(store: &dyn Store, lines: &mut Lines<'_>) -> Result<(), BoxError> {

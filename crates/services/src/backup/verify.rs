@@ -28,6 +28,7 @@ pub struct Verified {
     pub links: u64,
     pub visits: u64,
     pub leads: u64,
+    pub accounts: u64,
     /// Whether the file is zstd-compressed.
     pub compressed: bool,
 }
@@ -114,6 +115,7 @@ pub fn verify(input: &mut dyn BufRead) -> Result<Verified, BoxError> {
             Record::Link(_) => verified.links += 1,
             Record::Visit(_) => verified.visits += 1,
             Record::Lead(_) => verified.leads += 1,
+            Record::Account(_) => verified.accounts += 1,
             Record::Key(_) => {}
         }
         sha.update(&line);
