@@ -152,7 +152,7 @@ fn sign_in_cookie_is_strict_and_http_only_and_sign_out_ends_the_session() {
         .map(|v| v.to_str().unwrap().to_string())
         .find(|c| c.starts_with("vsl_session="))
         .expect("a session cookie");
-    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"] {
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=604800"] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
     assert!(!cookie.contains("Secure"), "plain http base URL: no Secure");
