@@ -19,6 +19,7 @@ use vshortlink::model::{
     EndedBy, HourCount, InApp, Lead, LeadForm, NewOutboxItem, OptionsPatch, OutboxItem, Review,
     SocialPreview, Trigger, Verdict, DELIVERY_LOG_KEEP,
 };
+use vshortlink::model::{AccountRecord, AccountWrite, AuditEntry, AuditQuery, Team};
 use vshortlink::model::{
     CapSlot, ClaimOutcome, Link, LinkOptions, LinkPatch, LinkQuery, LinkStatus, NewVisit,
     StoreError, Visit, VisitClaim,
@@ -1693,7 +1694,7 @@ fn watch_reports_links_other_instances_change(make: Make) {
                     seen = true;
                     break;
                 }
-                Ok(StoreChange::All) => {}
+                Ok(StoreChange::All | StoreChange::Accounts) => {}
                 Err(_) => break,
             }
         }
@@ -2249,7 +2250,142 @@ macro_rules! contract {
     };
 }
 
+fn team_record(slug: &str) -> AccountRecord {
+    AccountRecord::Team(Team {
+        slug: slug.into(),
+        name: slug.into(),
+        plan: None,
+        spaces: vec![],
+        created_at: T0,
+    })
+}
+
+fn account_writes_name_their_version(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let start = store.accounts().unwrap();
+    assert!(start.records.is_empty());
+    let v1 = store
+        .write_accounts(start.version, &AccountWrite::put(team_record("red")))
+        .unwrap()
+        .expect("the first write at the version read");
+    assert_eq!(v1, start.version + 1);
+    // A write planned at the old version is refused whole, and writes nothing.
+    let stale = AccountWrite {
+        put: vec![team_record("blue")],
+        delete: vec![team_record("red").address()],
+    };
+    assert_eq!(store.write_accounts(start.version, &stale).unwrap(), None);
+    let now = store.accounts().unwrap();
+    assert_eq!(now.version, v1);
+    assert_eq!(now.records, vec![team_record("red").encode()]);
+    // At the current version: applied whole.
+    let v2 = store.write_accounts(v1, &stale).unwrap().expect("current");
+    let after = store.accounts().unwrap();
+    assert_eq!(after.version, v2);
+    assert_eq!(after.records, vec![team_record("blue").encode()]);
+}
+
+fn account_writes_race_and_one_wins(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let version = store.accounts().unwrap().version;
+    let wins: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|n| {
+                let store = store.clone();
+                s.spawn(move || {
+                    let write = AccountWrite::put(team_record(&format!("t{n}")));
+                    store.write_accounts(version, &write).unwrap().is_some()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| usize::from(h.join().unwrap()))
+            .sum()
+    });
+    assert_eq!(wins, 1, "one write per version");
+    assert_eq!(store.accounts().unwrap().records.len(), 1);
+}
+
+fn audit_entries_page_newest_first_and_prune(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let entry = |at: u64, action: &str, team: Option<&str>| AuditEntry {
+        id: 0,
+        at,
+        actor: "user:a".into(),
+        action: action.into(),
+        target: "link:x".into(),
+        ip: "127.0.0.1".into(),
+        team: team.map(str::to_string),
+        count: (action == "link.created").then_some(3),
+    };
+    store
+        .audit_append(&[
+            entry(T0, "link.created", Some("red")),
+            entry(T0 + 1, "link.deleted", Some("blue")),
+            entry(T0 + 2, "sign_in", None),
+        ])
+        .unwrap();
+    store
+        .audit_append(&[entry(T0 + DAY, "link.deleted", Some("red"))])
+        .unwrap();
+    let all = store
+        .audit(&AuditQuery {
+            limit: 10,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    let ats: Vec<u64> = all.entries.iter().map(|e| e.at).collect();
+    assert_eq!(ats, vec![T0 + DAY, T0 + 2, T0 + 1, T0]);
+    assert!(all.entries.windows(2).all(|w| w[0].id > w[1].id));
+    assert_eq!(all.entries[3].count, Some(3));
+    let red = store
+        .audit(&AuditQuery {
+            team: Some("red".into()),
+            limit: 1,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(red.entries.len(), 1);
+    assert_eq!(red.entries[0].at, T0 + DAY);
+    let rest = store
+        .audit(&AuditQuery {
+            team: Some("red".into()),
+            before: red.next,
+            limit: 10,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(
+        rest.entries.iter().map(|e| e.at).collect::<Vec<_>>(),
+        vec![T0]
+    );
+    let window = store
+        .audit(&AuditQuery {
+            from: Some(T0 + 1),
+            to: Some(T0 + 3),
+            limit: 10,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(window.entries.len(), 2);
+    assert_eq!(store.audit_prune(T0 + 2).unwrap(), 2);
+    let left = store
+        .audit(&AuditQuery {
+            limit: 10,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(left.entries.len(), 2);
+}
+
 contract!(
+    account_writes_name_their_version,
+    account_writes_race_and_one_wins,
+    audit_entries_page_newest_first_and_prune,
     memory_held_names_each_part_once_and_keeps_them,
     pool_takes_lowest_code_once,
     cooling_codes_wait,

@@ -390,22 +390,18 @@ impl Accounts {
         Ok(())
     }
 
-    /// A user's own new password, given the current one; ends their other sessions (not their
-    /// keys). Returns the session epoch to open the caller's next session under.
+    /// A user's own new password, given the current one (from their session, or a key they
+    /// made); ends their other sessions (not their keys). Returns the session epoch to open the caller's next session under.
     pub async fn change_own_password(
         &self,
         acting: &Acting<'_>,
         current: &str,
         new: &str,
     ) -> Result<u32> {
-        let Some(id) = acting
-            .by
-            .actor
-            .user()
-            .filter(|_| matches!(acting.by.actor, crate::keys::Actor::User(_)))
-        else {
+        // A signed-in user, or a key a user made (the current password is asked either way).
+        let Some(id) = acting.by.actor.user() else {
             return Err(AccountError::forbidden(
-                "only a signed-in user changes their own password (a key has none)",
+                "only a user changes their own password (this key was made by no user)",
             ));
         };
         let id = id.to_string();
