@@ -190,7 +190,25 @@ impl Journal {
 
     /// Did the last append fail (the disk is full)?
     pub fn failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed)
+        if !self.failing.load(Ordering::Relaxed) {
+            return false;
+        }
+        // A failure is only known again at the next visit's write; when room has come back
+        // meanwhile (a free megabyte on the journal's file system), the journal is taken as
+        // writable again, so that `/healthz` recovers without waiting for a visit. The next
+        // write says for certain.
+        #[cfg(debug_assertions)]
+        if self.full_when.as_ref().is_some_and(|p| p.exists()) {
+            return true;
+        }
+        let room = rustix::fs::statvfs(&self.dir)
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+            .unwrap_or(0);
+        if room >= 1 << 20 {
+            self.failing.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     /// Records appended since the journal opened.

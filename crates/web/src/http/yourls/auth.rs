@@ -33,6 +33,15 @@ pub(super) async fn authenticate(
     ip: std::net::IpAddr,
     presented: bool,
 ) -> Result<Arc<Principal>, AuthFailure> {
+    // A username throttled as an account (`auth_per_account`) is refused before any password
+    // is looked at, a configured one (`yourls.users`) too.
+    if let (Some(user), Some(_)) = (params.filled("username"), params.filled("password")) {
+        let account = crate::model::account::email_key(user);
+        state
+            .limits
+            .check_account(&account, ip)
+            .map_err(AuthFailure::Limited)?;
+    }
     let found =
         if let (Some(ts), Some(sig)) = (params.filled("timestamp"), params.filled("signature")) {
             check_timestamp_signature(state, ts, sig, params.get("hash"))
