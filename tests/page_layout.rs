@@ -125,7 +125,7 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
         c.set_window_size(1280, 900).await.expect("size");
         c.goto(&format!("{base}/ui/login?next=%2F")).await.expect("login");
         c.find(Locator::Id("key")).await.expect("key").send_keys(ADMIN).await.expect("type");
-        c.find(Locator::Css("main form button.primary")).await.expect("button").click().await.expect("sign in");
+        c.find(Locator::Css("#key-form button.primary")).await.expect("button").click().await.expect("sign in");
         c.wait().for_element(Locator::Id("url")).await.expect("signed in");
         c.issue_cmd(Cdp(
             "Emulation.setDeviceMetricsOverride",
