@@ -63,7 +63,24 @@ fn shown_key(html: &str) -> String {
 #[test]
 fn a_person_signs_in_changes_the_password_and_makes_and_revokes_a_key() {
     let app = TestApp::binary_with("", &[]);
-    add_user(&app, "ann@example.com", "ann-password-0001", "member");
+    let ann = add_user(&app, "ann@example.com", "ann-password-0001", "member");
+
+    // A member of no team has nothing to see: the sign-in says so instead of going round.
+    let teamless = PageClient::new(&app);
+    let response = teamless.post_form(
+        "/ui/login",
+        &[("email", "ann@example.com"), ("password", "ann-password-0001")],
+    );
+    assert_eq!(response.status(), 403);
+    assert!(response.text().expect("body").contains("not in any team yet"));
+    let made = app.post_json("/api/v1/teams", ADMIN, &json!({"slug": "ops"}));
+    assert_eq!(made.status(), 201);
+    let joined = app
+        .req(reqwest::Method::PUT, &format!("/api/v1/teams/ops/members/{ann}"), Some(ADMIN))
+        .json(&json!({"role": "editor"}))
+        .send()
+        .expect("PUT");
+    assert_eq!(joined.status(), 200);
 
     // A wrong password: 401, the form again with the message, nobody signed in.
     let stranger = PageClient::new(&app);
@@ -161,6 +178,19 @@ fn admins_manage_people_and_teams_and_a_team_sees_only_its_own_links() {
     assert_eq!(again.status(), 409);
     assert!(again.text().expect("body").contains("Someone already has this email"));
 
+    // Teams made on the pages; Bob joins red by his email.
+    for slug in ["red", "blue"] {
+        let made = post(&admin, "/ui/teams", "/ui/teams", &[("slug", slug), ("name", &format!("Team {slug}")), ("plan", "")]);
+        assert_eq!(made.status(), 303);
+        assert_eq!(location(&made), format!("/ui/teams/{slug}?done=created"));
+    }
+    let nobody = post(&admin, "/ui/teams/red", "/ui/teams/red/members", &[("action", "add"), ("email", "nobody@example.com"), ("role", "editor")]);
+    assert_eq!(nobody.status(), 400);
+    assert!(nobody.text().expect("body").contains("Nobody has this email here"));
+    let joined = post(&admin, "/ui/teams/red", "/ui/teams/red/members", &[("action", "add"), ("email", "bob@example.com"), ("role", "editor")]);
+    assert_eq!(joined.status(), 303);
+    assert!(admin.html("/ui/teams/red", 200).contains("bob@example.com"));
+
     // Bob signs in; disabled by the admin, his session ends and he cannot sign in.
     let bob = sign_in(&app, "bob@example.com", "bob-password-0001");
     let bob_id = app.api_get("/api/v1/users", ADMIN)["users"]
@@ -191,21 +221,8 @@ fn admins_manage_people_and_teams_and_a_team_sees_only_its_own_links() {
     assert_eq!(last.status(), 409);
     assert!(signed_in(&admin));
 
-    // Teams made on the pages; Bob joins red by his email.
-    for slug in ["red", "blue"] {
-        let made = post(&admin, "/ui/teams", "/ui/teams", &[("slug", slug), ("name", &format!("Team {slug}")), ("plan", "")]);
-        assert_eq!(made.status(), 303);
-        assert_eq!(location(&made), format!("/ui/teams/{slug}?done=created"));
-    }
-    let nobody = post(&admin, "/ui/teams/red", "/ui/teams/red/members", &[("action", "add"), ("email", "nobody@example.com"), ("role", "editor")]);
-    assert_eq!(nobody.status(), 400);
-    assert!(nobody.text().expect("body").contains("Nobody has this email here"));
-    let joined = post(&admin, "/ui/teams/red", "/ui/teams/red/members", &[("action", "add"), ("email", "bob@example.com"), ("role", "editor")]);
-    assert_eq!(joined.status(), 303);
-    assert!(admin.html("/ui/teams/red", 200).contains("bob@example.com"));
-
     // Links in each team's space.
-    app.create(json!({"url": "https://red.example.com/plan", "code": "redplan", "space": "red"}));
+    app.create(json!({"url": "https://red.example.com/plan", "code": "redplan1", "space": "red"}));
     app.create(json!({"url": "https://blue.example.com/secret", "code": "bluesecret", "space": "blue"}));
 
     // Bob (red) never sees blue: its team page, its links on the list, a link's page, the
@@ -220,7 +237,7 @@ fn admins_manage_people_and_teams_and_a_team_sees_only_its_own_links() {
     let teams = bob.html("/ui/teams", 200);
     assert!(teams.contains("/ui/teams/red") && !teams.contains("/ui/teams/blue"));
     let links = bob.html("/ui/links", 200);
-    assert!(links.contains("redplan") && !links.contains("bluesecret"), "{links}");
+    assert!(links.contains("redplan1") && !links.contains("bluesecret"), "{links}");
     let search = bob.html("/ui/links?q=secret", 200);
     assert!(!search.contains("bluesecret"));
     let status = bob.get("/ui/links/bluesecret").status().as_u16();
@@ -230,12 +247,14 @@ fn admins_manage_people_and_teams_and_a_team_sees_only_its_own_links() {
     assert_eq!(bob.get("/ui/admin/audit").status(), 403);
 
     // The audit page: the admin sees what happened, filtered and paged.
+    // (Entries are badges; the same words are in the filter's menu too.)
+    let entry = |words: &str| format!("<span class=\"badge\">{words}</span>");
     let audit = admin.html("/ui/admin/audit", 200);
-    assert!(audit.contains("user added") && audit.contains("member set"), "{audit}");
+    assert!(audit.contains(&entry("user added")) && audit.contains(&entry("member set")), "{audit}");
     let filtered = admin.html("/ui/admin/audit?action=team.created", 200);
-    assert!(filtered.contains("team made") && !filtered.contains("user added"));
+    assert!(filtered.contains(&entry("team made")) && !filtered.contains(&entry("user added")));
     let by_team = admin.html("/ui/admin/audit?team=red", 200);
-    assert!(by_team.contains("member set") && !by_team.contains("user added"));
+    assert!(by_team.contains(&entry("member set")) && !by_team.contains(&entry("user added")));
     assert_eq!(admin.get("/ui/admin/audit?from=yesterday").status(), 400);
     // In Chinese too.
     let zh = admin

@@ -503,21 +503,21 @@ client_secret = "{secret}"
         }
 
         // Success, auto-create, admin_group: alice is made, an admin, signed in.
-        let browser = browser();
-        assert_eq!(signed_in_as(&app, &browser), None);
-        let callback = to_callback(&app, &browser, "corp", "alice");
-        let back = browser.get(&callback).send().expect("callback");
+        let alices = browser();
+        assert_eq!(signed_in_as(&app, &alices), None);
+        let callback = to_callback(&app, &alices, "corp", "alice");
+        let back = alices.get(&callback).send().expect("callback");
         assert_eq!(back.status(), 303, "{}", back.text().unwrap_or_default());
         assert_eq!(location(&back), "/ui/links");
-        assert_eq!(signed_in_as(&app, &browser).as_deref(), Some("alice@example.com"));
+        assert_eq!(signed_in_as(&app, &alices).as_deref(), Some("alice@example.com"));
         let alice = user(&app, "alice@example.com").expect("alice was made");
         assert_eq!(alice["role"], "admin");
         assert_eq!(alice["has_password"], false);
         // As an admin she reaches the users page.
-        assert_eq!(fetch(&browser, &app.url("/ui/admin/users")).0, 200);
+        assert_eq!(fetch(&alices, &app.url("/ui/admin/users")).0, 200);
         // The callback URL again (a replayed code): refused, and a session it would have
         // given nobody.
-        let (status, html) = fetch(&browser, &callback);
+        let (status, html) = fetch(&alices, &callback);
         assert_eq!(status, 400, "{html}");
         assert!(html.contains("does not match"), "{html}");
         let stranger = browser_for_replay();
@@ -534,11 +534,15 @@ client_secret = "{secret}"
         assert_eq!(fetch(&carols, &app.url("/ui/teams/red")).0, 200);
         assert_eq!(fetch(&carols, &app.url("/ui/teams/blue")).0, 404);
         // Signed in again without the group (another identity with her verified email): the
-        // membership it gave is gone.
+        // membership it gave is gone, and with it everything she could reach (a page says so).
         let again = browser();
         let callback = to_callback(&app, &again, "corp", "carol-again");
-        assert_eq!(again.get(&callback).send().expect("callback").status(), 303);
-        assert!(members(&app, "red").is_empty(), "{:?}", members(&app, "red"));
+        let (status, html) = fetch(&again, &callback);
+        assert_eq!(status, 403, "{html}");
+        assert!(html.contains("Not in a team yet"), "{html}");
+        let red = members(&app, "red");
+        assert!(!red.iter().any(|(email, _)| email == "carol@example.com"), "{red:?}");
+        assert!(red.contains(&("alice@example.com".into(), "editor".into())), "alice's stays");
         assert_eq!(users(&app).iter().filter(|u| u["email"] == "carol@example.com").count(), 1);
 
         // An unverified email that a user here has: refused, nothing joined or made.

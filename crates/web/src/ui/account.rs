@@ -290,6 +290,8 @@ pub async fn make_key(
             let refusal = Refusal::of(e);
             let field = match refusal.field.as_str() {
                 "expires_at" => "key.expires".to_string(),
+                // More than the maker may: said next to the role asked for.
+                "" if refusal.code == "role_not_allowed" => "key.role".to_string(),
                 "" => "key.form".to_string(),
                 f => format!("key.{f}"),
             };

@@ -119,6 +119,15 @@ pub async fn sign_in(
         }
     };
     match who {
+        // A person whose account gives no rights anywhere yet (a member of no team) would
+        // come back here at once with no word why: say it instead.
+        Ok((id, _)) if state.accounts.user_principal(&id, None).is_none() => render(
+            &state,
+            &visitor,
+            StatusCode::FORBIDDEN,
+            &next,
+            Some("login.no_rights"),
+        ),
         Ok((id, epoch)) => open_session(&state, &visitor, SignedIn::User { id: &id, epoch }, &next),
         Err(error) => render(
             &state,

@@ -251,6 +251,10 @@ pub async fn callback(
     .await
     .unwrap_or(Err(ProviderRefused::Failed));
     match signed {
+        // Signed in, but in no team yet and no admin: no page would let them in.
+        Ok(user) if state.accounts.user_principal(&user.id, None).is_none() => {
+            failed_page(&state, &visitor, &name, (StatusCode::FORBIDDEN, "no_rights"), None)
+        }
         Ok(user) => {
             let next = kept.map_or_else(|| AFTER_SIGN_IN.to_string(), |k| k.next);
             let next = local_path(Some(&next), AFTER_SIGN_IN);
