@@ -30,6 +30,7 @@ fn main() {
         // Off: the README's figure is for the four limits above.
         login_per_ip: Rate::Off,
         auth_per_ip: Rate::Off,
+        auth_per_account: Rate::Off,
         password_per_ip: Rate::Off,
         form_per_ip: Rate::Off,
     };

@@ -438,7 +438,12 @@ client_secret = "{secret}"
         let href = format!("/ui/oidc/{provider}?next=");
         assert!(login_page.contains(&href), "a button for {provider}");
         let callback = app.url(&format!("/ui/oidc/{provider}/callback"));
-        walk(client, &app.url(&format!("/ui/oidc/{provider}")), login, &callback)
+        walk(
+            client,
+            &app.url(&format!("/ui/oidc/{provider}")),
+            login,
+            &callback,
+        )
     }
 
     /// A page's status and body.
@@ -484,10 +489,15 @@ client_secret = "{secret}"
             return None;
         }
         let html = response.text().expect("body");
-        ["alice@example.com", "carol@example.com", "bob@example.com", "dave@example.com"]
-            .into_iter()
-            .find(|e| html.contains(e))
-            .map(str::to_string)
+        [
+            "alice@example.com",
+            "carol@example.com",
+            "bob@example.com",
+            "dave@example.com",
+        ]
+        .into_iter()
+        .find(|e| html.contains(e))
+        .map(str::to_string)
     }
 
     #[test]
@@ -509,7 +519,10 @@ client_secret = "{secret}"
         let back = alices.get(&callback).send().expect("callback");
         assert_eq!(back.status(), 303, "{}", back.text().unwrap_or_default());
         assert_eq!(location(&back), "/ui/links");
-        assert_eq!(signed_in_as(&app, &alices).as_deref(), Some("alice@example.com"));
+        assert_eq!(
+            signed_in_as(&app, &alices).as_deref(),
+            Some("alice@example.com")
+        );
         let alice = user(&app, "alice@example.com").expect("alice was made");
         assert_eq!(alice["role"], "admin");
         assert_eq!(alice["has_password"], false);
@@ -528,8 +541,14 @@ client_secret = "{secret}"
         // team_groups: carol is an editor of red (blue is managed, not given).
         let carols = browser();
         let callback = to_callback(&app, &carols, "corp", "carol");
-        assert_eq!(carols.get(&callback).send().expect("callback").status(), 303);
-        assert_eq!(user(&app, "carol@example.com").expect("carol")["role"], "member");
+        assert_eq!(
+            carols.get(&callback).send().expect("callback").status(),
+            303
+        );
+        assert_eq!(
+            user(&app, "carol@example.com").expect("carol")["role"],
+            "member"
+        );
         assert!(members(&app, "red").contains(&("carol@example.com".into(), "editor".into())));
         assert_eq!(fetch(&carols, &app.url("/ui/teams/red")).0, 200);
         assert_eq!(fetch(&carols, &app.url("/ui/teams/blue")).0, 404);
@@ -541,9 +560,21 @@ client_secret = "{secret}"
         assert_eq!(status, 403, "{html}");
         assert!(html.contains("Not in a team yet"), "{html}");
         let red = members(&app, "red");
-        assert!(!red.iter().any(|(email, _)| email == "carol@example.com"), "{red:?}");
-        assert!(red.contains(&("alice@example.com".into(), "editor".into())), "alice's stays");
-        assert_eq!(users(&app).iter().filter(|u| u["email"] == "carol@example.com").count(), 1);
+        assert!(
+            !red.iter().any(|(email, _)| email == "carol@example.com"),
+            "{red:?}"
+        );
+        assert!(
+            red.contains(&("alice@example.com".into(), "editor".into())),
+            "alice's stays"
+        );
+        assert_eq!(
+            users(&app)
+                .iter()
+                .filter(|u| u["email"] == "carol@example.com")
+                .count(),
+            1
+        );
 
         // An unverified email that a user here has: refused, nothing joined or made.
         let made = app.post_json(
@@ -557,7 +588,10 @@ client_secret = "{secret}"
         let callback = to_callback(&app, &bobs, "corp", "bob");
         let (status, html) = fetch(&bobs, &callback);
         assert_eq!(status, 403, "{html}");
-        assert!(html.contains("not verified") && html.contains("Nobody was signed in"), "{html}");
+        assert!(
+            html.contains("not verified") && html.contains("Nobody was signed in"),
+            "{html}"
+        );
         assert_eq!(signed_in_as(&app, &bobs), None);
         assert_eq!(users(&app).len(), before);
         // Nothing signed in as bob either.
@@ -588,7 +622,10 @@ client_secret = "{secret}"
         let callback = to_callback(&app, &zh, "strict", "dave");
         let (status, html) = fetch(&zh, &callback);
         assert_eq!(status, 403);
-        assert!(html.contains("这里没有你的账户") && html.contains("lang=\"zh-CN\""), "{html}");
+        assert!(
+            html.contains("这里没有你的账户") && html.contains("lang=\"zh-CN\""),
+            "{html}"
+        );
 
         // A tampered state: refused; the sign-in it belonged to is spent too.
         let tampering = browser();
@@ -609,7 +646,10 @@ client_secret = "{secret}"
             &app.url("/ui/oidc/corp/callback?error=access_denied&error_description=%3Cscript%3E"),
         );
         assert_eq!(status, 403, "{html}");
-        assert!(html.contains("access_denied") && !html.contains("<script>"), "{html}");
+        assert!(
+            html.contains("access_denied") && !html.contains("<script>"),
+            "{html}"
+        );
 
         // An issuer nobody answers for: a 502 page, at the start.
         let (status, html) = fetch(&browser(), &app.url("/ui/oidc/gone"));
@@ -650,7 +690,9 @@ client_secret = "{secret}"
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         runtime.block_on(async {
             let c = connect(&driver, &chrome, profile.path()).await;
-            c.goto(&format!("{base}/ui/login")).await.expect("login page");
+            c.goto(&format!("{base}/ui/login"))
+                .await
+                .expect("login page");
             c.find(Locator::Css("a.provider"))
                 .await
                 .expect("the provider's button")
@@ -677,7 +719,9 @@ client_secret = "{secret}"
                 .expect("back on the links");
             let here = c.current_url().await.expect("url");
             assert_eq!(here.path(), "/ui/links");
-            c.goto(&format!("{base}/ui/account")).await.expect("account");
+            c.goto(&format!("{base}/ui/account"))
+                .await
+                .expect("account");
             let main = c
                 .find(Locator::Css("main"))
                 .await

@@ -192,19 +192,37 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
     user("grace.hopper@example.com", "Grace Hopper", "admin");
     let ids: Vec<String> = [
         ("li.wei@example.cn", "李伟"),
-        ("ada.lovelace.with.a.long.address@analytical-engines.example.org", "Ada Lovelace"),
+        (
+            "ada.lovelace.with.a.long.address@analytical-engines.example.org",
+            "Ada Lovelace",
+        ),
         ("ken@example.com", ""),
     ]
     .iter()
     .map(|(e, n)| user(e, n, "member"))
     .collect();
-    for (slug, name, plan) in [("marketing", "Marketing and communications", Some("business")), ("research", "Research", None)] {
-        let made = app.post_json("/api/v1/teams", ADMIN, &serde_json::json!({"slug": slug, "name": name, "plan": plan}));
+    for (slug, name, plan) in [
+        (
+            "marketing",
+            "Marketing and communications",
+            Some("business"),
+        ),
+        ("research", "Research", None),
+    ] {
+        let made = app.post_json(
+            "/api/v1/teams",
+            ADMIN,
+            &serde_json::json!({"slug": slug, "name": name, "plan": plan}),
+        );
         assert_eq!(made.status(), 201);
     }
     for (id, role) in ids.iter().zip(["owner", "editor", "viewer"]) {
         let put = app
-            .req(reqwest::Method::PUT, &format!("/api/v1/teams/marketing/members/{id}"), Some(ADMIN))
+            .req(
+                reqwest::Method::PUT,
+                &format!("/api/v1/teams/marketing/members/{id}"),
+                Some(ADMIN),
+            )
             .json(&serde_json::json!({"role": role}))
             .send()
             .expect("member");
@@ -285,5 +303,9 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
         failures
     });
     eprintln!("screenshots in {}", shots.display());
-    assert!(failures.is_empty(), "people pages that do not fit a phone:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "people pages that do not fit a phone:\n{}",
+        failures.join("\n")
+    );
 }

@@ -419,6 +419,7 @@ mod tests {
             create_per_ip: Rate::Off,
             login_per_ip: Rate::Off,
             auth_per_ip: Rate::PerMinute(3),
+            auth_per_account: Rate::Off,
             password_per_ip: Rate::Off,
             form_per_ip: Rate::Off,
         }

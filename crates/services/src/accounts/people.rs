@@ -139,7 +139,7 @@ fn check_name(name: &str) -> Result<String> {
 /// A person's new password: at least [`MIN_PASSWORD_CHARS`] characters, and not their email.
 pub fn check_password(password: &str, email: &str, field: &'static str) -> Result<()> {
     let chars = password.chars().count();
-    if chars < MIN_PASSWORD_CHARS || chars > MAX_PASSWORD_CHARS {
+    if !(MIN_PASSWORD_CHARS..=MAX_PASSWORD_CHARS).contains(&chars) {
         return Err(AccountError::invalid(
             "invalid_password",
             field,

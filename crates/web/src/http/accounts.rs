@@ -5,20 +5,20 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::Json;
-pub use crate::web::accounts::{
-    audit_query, me_view, AuditView, KeyView, MemberView, NewKeyView, TeamView, UserView,
-};
 use crate::accounts::people::Acting;
 use crate::accounts::{NewKey, NewTeam, NewUser, TeamPatch, UserPatch};
 use crate::config::Role;
 use crate::keys::Principal;
 use crate::web::access::blocking;
+pub use crate::web::accounts::{
+    audit_query, me_view, AuditView, KeyView, MemberView, NewKeyView, TeamView, UserView,
+};
 use crate::web::caller::{Caller, ClientIp};
 use crate::web::error::{ApiError, JsonBody};
 use crate::web::state::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
 
 fn principal(caller: &Caller) -> Result<&Principal, ApiError> {
     caller.require(Role::Viewer)

@@ -85,7 +85,7 @@ fn own_maker(p: &Principal) -> Option<Maker> {
 /// Keys as the pages list them, newest first, each with its maker's email when a user made
 /// it.
 pub(super) fn key_views(dir: &Directory, mut keys: Vec<RunKey>) -> Vec<Value> {
-    keys.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    keys.sort_by_key(|k| std::cmp::Reverse(k.created_at));
     keys.iter()
         .map(|k| {
             let maker_email = match &k.maker {

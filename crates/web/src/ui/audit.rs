@@ -108,7 +108,14 @@ pub async fn list(
             let accounts = state.accounts.clone();
             match blocking(move || accounts.audit.list(&q)).await {
                 Ok(page) => (page.entries, page.next, Default::default()),
-                Err(_) => return message(&state, &visitor, StatusCode::SERVICE_UNAVAILABLE, "msg.failed"),
+                Err(_) => {
+                    return message(
+                        &state,
+                        &visitor,
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "msg.failed",
+                    )
+                }
             }
         }
         Err(e) if e.status == StatusCode::FORBIDDEN => {
@@ -124,9 +131,22 @@ pub async fn list(
     } else {
         StatusCode::BAD_REQUEST
     };
+    // `user:<id>` as the person's email, which an admin recognises (the id stays in the
+    // title and in the filter).
+    let email = |who: &str| {
+        who.strip_prefix("user:")
+            .and_then(|id| dir.user(id))
+            .map(|u| u.email.clone())
+    };
     let entries: Vec<Value> = entries
         .iter()
-        .map(|e| Value::from_serialize(AuditView::new(e)))
+        .map(|e| {
+            context! {
+                actor_email => email(&e.actor),
+                target_email => email(&e.target),
+                ..Value::from_serialize(AuditView::new(e))
+            }
+        })
         .collect();
     page(
         &state,

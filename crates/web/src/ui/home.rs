@@ -244,7 +244,7 @@ async fn shorten_many(
     if let Some(Ok((link, _))) = outcomes.iter().find(|o| o.is_ok()) {
         let who = visitor.caller();
         crate::web::access::audit_created(
-            &state,
+            state,
             who.0.as_deref(),
             &link.space,
             visitor.ip,

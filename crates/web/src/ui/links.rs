@@ -778,7 +778,7 @@ async fn edit_options(
     match blocking(move || links.update(&target, update)).await {
         Ok(link) => {
             crate::web::access::audit_link(
-                &state,
+                state,
                 visitor.caller().0.as_deref(),
                 "link.updated",
                 &link,

@@ -140,7 +140,13 @@ pub async fn start(
     });
     if let Err(e) = put {
         tracing::error!(error = %e, "a started OpenID sign-in could not be kept");
-        return failed_page(&state, &visitor, &name, refusal(&ProviderRefused::Failed), None);
+        return failed_page(
+            &state,
+            &visitor,
+            &name,
+            refusal(&ProviderRefused::Failed),
+            None,
+        );
     }
     let mut response = StatusCode::SEE_OTHER.into_response();
     let headers = response.headers_mut();
@@ -149,7 +155,13 @@ pub async fn start(
             headers.insert(header::LOCATION, v);
         }
         Err(_) => {
-            return failed_page(&state, &visitor, &name, failure(&OidcError::Discovery), None)
+            return failed_page(
+                &state,
+                &visitor,
+                &name,
+                failure(&OidcError::Discovery),
+                None,
+            )
         }
     }
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -245,16 +257,19 @@ pub async fn callback(
     };
     // The account write and the password-free sign-in run off the async threads.
     let (accounts, ip) = (state.accounts.clone(), visitor.ip);
-    let signed = tokio::task::spawn_blocking(move || {
-        accounts.provider_sign_in(&config, &claims, ip)
-    })
-    .await
-    .unwrap_or(Err(ProviderRefused::Failed));
+    let signed =
+        tokio::task::spawn_blocking(move || accounts.provider_sign_in(&config, &claims, ip))
+            .await
+            .unwrap_or(Err(ProviderRefused::Failed));
     match signed {
         // Signed in, but in no team yet and no admin: no page would let them in.
-        Ok(user) if state.accounts.user_principal(&user.id, None).is_none() => {
-            failed_page(&state, &visitor, &name, (StatusCode::FORBIDDEN, "no_rights"), None)
-        }
+        Ok(user) if state.accounts.user_principal(&user.id, None).is_none() => failed_page(
+            &state,
+            &visitor,
+            &name,
+            (StatusCode::FORBIDDEN, "no_rights"),
+            None,
+        ),
         Ok(user) => {
             let next = kept.map_or_else(|| AFTER_SIGN_IN.to_string(), |k| k.next);
             let next = local_path(Some(&next), AFTER_SIGN_IN);

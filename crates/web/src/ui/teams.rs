@@ -54,10 +54,12 @@ fn render_list(
     let me = p.actor.user();
     let rows: Vec<Value> = teams
         .iter()
-        .map(|t| context! {
-            t => Value::from_serialize(TeamView::new(t, None)),
-            members => dir.members(&t.slug).count(),
-            my_role => me.and_then(|id| dir.member_role(&t.slug, id)).map(|r| r.as_str()),
+        .map(|t| {
+            context! {
+                t => Value::from_serialize(TeamView::new(t, None)),
+                members => dir.members(&t.slug).count(),
+                my_role => me.and_then(|id| dir.member_role(&t.slug, id)).map(|r| r.as_str()),
+            }
         })
         .collect();
     page(
@@ -103,7 +105,10 @@ pub async fn create(
     };
     let (accounts, by, ip) = (state.accounts.clone(), p.clone(), visitor.ip);
     match blocking(move || accounts.create_team(&Acting { by: &by, ip }, new)).await {
-        Ok(team) => see_other(&format!("/ui/teams/{}?done=created", urlencoding(&team.slug))),
+        Ok(team) => see_other(&format!(
+            "/ui/teams/{}?done=created",
+            urlencoding(&team.slug)
+        )),
         Err(e) if e.status == StatusCode::FORBIDDEN => {
             message(&state, &visitor, StatusCode::FORBIDDEN, "msg.forbidden")
         }
@@ -216,7 +221,14 @@ pub async fn members(
                         form: values(&fields, &["email", "role"]),
                         notice: None,
                     };
-                    return render_team(&state, &visitor, &p, &slug, StatusCode::BAD_REQUEST, shown);
+                    return render_team(
+                        &state,
+                        &visitor,
+                        &p,
+                        &slug,
+                        StatusCode::BAD_REQUEST,
+                        shown,
+                    );
                 }
             }
         }
@@ -229,14 +241,21 @@ pub async fn members(
     let done: Result<&str, ApiError> = blocking(move || {
         let acting = Acting { by: &by, ip };
         if remove {
-            accounts.remove_member(&acting, &team, &uid).map(|()| "removed")
+            accounts
+                .remove_member(&acting, &team, &uid)
+                .map(|()| "removed")
         } else {
-            accounts.set_member(&acting, &team, &uid, &role).map(|_| "member")
+            accounts
+                .set_member(&acting, &team, &uid, &role)
+                .map(|_| "member")
         }
     })
     .await;
     match done {
-        Ok(done) => see_other(&format!("/ui/teams/{}?done={done}#members", urlencoding(&slug))),
+        Ok(done) => see_other(&format!(
+            "/ui/teams/{}?done={done}#members",
+            urlencoding(&slug)
+        )),
         Err(e) => {
             let refusal = Refusal::of(e);
             let key = if action == "add" {

@@ -44,7 +44,7 @@ fn render(
     };
     let dir = state.accounts.directory();
     let mut users: Vec<_> = users.iter().collect();
-    users.sort_by(|a, b| a.email.to_lowercase().cmp(&b.email.to_lowercase()));
+    users.sort_by_key(|u| u.email.to_lowercase());
     let me = p.actor.user().map(str::to_string);
     let rows: Vec<Value> = users
         .iter()
@@ -173,7 +173,8 @@ pub async fn change(
     };
     let result: Result<&str, ApiError> = match action {
         "delete" => {
-            let (accounts, by, ip, id) = (state.accounts.clone(), p.clone(), visitor.ip, id.clone());
+            let (accounts, by, ip, id) =
+                (state.accounts.clone(), p.clone(), visitor.ip, id.clone());
             blocking(move || accounts.delete_user(&Acting { by: &by, ip }, &id))
                 .await
                 .map(|()| "deleted")

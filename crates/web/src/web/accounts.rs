@@ -272,4 +272,3 @@ pub fn audit_query(
         limit,
     })
 }
-
