@@ -202,11 +202,18 @@ pub async fn build(
     ));
     // Page sessions and batch results: in the store when instances share one, else in memory.
     let records = Arc::new(records::RecordCache::for_store(store.clone()));
+    // The OpenID providers, once: their discovery waits for the first sign-in, so that an
+    // issuer that is down does not stop the start.
+    let providers = Arc::new(
+        accounts::oidc::Providers::new(&config.auth.oidc, &config.server.base_url)?
+            .with_clock(clock.clone()),
+    );
     let ui = Arc::new(Ui::new(
         &config,
         &config.server.base_url,
         clock.clone(),
         records,
+        providers,
     )?);
     let health = Arc::new(health::Health::new(
         store.clone(),

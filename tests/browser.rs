@@ -134,7 +134,7 @@ fn a_person_signs_in_shortens_visits_edits_and_deletes_in_chromium() {
         assert!(text_of(&c, "main").await.contains("Sign in to shorten"));
         c.goto(&format!("{base}/ui/login?next=%2F")).await.expect("login");
         c.find(Locator::Id("key")).await.expect("key field").send_keys(ADMIN).await.expect("type");
-        c.find(Locator::Css("main form button.primary")).await.expect("button").click().await.expect("sign in");
+        c.find(Locator::Css("#key-form button.primary")).await.expect("button").click().await.expect("sign in");
         // Signed in, back on `/` (every path starts with `/`: wait for the form itself).
         let url = c.wait().for_element(Locator::Id("url")).await.expect("url field");
         url.send_keys(&target).await.expect("type url");
@@ -356,7 +356,7 @@ fn a_person_sets_rules_and_targets_on_a_link_page_and_visitors_follow_them_in_ch
             .send_keys(ADMIN)
             .await
             .expect("type");
-        c.find(Locator::Css("main form button.primary"))
+        c.find(Locator::Css("#key-form button.primary"))
             .await
             .expect("button")
             .click()

@@ -5,6 +5,13 @@
 //! a tampered state, a replayed code, a wrong PKCE verifier or nonce, keys that did not sign
 //! the token, an issuer that cannot be reached or answers with a redirect.
 //!
+//! Phase 2 (`through_the_server`): the real binary with `[[auth.oidc]]`, its `server.base_url`
+//! on a port chosen first so that the provider registers its callback: the login page's
+//! button, the provider's form and our callback followed as a browser follows them (a cookie
+//! store, every redirect), then the session; auto-create, `admin_group`, `team_groups` given
+//! and taken back, an unverified email, `auto_create = false`, a tampered state, a replayed
+//! callback, `?error=`, an issuer that cannot be reached; and one walk in headless Chromium.
+//!
 //! Without node and npm these tests say so and pass, unless `REQUIRE_NODE=1` (CI).
 
 mod common;
@@ -321,4 +328,410 @@ fn an_issuer_that_stops_answering_or_is_not_an_issuer_fails() {
         rt.block_on(providers.start("corp")).map(|_| ()),
         Err(OidcError::Discovery)
     );
+}
+
+// Phase 2: the same provider and the real server, a browser's redirects followed by a client
+// with a cookie store — the login page's button, the provider's form, our callback, a session.
+
+mod through_the_server {
+    use super::*;
+    use common::{TestApp, ADMIN};
+    use reqwest::blocking::{Client, Response};
+
+    /// A free port for the server, so that its `server.base_url` (and the redirect URI the
+    /// provider registers) is known before either starts.
+    fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port()
+    }
+
+    fn carol(groups: &[&str]) -> Value {
+        json!({
+            "email": "carol@example.com",
+            "email_verified": true,
+            "name": "Carol Example",
+            "groups": groups,
+        })
+    }
+
+    /// A provider whose client may come back to `corp` and `strict` on `port`, with alice,
+    /// bob (unverified), carol (in `red-editors`), carol-again (carol's verified email without
+    /// the group) and dave (nobody here knows him).
+    fn provider(port: u16) -> Option<TestProvider> {
+        let base = format!("http://127.0.0.1:{port}");
+        let mut setup = Setup::new(&format!("{base}/ui/oidc/corp/callback"))
+            .account("alice", alice())
+            .account("bob", bob())
+            .account("carol", carol(&["staff", "red-editors"]))
+            .account("carol-again", carol(&["staff"]))
+            .account(
+                "dave",
+                json!({"email": "dave@example.com", "email_verified": true, "name": "Dave"}),
+            );
+        setup
+            .redirect_uris
+            .push(format!("{base}/ui/oidc/strict/callback"));
+        TestProvider::start(setup)
+    }
+
+    /// The server on `port` with `corp` (auto-create, `admin_group`, `team_groups`), `strict`
+    /// (no auto-create) and `gone` (an issuer nobody answers for).
+    fn server(port: u16, provider: &TestProvider) -> TestApp {
+        let closed = free_port();
+        let (id, secret) = (&provider.setup.client_id, &provider.setup.client_secret);
+        let issuer = &provider.issuer;
+        let extra = format!(
+            r#"
+[[auth.oidc]]
+name = "corp"
+issuer = "{issuer}"
+client_id = "{id}"
+client_secret = "{secret}"
+admin_group = "vsl-admins"
+team_groups = {{ red-editors = "red:editor", blue-owners = "blue:owner" }}
+
+[[auth.oidc]]
+name = "strict"
+issuer = "{issuer}"
+client_id = "{id}"
+client_secret = "{secret}"
+auto_create = false
+
+[[auth.oidc]]
+name = "gone"
+issuer = "http://127.0.0.1:{closed}"
+client_id = "{id}"
+client_secret = "{secret}"
+"#
+        );
+        let listen = format!("127.0.0.1:{port}");
+        let base = format!("http://127.0.0.1:{port}");
+        TestApp::binary_with(
+            &extra,
+            &[
+                ("VSL_SERVER__LISTEN", &listen),
+                ("VSL_SERVER__BASE_URL", &base),
+            ],
+        )
+    }
+
+    fn location(response: &Response) -> String {
+        response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Walks `login` through the login page's button for `provider` and the provider's form;
+    /// the callback URL, not yet followed.
+    fn to_callback(app: &TestApp, client: &Client, provider: &str, login: &str) -> String {
+        let login_page = client
+            .get(app.url("/ui/login"))
+            .send()
+            .expect("login page")
+            .text()
+            .expect("body");
+        let href = format!("/ui/oidc/{provider}?next=");
+        assert!(login_page.contains(&href), "a button for {provider}");
+        let callback = app.url(&format!("/ui/oidc/{provider}/callback"));
+        walk(
+            client,
+            &app.url(&format!("/ui/oidc/{provider}")),
+            login,
+            &callback,
+        )
+    }
+
+    /// A page's status and body.
+    fn fetch(client: &Client, url: &str) -> (u16, String) {
+        let response = client.get(url).send().expect("GET");
+        let status = response.status().as_u16();
+        (status, response.text().unwrap_or_default())
+    }
+
+    fn users(app: &TestApp) -> Vec<Value> {
+        app.api_get("/api/v1/users", ADMIN)["users"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn user(app: &TestApp, email: &str) -> Option<Value> {
+        users(app).into_iter().find(|u| u["email"] == email)
+    }
+
+    fn members(app: &TestApp, team: &str) -> Vec<(String, String)> {
+        let team = app.api_get(&format!("/api/v1/teams/{team}"), ADMIN);
+        team["members"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .map(|m| {
+                        (
+                            m["email"].as_str().unwrap_or_default().to_string(),
+                            m["role"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Signed in, this client's account page shows `email`; signed out, it goes to sign-in.
+    fn signed_in_as(app: &TestApp, client: &Client) -> Option<String> {
+        let response = client.get(app.url("/ui/account")).send().expect("account");
+        if response.status() != 200 {
+            assert_eq!(response.status(), 303);
+            return None;
+        }
+        let html = response.text().expect("body");
+        [
+            "alice@example.com",
+            "carol@example.com",
+            "bob@example.com",
+            "dave@example.com",
+        ]
+        .into_iter()
+        .find(|e| html.contains(e))
+        .map(str::to_string)
+    }
+
+    #[test]
+    fn people_sign_in_through_a_real_provider_and_every_failure_is_a_page() {
+        let port = free_port();
+        let Some(running) = provider(port) else {
+            return;
+        };
+        let app = server(port, &running);
+        for slug in ["red", "blue"] {
+            let made = app.post_json("/api/v1/teams", ADMIN, &json!({ "slug": slug }));
+            assert_eq!(made.status(), 201);
+        }
+
+        // Success, auto-create, admin_group: alice is made, an admin, signed in.
+        let alices = browser();
+        assert_eq!(signed_in_as(&app, &alices), None);
+        let callback = to_callback(&app, &alices, "corp", "alice");
+        let back = alices.get(&callback).send().expect("callback");
+        assert_eq!(back.status(), 303, "{}", back.text().unwrap_or_default());
+        assert_eq!(location(&back), "/ui/links");
+        assert_eq!(
+            signed_in_as(&app, &alices).as_deref(),
+            Some("alice@example.com")
+        );
+        let alice = user(&app, "alice@example.com").expect("alice was made");
+        assert_eq!(alice["role"], "admin");
+        assert_eq!(alice["has_password"], false);
+        // As an admin she reaches the users page.
+        assert_eq!(fetch(&alices, &app.url("/ui/admin/users")).0, 200);
+        // The callback URL again (a replayed code): refused, and a session it would have
+        // given nobody.
+        let (status, html) = fetch(&alices, &callback);
+        assert_eq!(status, 400, "{html}");
+        assert!(html.contains("does not match"), "{html}");
+        let stranger = browser_for_replay();
+        let (status, _) = fetch(&stranger, &callback);
+        assert_eq!(status, 400);
+        assert_eq!(signed_in_as(&app, &stranger), None);
+
+        // team_groups: carol is an editor of red (blue is managed, not given).
+        let carols = browser();
+        let callback = to_callback(&app, &carols, "corp", "carol");
+        assert_eq!(
+            carols.get(&callback).send().expect("callback").status(),
+            303
+        );
+        assert_eq!(
+            user(&app, "carol@example.com").expect("carol")["role"],
+            "member"
+        );
+        assert!(members(&app, "red").contains(&("carol@example.com".into(), "editor".into())));
+        assert_eq!(fetch(&carols, &app.url("/ui/teams/red")).0, 200);
+        assert_eq!(fetch(&carols, &app.url("/ui/teams/blue")).0, 404);
+        // Signed in again without the group (another identity with her verified email): the
+        // membership it gave is gone, and with it everything she could reach (a page says so).
+        let again = browser();
+        let callback = to_callback(&app, &again, "corp", "carol-again");
+        let (status, html) = fetch(&again, &callback);
+        assert_eq!(status, 403, "{html}");
+        assert!(html.contains("Not in a team yet"), "{html}");
+        let red = members(&app, "red");
+        assert!(
+            !red.iter().any(|(email, _)| email == "carol@example.com"),
+            "{red:?}"
+        );
+        assert!(
+            red.contains(&("alice@example.com".into(), "editor".into())),
+            "alice's stays"
+        );
+        assert_eq!(
+            users(&app)
+                .iter()
+                .filter(|u| u["email"] == "carol@example.com")
+                .count(),
+            1
+        );
+
+        // An unverified email that a user here has: refused, nothing joined or made.
+        let made = app.post_json(
+            "/api/v1/users",
+            ADMIN,
+            &json!({"email": "bob@example.com", "password": "bobs-password-0001"}),
+        );
+        assert_eq!(made.status(), 201);
+        let before = users(&app).len();
+        let bobs = browser();
+        let callback = to_callback(&app, &bobs, "corp", "bob");
+        let (status, html) = fetch(&bobs, &callback);
+        assert_eq!(status, 403, "{html}");
+        assert!(
+            html.contains("not verified") && html.contains("Nobody was signed in"),
+            "{html}"
+        );
+        assert_eq!(signed_in_as(&app, &bobs), None);
+        assert_eq!(users(&app).len(), before);
+        // Nothing signed in as bob either.
+        let bob = user(&app, "bob@example.com").expect("bob");
+        assert!(bob["last_sign_in_at"].is_null());
+
+        // auto_create = false: a person nobody here knows is refused (403), nobody made.
+        let daves = browser();
+        let callback = to_callback(&app, &daves, "strict", "dave");
+        let (status, html) = fetch(&daves, &callback);
+        assert_eq!(status, 403, "{html}");
+        assert!(html.contains("No account here"), "{html}");
+        assert!(user(&app, "dave@example.com").is_none());
+        // In Chinese too.
+        let zh = Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .default_headers(
+                [(
+                    reqwest::header::ACCEPT_LANGUAGE,
+                    reqwest::header::HeaderValue::from_static("zh-CN"),
+                )]
+                .into_iter()
+                .collect(),
+            )
+            .build()
+            .expect("client");
+        let callback = to_callback(&app, &zh, "strict", "dave");
+        let (status, html) = fetch(&zh, &callback);
+        assert_eq!(status, 403);
+        assert!(
+            html.contains("这里没有你的账户") && html.contains("lang=\"zh-CN\""),
+            "{html}"
+        );
+
+        // A tampered state: refused; the sign-in it belonged to is spent too.
+        let tampering = browser();
+        let callback = to_callback(&app, &tampering, "corp", "dave");
+        let state = query(&callback, "state").expect("state");
+        let tampered = callback.replace(&state, &format!("{state}x"));
+        let (status, html) = fetch(&tampering, &tampered);
+        assert_eq!(status, 400, "{html}");
+        assert_eq!(fetch(&tampering, &callback).0, 400);
+        assert_eq!(signed_in_as(&app, &tampering), None);
+        assert!(user(&app, "dave@example.com").is_none());
+
+        // The provider sends the person back with an error.
+        let denied = browser();
+        let _ = denied.get(app.url("/ui/oidc/corp")).send().expect("start");
+        let (status, html) = fetch(
+            &denied,
+            &app.url("/ui/oidc/corp/callback?error=access_denied&error_description=%3Cscript%3E"),
+        );
+        assert_eq!(status, 403, "{html}");
+        assert!(
+            html.contains("access_denied") && !html.contains("<script>"),
+            "{html}"
+        );
+
+        // An issuer nobody answers for: a 502 page, at the start.
+        let (status, html) = fetch(&browser(), &app.url("/ui/oidc/gone"));
+        assert_eq!(status, 502, "{html}");
+        assert!(html.contains("cannot be reached"), "{html}");
+        // An unknown provider: 404.
+        assert_eq!(fetch(&browser(), &app.url("/ui/oidc/nobody")).0, 404);
+
+        // The provider goes away between the start and the callback.
+        let late = browser();
+        let callback = to_callback(&app, &late, "corp", "alice");
+        drop(running);
+        let (status, html) = fetch(&late, &callback);
+        assert_eq!(status, 502, "{html}");
+        assert_eq!(signed_in_as(&app, &late), None);
+    }
+
+    /// Another browser, with no cookies of the sign-in.
+    fn browser_for_replay() -> Client {
+        browser()
+    }
+
+    #[test]
+    fn a_person_signs_in_through_the_provider_in_chromium() {
+        use common::chrome::{browser_or_skip, connect, Driver};
+        use fantoccini::Locator;
+        let Some((driver_path, chrome)) = browser_or_skip() else {
+            return;
+        };
+        let port = free_port();
+        let Some(running) = provider(port) else {
+            return;
+        };
+        let app = server(port, &running);
+        let driver = Driver::start(&driver_path);
+        let profile = tempfile::tempdir().expect("profile dir");
+        let base = format!("http://127.0.0.1:{port}");
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        runtime.block_on(async {
+            let c = connect(&driver, &chrome, profile.path()).await;
+            c.goto(&format!("{base}/ui/login"))
+                .await
+                .expect("login page");
+            c.find(Locator::Css("a.provider"))
+                .await
+                .expect("the provider's button")
+                .click()
+                .await
+                .expect("click");
+            // The provider's own login form.
+            let login = c
+                .wait()
+                .for_element(Locator::Css("input[name=login]"))
+                .await
+                .expect("the provider's form");
+            login.send_keys("alice").await.expect("type");
+            c.find(Locator::Css("form button"))
+                .await
+                .expect("its button")
+                .click()
+                .await
+                .expect("sign in");
+            // Back here, signed in, on the links.
+            c.wait()
+                .for_element(Locator::Css("form.filters"))
+                .await
+                .expect("back on the links");
+            let here = c.current_url().await.expect("url");
+            assert_eq!(here.path(), "/ui/links");
+            c.goto(&format!("{base}/ui/account"))
+                .await
+                .expect("account");
+            let main = c
+                .find(Locator::Css("main"))
+                .await
+                .expect("main")
+                .text()
+                .await
+                .expect("text");
+            assert!(main.contains("alice@example.com"), "{main}");
+            c.close().await.expect("close");
+        });
+        drop(app);
+    }
 }

@@ -125,7 +125,7 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
         c.set_window_size(1280, 900).await.expect("size");
         c.goto(&format!("{base}/ui/login?next=%2F")).await.expect("login");
         c.find(Locator::Id("key")).await.expect("key").send_keys(ADMIN).await.expect("type");
-        c.find(Locator::Css("main form button.primary")).await.expect("button").click().await.expect("sign in");
+        c.find(Locator::Css("#key-form button.primary")).await.expect("button").click().await.expect("sign in");
         c.wait().for_element(Locator::Id("url")).await.expect("signed in");
         c.issue_cmd(Cdp(
             "Emulation.setDeviceMetricsOverride",
@@ -165,6 +165,147 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
     assert!(
         failures.is_empty(),
         "pages that do not fit a phone:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The people pages (sign-in, account with a new key, users, teams, a team, the audit log) as
+/// an admin who signed in with a password: at 360 px in both languages they must fit the
+/// phone, and each is screenshotted, phone and desktop, into
+/// `target/tmp/screenshots/people-*.png` (look at them).
+#[test]
+fn people_pages_fit_a_phone_and_are_screenshotted() {
+    let Some((driver_path, chrome)) = browser_or_skip() else {
+        return;
+    };
+    let app = TestApp::start();
+    let user = |email: &str, name: &str, role: &str| -> String {
+        let response = app.post_json(
+            "/api/v1/users",
+            ADMIN,
+            &serde_json::json!({"email": email, "name": name, "password": "a-long-password-01", "role": role}),
+        );
+        assert_eq!(response.status(), 201);
+        let body: serde_json::Value = response.json().expect("user");
+        body["id"].as_str().expect("id").to_string()
+    };
+    user("grace.hopper@example.com", "Grace Hopper", "admin");
+    let ids: Vec<String> = [
+        ("li.wei@example.cn", "李伟"),
+        (
+            "ada.lovelace.with.a.long.address@analytical-engines.example.org",
+            "Ada Lovelace",
+        ),
+        ("ken@example.com", ""),
+    ]
+    .iter()
+    .map(|(e, n)| user(e, n, "member"))
+    .collect();
+    for (slug, name, plan) in [
+        (
+            "marketing",
+            "Marketing and communications",
+            Some("business"),
+        ),
+        ("research", "Research", None),
+    ] {
+        let made = app.post_json(
+            "/api/v1/teams",
+            ADMIN,
+            &serde_json::json!({"slug": slug, "name": name, "plan": plan}),
+        );
+        assert_eq!(made.status(), 201);
+    }
+    for (id, role) in ids.iter().zip(["owner", "editor", "viewer"]) {
+        let put = app
+            .req(
+                reqwest::Method::PUT,
+                &format!("/api/v1/teams/marketing/members/{id}"),
+                Some(ADMIN),
+            )
+            .json(&serde_json::json!({"role": role}))
+            .send()
+            .expect("member");
+        assert_eq!(put.status(), 200);
+    }
+    let driver = Driver::start(&driver_path);
+    let profile = tempfile::tempdir().expect("profile dir");
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
+    let base = format!("http://{}", app.addr);
+    let pages: &[(&str, &str, f64)] = &[
+        ("login", "/ui/login", 1400.0),
+        ("account", "/ui/account", 2600.0),
+        ("new-key", "/ui/account", 3000.0),
+        ("users", "/ui/admin/users", 3600.0),
+        ("teams", "/ui/teams", 1800.0),
+        ("team", "/ui/teams/marketing", 2800.0),
+        ("audit", "/ui/admin/audit", 5200.0),
+    ];
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let failures = runtime.block_on(async {
+        let c = connect(&driver, &chrome, profile.path()).await;
+        let mut failures = Vec::new();
+        for (device, width) in [("desktop", 1280u32), ("phone", PHONE)] {
+            for lang in ["en", "zh-CN"] {
+                c.issue_cmd(Cdp(
+                    "Emulation.setDeviceMetricsOverride",
+                    serde_json::json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width == PHONE }),
+                ))
+                .await
+                .expect("metrics");
+                c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
+                for (name, path, tallest) in pages {
+                    if *name == "login" {
+                        // Signed out for the sign-in page, then signed in with the password.
+                        let _ = c.delete_all_cookies().await;
+                        c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
+                    }
+                    if *name == "account" {
+                        c.find(Locator::Id("email")).await.expect("email").send_keys("grace.hopper@example.com").await.expect("type");
+                        c.find(Locator::Id("password")).await.expect("password").send_keys("a-long-password-01").await.expect("type");
+                        c.find(Locator::Css("#password-form button")).await.expect("button").click().await.expect("sign in");
+                        c.wait().for_element(Locator::Css("form.filters")).await.expect("signed in");
+                    }
+                    c.goto(&format!("{base}{path}")).await.expect("page");
+                    if *name == "new-key" {
+                        c.find(Locator::Id("key-name")).await.expect("key name").send_keys("deploy script").await.expect("type");
+                        c.find(Locator::Css(".key-form button.primary")).await.expect("make").click().await.expect("click");
+                        c.wait().for_element(Locator::Id("new-key")).await.expect("the new key");
+                    }
+                    let (w, viewport, height) = measure(&c).await;
+                    eprintln!("{device:7} {lang:5} {name:8} {w} / {viewport} px wide, {height} px tall");
+                    if width == PHONE && (w > f64::from(PHONE) || viewport > f64::from(PHONE)) {
+                        failures.push(format!("{lang} {name}: {w} px wide (viewport {viewport})"));
+                    }
+                    if width == PHONE && height > *tallest {
+                        failures.push(format!("{lang} {name}: {height} px tall, more than {tallest}"));
+                    }
+                    // The whole page in the screenshot.
+                    c.issue_cmd(Cdp(
+                        "Emulation.setDeviceMetricsOverride",
+                        serde_json::json!({ "width": width, "height": height.clamp(600.0, 6000.0) as u32, "deviceScaleFactor": 1, "mobile": width == PHONE }),
+                    ))
+                    .await
+                    .expect("metrics");
+                    let png = c.screenshot().await.expect("screenshot");
+                    std::fs::write(shots.join(format!("people-{device}-{name}-{lang}.png")), &png).expect("write");
+                    c.issue_cmd(Cdp(
+                        "Emulation.setDeviceMetricsOverride",
+                        serde_json::json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width == PHONE }),
+                    ))
+                    .await
+                    .expect("metrics");
+                }
+            }
+        }
+        c.close().await.expect("close");
+        failures
+    });
+    eprintln!("screenshots in {}", shots.display());
+    assert!(
+        failures.is_empty(),
+        "people pages that do not fit a phone:\n{}",
         failures.join("\n")
     );
 }

@@ -169,7 +169,13 @@ impl Accounts {
         for fault in faults {
             tracing::error!(fault = %fault, "an account record does not decode; it is ignored");
         }
-        *self.loaded.write() = Loaded::new(dir);
+        // A reload that read the store before this instance's own newer write landed must
+        // not roll the directory back over it (PostgreSQL's notifications start reloads
+        // while writes go on): a session just opened would vanish for a moment.
+        let mut loaded = self.loaded.write();
+        if dir.version >= loaded.dir.version {
+            *loaded = Loaded::new(dir);
+        }
         Ok(())
     }
 

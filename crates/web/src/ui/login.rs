@@ -43,7 +43,12 @@ fn render(
         status,
         "login.html",
         "login",
-        context! { next => next, error => error },
+        context! {
+            next => next,
+            error => error,
+            providers => state.ui.providers.names(),
+            next_query => super::render::urlencoding(next),
+        },
     )
 }
 

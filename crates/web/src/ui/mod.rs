@@ -11,9 +11,15 @@
 //! - `chart` — SVG bar charts
 //! - `home`, `login`, `links`, `dashboard`, `reviews` — the pages' handlers: thin, they call
 //!   the same domain services as the API, never the store
+//! - `oidc` — sign-in through an OpenID Connect provider: the start, the callback, their
+//!   failure pages
+//! - `account`, `users`, `teams`, `audit` — people: one's own account and keys, the users
+//!   (admins), teams and their members and keys, the audit log
 //! - `errors` — the 404/410 pages the redirect path serves
 
+pub mod account;
 pub mod assets;
+pub mod audit;
 pub mod batch;
 pub mod chart;
 pub mod dashboard;
@@ -24,9 +30,12 @@ pub mod home;
 pub mod i18n;
 pub mod links;
 pub mod login;
+pub mod oidc;
 pub mod render;
 pub mod reviews;
 pub mod session;
+pub mod teams;
+pub mod users;
 
 use std::sync::Arc;
 
@@ -50,6 +59,12 @@ pub struct Ui {
     pub errors: errors::ErrorPages,
     /// Cookies get `Secure` when the public base URL is https.
     pub secure_cookies: bool,
+    /// The `[[auth.oidc]]` providers, built once at start (nothing fetched until a sign-in).
+    pub providers: Arc<crate::accounts::oidc::Providers>,
+    /// Started OpenID sign-ins wait here for their callback (shared between instances on
+    /// PostgreSQL, like the sessions).
+    pub records: Arc<crate::records::RecordCache>,
+    pub clock: Arc<dyn Clock>,
 }
 
 /// Anything that stops the pages from being built (a template or catalogue that does not parse).
@@ -67,6 +82,7 @@ impl Ui {
         base_url: &str,
         clock: Arc<dyn Clock>,
         records: Arc<crate::records::RecordCache>,
+        providers: Arc<crate::accounts::oidc::Providers>,
     ) -> Result<Self, UiError> {
         let catalogues = i18n::Catalogues::load()?;
         let templates = render::Templates::new()?;
@@ -84,9 +100,12 @@ impl Ui {
                 clock.clone(),
                 records.clone(),
             ),
-            batches: batch::RecentBatches::new(clock, records),
+            batches: batch::RecentBatches::new(clock.clone(), records.clone()),
             errors,
             secure_cookies: base_url.starts_with("https://"),
+            providers,
+            records,
+            clock,
         })
     }
 }
@@ -99,6 +118,18 @@ pub fn router(state: PageState) -> Router<AppState> {
         .route("/ui/login", get(login::show).post(login::sign_in))
         .route("/ui/logout", post(login::sign_out))
         .route("/ui/lang", get(login::switch_language))
+        .route("/ui/oidc/{name}", get(oidc::start))
+        .route("/ui/oidc/{name}/callback", get(oidc::callback))
+        .route("/ui/account", get(account::show))
+        .route("/ui/account/password", post(account::change_password))
+        .route("/ui/account/keys", post(account::make_key))
+        .route("/ui/keys/{id}/revoke", post(account::revoke_key))
+        .route("/ui/admin/users", get(users::list).post(users::create))
+        .route("/ui/admin/users/{id}", post(users::change))
+        .route("/ui/admin/audit", get(audit::list))
+        .route("/ui/teams", get(teams::list).post(teams::create))
+        .route("/ui/teams/{slug}", get(teams::show))
+        .route("/ui/teams/{slug}/members", post(teams::members))
         .route("/ui/links", get(links::list))
         .route("/ui/links/{code}", get(links::detail))
         .route("/ui/links/{code}/edit", post(links::edit))

@@ -85,6 +85,30 @@ const TEMPLATES: &[(&str, &str)] = &[
         "og.html",
         include_str!("../../../../assets/templates/og.html"),
     ),
+    (
+        "account.html",
+        include_str!("../../../../assets/templates/account.html"),
+    ),
+    (
+        "users.html",
+        include_str!("../../../../assets/templates/users.html"),
+    ),
+    (
+        "teams.html",
+        include_str!("../../../../assets/templates/teams.html"),
+    ),
+    (
+        "team.html",
+        include_str!("../../../../assets/templates/team.html"),
+    ),
+    (
+        "audit.html",
+        include_str!("../../../../assets/templates/audit.html"),
+    ),
+    (
+        "oidc_failed.html",
+        include_str!("../../../../assets/templates/oidc_failed.html"),
+    ),
 ];
 
 /// `default-src 'self'` and nothing inline: the one script and stylesheet are files of ours;
@@ -268,12 +292,20 @@ pub fn page(
         }
     });
     let other = visitor.lang.other();
+    let principal = visitor.session.as_ref().map(|s| &s.principal);
+    // The audit log is for admins, and for a team's owners (the admin role in a space).
+    let audits = principal.is_some_and(|p| {
+        p.everywhere()
+            || (p.actor.user().is_some() && p.grants.spaces.values().any(|r| *r == Role::Admin))
+    });
     let shared = context! {
         lang => visitor.lang.tag(),
         t => ui.catalogues.template(visitor.lang),
         user => user,
         can_edit => visitor.can_edit(),
         is_admin => visitor.role() == Some(Role::Admin),
+        manages_users => principal.is_some_and(|p| p.everywhere()),
+        audits => audits,
         csrf => visitor.csrf.clone(),
         nav => nav,
         path => visitor.path.clone(),

@@ -4,6 +4,7 @@
 //! path shows the visitor pages through [`pages::VisitorPages`], which the pages implement.
 
 pub mod access;
+pub mod accounts;
 pub mod caller;
 pub mod cookies;
 pub mod csv;
