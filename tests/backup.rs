@@ -563,13 +563,17 @@ fn a_server_killed_during_vshortlink_backup_leaves_no_file_and_a_failure() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start vshortlink backup");
-    // Pause the client as soon as its temporary file exists (before it read the stream), so
-    // that the server is mid-stream, held back by the client, when it is killed.
+    // Pause the client as soon as its temporary file holds the stream's first bytes (it is
+    // made before the client connects, so its mere presence is too early), so that the
+    // server is mid-stream, held back by the client, when it is killed.
     let partial = || {
         std::fs::read_dir(dir.path())
             .expect("dir")
             .filter_map(Result::ok)
-            .any(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+            .any(|e| {
+                e.file_name().to_string_lossy().ends_with(".partial")
+                    && e.metadata().is_ok_and(|m| m.len() > 0)
+            })
     };
     let started = Instant::now();
     while !partial() {

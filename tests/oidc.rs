@@ -553,12 +553,14 @@ client_secret = "{secret}"
         assert_eq!(fetch(&carols, &app.url("/ui/teams/red")).0, 200);
         assert_eq!(fetch(&carols, &app.url("/ui/teams/blue")).0, 404);
         // Signed in again without the group (another identity with her verified email): the
-        // membership it gave is gone, and with it everything she could reach (a page says so).
+        // membership it gave is gone, and with it everything she could reach: she is signed
+        // in (her account page), and the team's page is not found for her.
         let again = browser();
         let callback = to_callback(&app, &again, "corp", "carol-again");
         let (status, html) = fetch(&again, &callback);
-        assert_eq!(status, 403, "{html}");
-        assert!(html.contains("Not in a team yet"), "{html}");
+        assert_eq!(status, 303, "{html}");
+        assert_eq!(fetch(&again, &app.url("/ui/account")).0, 200);
+        assert_eq!(fetch(&again, &app.url("/ui/teams/red")).0, 404);
         let red = members(&app, "red");
         assert!(
             !red.iter().any(|(email, _)| email == "carol@example.com"),

@@ -124,7 +124,7 @@ impl Scheduled {
     }
 }
 
-/// One turn's work, on a thread of its own at a low priority.
+/// One turn's work, on a thread of its own, paced like a streamed backup.
 struct Turn {
     store: Arc<dyn Store>,
     dir: PathBuf,

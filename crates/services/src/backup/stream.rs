@@ -1,11 +1,12 @@
 //! A backup as bytes: the sections' lines, then the `end` line (their count and SHA-256, over
 //! the lines as written, before any compression), optionally zstd-compressed; and the bounded
 //! stream of chunks the HTTP API sends, produced on a thread of its own so that reading the
-//! store never holds an async worker, only as fast as the client takes them, and at a low
-//! scheduling priority so that redirects and creates keep their CPU ([`in_background`]).
+//! store never holds an async worker, only as fast as the client takes them, and paced so that
+//! redirects and creates keep their CPU ([`Paced`]).
 
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -20,11 +21,16 @@ use crate::BoxError;
 const ZSTD_LEVEL: i32 = 3;
 /// Bytes per chunk handed to the HTTP body.
 const CHUNK: usize = 64 * 1024;
-/// The nice value of a thread writing a backup. At 10 the kernel gives it about a tenth of
-/// the CPU a default thread gets when both want a core, and all of an idle one: a backup runs
-/// at full speed on a quiet server and yields to the redirects and creates of a busy one
-/// (benches/RESULTS.md, "Backups while running").
-const NICE: i32 = 10;
+/// A backup rests this many times as long as it worked: it takes at most half a core,
+/// however long it runs, and runs at full speed between rests. Not a lower thread priority:
+/// a low-priority thread descheduled while it holds sled's read lock makes every create (a
+/// transaction, which waits for that lock) wait for the thread the kernel runs last
+/// (benches/RESULTS.md, "Backups while running": creates kept 0.44 of their idle rate at
+/// nice 10).
+const REST_PER_WORK: u32 = 1;
+/// Work between rests: long enough that a rest is one sleep per few pages of records, short
+/// enough that a create never waits behind more than this.
+const WORK_SLICE: Duration = Duration::from_millis(5);
 /// Chunks waiting for a slow client: with [`CHUNK`], at most 256 KiB per backup in flight
 /// beyond the writer's own buffers (one page of records, zstd's window), whatever the store's
 /// size.
@@ -106,9 +112,41 @@ fn sealed<W: Write>(
             lines: 0,
         },
     );
-    let counts = write_sections(store, options, &mut lines, tick)?;
-    let sealing = lines.into_inner().map_err(|e| e.into_error())?;
+    let mut paced = Paced {
+        inner: lines,
+        mark: Instant::now(),
+        worked: Duration::ZERO,
+    };
+    let counts = write_sections(store, options, &mut paced, tick)?;
+    let sealing = paced.inner.into_inner().map_err(|e| e.into_error())?;
     Ok((counts, sealing.seal()?))
+}
+
+/// Rests the writing thread [`REST_PER_WORK`] times as long as it read and encoded records,
+/// once per [`WORK_SLICE`]. Writes come between store reads, so a rest never holds a store
+/// lock; the time spent inside the inner writer (waiting for a slow client) is not counted as
+/// work, so a slow reader does not slow the backup twice.
+struct Paced<W: Write> {
+    inner: W,
+    mark: Instant,
+    worked: Duration,
+}
+
+impl<W: Write> Write for Paced<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.worked += self.mark.elapsed();
+        if self.worked >= WORK_SLICE {
+            std::thread::sleep(self.worked * REST_PER_WORK);
+            self.worked = Duration::ZERO;
+        }
+        let n = self.inner.write(buf)?;
+        self.mark = Instant::now();
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Hands full chunks to the channel, waiting while it is full: the client's pace.
@@ -143,9 +181,9 @@ impl Write for ToChannel {
     }
 }
 
-/// Runs `work` on a new thread at a low scheduling priority (`NICE`, 10) and hands its result
-/// back. A thread of its own, not tokio's blocking pool: a pool thread is reused by other work
-/// afterwards, and an unprivileged process cannot raise a thread's priority back.
+/// Runs `work` on a new thread and hands its result back. A thread of its own, not tokio's
+/// blocking pool: a backup runs for minutes, and the pool's threads are for short blocking
+/// calls.
 pub fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> io::Result<tokio::sync::oneshot::Receiver<T>> {
@@ -153,12 +191,6 @@ pub fn in_background<T: Send + 'static>(
     std::thread::Builder::new()
         .name("vsl-backup".into())
         .spawn(move || {
-            // On Linux the nice value is each thread's own: this one alone is lowered. Where
-            // that fails the backup runs at the default priority, which is still correct.
-            #[cfg(target_os = "linux")]
-            if let Err(e) = rustix::process::setpriority_process(None, NICE) {
-                tracing::debug!(error = %e, "backup thread: cannot lower its priority");
-            }
             let _ = tx.send(work());
         })?;
     Ok(rx)
