@@ -189,6 +189,7 @@ fn run_maintenance(app: &TestApp) {
 
 /// A server with the test geo database whose visitors' addresses come from
 /// `X-Forwarded-For` (the loopback is a trusted proxy by default). Keep the directory alive.
+#[cfg(feature = "geo")]
 fn geo_app(extra: &str) -> (tempfile::TempDir, TestApp) {
     let geo_dir = tempfile::tempdir().expect("dir");
     let geo_db = geo_dir.path().join("test-geo.mmdb");
@@ -659,6 +660,7 @@ fn language_rules_read_accept_language_by_primary_tag_and_q_value() {
 }
 
 #[test]
+#[cfg(feature = "geo")]
 fn country_and_ip_rules_follow_the_client_address() {
     let (_geo, app) = geo_app("");
     let d = "https://example.com/geo-default";

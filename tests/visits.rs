@@ -4,6 +4,7 @@
 
 mod common;
 
+#[cfg(feature = "geo")]
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 
 const DESKTOP: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
 const PHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";
+#[cfg(feature = "geo")]
 const TABLET: &str = "Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1";
 const GOOGLEBOT: &str = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)";
 
@@ -72,6 +74,7 @@ fn metric(app: &TestApp, name: &str) -> f64 {
 }
 
 #[test]
+#[cfg(feature = "geo")]
 fn user_agents_give_device_class_and_bot_flag_and_geo_comes_from_the_database() {
     let geo_dir = tempfile::tempdir().unwrap();
     let geo_db = geo_dir.path().join("test-geo.mmdb");
@@ -557,6 +560,7 @@ fn metrics_parse_as_prometheus_text() {
 }
 
 #[test]
+#[cfg(feature = "geo")]
 fn proxy_headers_give_the_client_address_only_when_trusted() {
     let geo_dir = tempfile::tempdir().unwrap();
     let geo_db = geo_dir.path().join("test-geo.mmdb");

@@ -861,6 +861,7 @@ impl Config {
         self.validate_webhooks()?;
         self.validate_server()?;
         self.validate_review()?;
+        self.validate_geo()?;
         self.validate_connections()?;
         self.validate_storage()?;
         self.validate_codes()?;
@@ -973,6 +974,15 @@ impl Config {
                     )
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Checks that a geolocation database is asked for only where the binary can read one.
+    fn validate_geo(&self) -> Result<(), ConfigError> {
+        #[cfg(not(feature = "geo"))]
+        if !self.visits.geo_db.trim().is_empty() {
+            return fail("visits.geo_db", crate::visits::geo::WITHOUT_GEO.into());
         }
         Ok(())
     }

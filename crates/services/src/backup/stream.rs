@@ -104,7 +104,7 @@ fn sealed<W: Write>(
     tick: &mut dyn FnMut(&Counts),
 ) -> Result<(Counts, W), BoxError> {
     // Buffered before the hash: serde_json writes a record in many small pieces.
-    let mut lines = BufWriter::with_capacity(
+    let lines = BufWriter::with_capacity(
         CHUNK,
         Sealing {
             inner: out,

@@ -1,10 +1,14 @@
 //! Offline geolocation from a MaxMind-format database: country, region, city and ISP
 //! of a visitor's address. Reads only; never fails a visit — a missing answer is empty fields.
+//! Behind the `geo` feature (a default): without it `visits.geo_db` is a config error and no
+//! [`GeoDb`] can exist.
 
 use std::net::IpAddr;
 use std::path::Path;
 
+#[cfg(feature = "geo")]
 use maxminddb::Reader;
+#[cfg(feature = "geo")]
 use serde::Deserialize;
 
 /// Where a visit came from; each field is `None` when the database does not say.
@@ -31,9 +35,36 @@ pub struct GeoError {
 /// held in memory: City databases are tens of MiB and every visit is looked up, so no file I/O
 /// happens after start-up.
 pub struct GeoDb {
+    #[cfg(feature = "geo")]
     reader: Reader<Vec<u8>>,
+    /// Without the feature there is no reader, and no value of this type.
+    #[cfg(not(feature = "geo"))]
+    never: std::convert::Infallible,
 }
 
+/// What `visits.geo_db` says in a binary built without the `geo` feature.
+pub const WITHOUT_GEO: &str =
+    "this binary was built without the `geo` feature (a default): it has no geolocation";
+
+#[cfg(not(feature = "geo"))]
+impl GeoDb {
+    pub fn open(path: &Path) -> Result<GeoDb, GeoError> {
+        Err(GeoError {
+            path: path.display().to_string(),
+            detail: WITHOUT_GEO.into(),
+        })
+    }
+
+    pub fn database_type(&self) -> &str {
+        match self.never {}
+    }
+
+    pub fn lookup(&self, _ip: IpAddr) -> Geo {
+        match self.never {}
+    }
+}
+
+#[cfg(feature = "geo")]
 impl GeoDb {
     pub fn open(path: &Path) -> Result<GeoDb, GeoError> {
         let reader = Reader::open_readfile(path).map_err(|e| GeoError {
@@ -68,6 +99,7 @@ impl GeoDb {
     }
 }
 
+#[cfg(feature = "geo")]
 /// The union of the GeoIP2 City, ISP and ASN record fields we read; all optional, so one
 /// struct decodes any of those databases. Strings borrow from the in-memory file, and fields
 /// not named here are skipped without allocating.
@@ -90,12 +122,14 @@ struct Record<'a> {
     autonomous_system_organization: Option<&'a str>,
 }
 
+#[cfg(feature = "geo")]
 #[derive(Deserialize)]
 struct Country<'a> {
     #[serde(borrow)]
     iso_code: Option<&'a str>,
 }
 
+#[cfg(feature = "geo")]
 #[derive(Deserialize)]
 struct Place<'a> {
     #[serde(borrow)]
@@ -104,12 +138,14 @@ struct Place<'a> {
     names: Option<Names<'a>>,
 }
 
+#[cfg(feature = "geo")]
 #[derive(Deserialize)]
 struct Names<'a> {
     #[serde(borrow)]
     en: Option<&'a str>,
 }
 
+#[cfg(feature = "geo")]
 impl Record<'_> {
     fn into_geo(self) -> Geo {
         let country = [self.country, self.registered_country]
@@ -136,6 +172,7 @@ impl Record<'_> {
 }
 
 /// A non-empty string, owned.
+#[cfg(feature = "geo")]
 fn present(value: Option<&str>) -> Option<String> {
     value
         .map(str::trim)
@@ -145,11 +182,11 @@ fn present(value: Option<&str>) -> Option<String> {
 
 /// The test database builder the integration tests use too (a `#[path]` inside `mod tests`
 /// would resolve under `visits/geo/`).
-#[cfg(test)]
+#[cfg(all(test, feature = "geo"))]
 #[path = "../../../../tests/common/mmdb.rs"]
 mod test_mmdb;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "geo"))]
 mod tests {
     use super::*;
 
