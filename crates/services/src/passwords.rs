@@ -2,8 +2,11 @@
 //! stored hash asks no more than that cost, and the few checks allowed to run at once
 //! (`memory.budget`'s `password_checks`: each holds Argon2's 19 MiB), shared by visitors
 //! unlocking links and people signing in, so that a flood of either stays within the budget.
+//! The checks run on threads of their own at a lowered priority, so that a flood of them
+//! takes only the CPU the redirects leave.
 
-use std::sync::Arc;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -83,16 +86,57 @@ pub enum Check {
     Busy,
 }
 
-/// The slots password work runs in.
+/// The nice value of the threads that run Argon2: at 10 the kernel gives them about a tenth
+/// of the CPU a default thread gets when both want a core, and all of an idle one. Safe here
+/// (unlike for a store reader) because Argon2 holds no lock anybody else waits for.
+const NICE: i32 = 10;
+
+/// A piece of password work and where its answer goes.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The slots password work runs in: as many threads of their own, each taking jobs from one
+/// queue, and a semaphore that keeps at most that many jobs queued or running.
 #[derive(Clone)]
 pub struct PasswordChecks {
     slots: Arc<tokio::sync::Semaphore>,
+    jobs: mpsc::Sender<Job>,
 }
 
 impl PasswordChecks {
+    /// Starts `slots` threads (at least one); they end when the last clone is dropped.
     pub fn new(slots: usize) -> Self {
+        let slots = slots.max(1);
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..slots {
+            let queue = queue.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("vsl-password-{n}"))
+                .spawn(move || {
+                    // On Linux the nice value is each thread's own: these alone are lowered.
+                    #[cfg(target_os = "linux")]
+                    if let Err(e) = rustix::process::setpriority_process(None, NICE) {
+                        tracing::debug!(error = %e, "password thread: cannot lower its priority");
+                    }
+                    loop {
+                        // The lock is held only while this thread waits for the next job.
+                        let job = match queue.lock() {
+                            Ok(queue) => queue.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start a password-check thread");
+            }
+        }
         Self {
-            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            jobs,
         }
     }
 
@@ -106,13 +150,13 @@ impl PasswordChecks {
             .await
             .ok()?
             .ok()?;
-        tokio::task::spawn_blocking(move || {
-            let out = f();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            let _ = tx.send(f());
             drop(permit);
-            out
-        })
-        .await
-        .ok()
+        });
+        self.jobs.send(job).ok()?;
+        rx.await.ok()
     }
 
     /// Checks `password` against `hash` in a slot.

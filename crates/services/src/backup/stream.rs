@@ -103,28 +103,28 @@ fn sealed<W: Write>(
     out: W,
     tick: &mut dyn FnMut(&Counts),
 ) -> Result<(Counts, W), BoxError> {
-    // Buffered before the hash: serde_json writes a record in many small pieces.
-    let lines = BufWriter::with_capacity(
+    // Buffered before the pacing and the hash: serde_json writes a record in many small
+    // pieces, and both are paid per write.
+    let mut lines = BufWriter::with_capacity(
         CHUNK,
-        Sealing {
-            inner: out,
-            sha: Sha256::new(),
-            lines: 0,
+        Paced {
+            inner: Sealing {
+                inner: out,
+                sha: Sha256::new(),
+                lines: 0,
+            },
+            mark: Instant::now(),
+            worked: Duration::ZERO,
         },
     );
-    let mut paced = Paced {
-        inner: lines,
-        mark: Instant::now(),
-        worked: Duration::ZERO,
-    };
-    let counts = write_sections(store, options, &mut paced, tick)?;
-    let sealing = paced.inner.into_inner().map_err(|e| e.into_error())?;
-    Ok((counts, sealing.seal()?))
+    let counts = write_sections(store, options, &mut lines, tick)?;
+    let paced = lines.into_inner().map_err(|e| e.into_error())?;
+    Ok((counts, paced.inner.seal()?))
 }
 
 /// Rests the writing thread [`REST_PER_WORK`] times as long as it read and encoded records,
-/// once per [`WORK_SLICE`]. Writes come between store reads, so a rest never holds a store
-/// lock; the time spent inside the inner writer (waiting for a slow client) is not counted as
+/// once per [`WORK_SLICE`]. It sees a write per [`CHUNK`] of lines, and writes come between
+/// store reads, so a rest never holds a store lock; the time spent inside the inner writer (waiting for a slow client) is not counted as
 /// work, so a slow reader does not slow the backup twice.
 struct Paced<W: Write> {
     inner: W,
