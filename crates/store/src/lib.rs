@@ -712,10 +712,11 @@ pub trait QuotaStore: Send + Sync {
 
     /// Adds `want` to a counter unless that takes it past `limit` (a counter not set counts
     /// from 0). Without `partial` it is all or nothing; with it, as much as fits. Atomic
-    /// against every other take, on every instance sharing the store. Durable with the next
-    /// write that waits for durability (on sled the create or visit batch that follows; on
-    /// PostgreSQL at once): a crash in between leaves the counter above the records, never
-    /// below, so a limit is never passed.
+    /// against every other take, on every instance sharing the store. A shared store keeps
+    /// counters durably (PostgreSQL: committed on return; a crash before the create that
+    /// follows leaves the counter above the records, never below, so a limit is never
+    /// passed); a store only one process opens may keep them in memory, every counter unset
+    /// again after each open (sled).
     fn quota_take(&self, key: &str, want: u64, limit: u64, partial: bool)
         -> StoreResult<QuotaTaken>;
 

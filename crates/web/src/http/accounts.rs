@@ -11,7 +11,8 @@ use crate::config::Role;
 use crate::keys::Principal;
 use crate::web::access::blocking;
 pub use crate::web::accounts::{
-    audit_query, me_view, AuditView, KeyView, MemberView, NewKeyView, TeamView, UserView,
+    audit_query, me_view, team_usage, AuditView, KeyView, MemberView, NewKeyView, TeamView,
+    UserView,
 };
 use crate::web::caller::{Caller, ClientIp};
 use crate::web::error::{ApiError, JsonBody};
@@ -167,10 +168,11 @@ pub async fn get_team(
     Path(slug): Path<String>,
 ) -> Result<Json<TeamView>, ApiError> {
     let team = state.accounts.team_for(principal(&caller)?, &slug)?;
-    Ok(Json(TeamView::new(
-        &team,
-        Some(&state.accounts.directory()),
-    )))
+    let (config, plans) = (state.config.clone(), state.plans.clone());
+    let usage = blocking(move || Ok::<_, ApiError>(team_usage(&config, &plans, &slug))).await?;
+    Ok(Json(
+        TeamView::new(&team, Some(&state.accounts.directory())).with_usage(usage),
+    ))
 }
 
 #[utoipa::path(patch, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), request_body = inline(Object), security(("api_key" = [])),
@@ -184,10 +186,11 @@ pub async fn update_team(
 ) -> Result<Json<TeamView>, ApiError> {
     let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
     let team = blocking(move || accounts.update_team(&Acting { by: &by, ip }, &slug, body)).await?;
-    Ok(Json(TeamView::new(
-        &team,
-        Some(&state.accounts.directory()),
-    )))
+    let (config, plans, slug) = (state.config.clone(), state.plans.clone(), team.slug.clone());
+    let usage = blocking(move || Ok::<_, ApiError>(team_usage(&config, &plans, &slug))).await?;
+    Ok(Json(
+        TeamView::new(&team, Some(&state.accounts.directory())).with_usage(usage),
+    ))
 }
 
 #[utoipa::path(delete, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), security(("api_key" = [])),
