@@ -49,7 +49,8 @@ pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
     accounts, backup, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits,
-    links, memory, metrics, passwords, plans, pools, qr, records, review, visits, webhooks, BoxError,
+    links, memory, metrics, passwords, plans, pools, qr, records, review, visits, webhooks,
+    BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 

@@ -9,9 +9,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{problem, TestApp, ADMIN};
-use vshortlink::clock::Clock;
 use reqwest::Method;
 use serde_json::{json, Value};
+use vshortlink::clock::Clock;
 
 /// Plans for the tests: `bare` allows nothing, `all` everything; each of the others one limit.
 const PLANS: &str = r#"
@@ -53,7 +53,12 @@ fn start() -> TestApp {
     TestApp::start_with(PLANS, &[])
 }
 
-fn send(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> reqwest::blocking::Response {
+fn send(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::blocking::Response {
     let request = app.req(method, path, Some(ADMIN));
     match body {
         Some(b) => request.json(&b),
@@ -81,7 +86,11 @@ fn create_in(app: &TestApp, space: &str, body: Value) -> reqwest::blocking::Resp
 fn rand_tail() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("p{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "p{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn created(r: reqwest::blocking::Response) -> Value {
@@ -109,8 +118,16 @@ fn feature_cases() -> Vec<(&'static str, Value, &'static str)> {
     vec![
         ("password", json!({"password": "open sesame"}), "password"),
         ("max_visits", json!({"max_visits": 5}), "max_visits"),
-        ("valid_from", json!({"valid_from": "2099-01-01T00:00:00Z"}), "valid_from"),
-        ("fallback_url", json!({"fallback_url": "https://fallback.example/"}), "fallback_url"),
+        (
+            "valid_from",
+            json!({"valid_from": "2099-01-01T00:00:00Z"}),
+            "valid_from",
+        ),
+        (
+            "fallback_url",
+            json!({"fallback_url": "https://fallback.example/"}),
+            "fallback_url",
+        ),
         (
             "rules",
             json!({"rules": [{"if": {"device": "mobile"}, "url": "https://m.example/"}]}),
@@ -127,7 +144,11 @@ fn feature_cases() -> Vec<(&'static str, Value, &'static str)> {
             "form",
         ),
         ("in_app", json!({"in_app": "interstitial"}), "in_app"),
-        ("preview", json!({"og_title": "A title for crawlers"}), "og_title"),
+        (
+            "preview",
+            json!({"og_title": "A title for crawlers"}),
+            "og_title",
+        ),
     ]
 }
 
@@ -141,15 +162,26 @@ fn every_feature_is_gated_on_a_create_and_a_change() {
         // A create that uses it: refused in the team without it, nothing written.
         let before = count_in(&app, "bare");
         let refused = problem(create_in(&app, "bare", body.clone()), 403);
-        assert_eq!(refused["code"], "feature_not_in_plan", "{feature}: {refused}");
+        assert_eq!(
+            refused["code"], "feature_not_in_plan",
+            "{feature}: {refused}"
+        );
         assert_eq!(refused["field"], field, "{feature}: {refused}");
         assert_eq!(count_in(&app, "bare"), before, "{feature}: nothing written");
         // The same create in a team whose plan has every feature.
         created(create_in(&app, "all", body.clone()));
         // A change that sets it: refused too, and the link is unchanged.
-        let r = send(&app, Method::PATCH, &format!("/api/v1/links/{plain}"), Some(body));
+        let r = send(
+            &app,
+            Method::PATCH,
+            &format!("/api/v1/links/{plain}"),
+            Some(body),
+        );
         let refused = problem(r, 403);
-        assert_eq!(refused["code"], "feature_not_in_plan", "PATCH {feature}: {refused}");
+        assert_eq!(
+            refused["code"], "feature_not_in_plan",
+            "PATCH {feature}: {refused}"
+        );
         assert_eq!(refused["field"], field, "PATCH {feature}");
     }
     // A custom code is a feature of its own (a create only: a code never changes).
@@ -174,7 +206,10 @@ fn every_feature_is_gated_on_a_create_and_a_change() {
     assert_eq!(r.status(), 200);
     let results: Value = r.json().expect("json");
     assert_eq!(results["results"][0]["ok"], false, "{results}");
-    assert_eq!(results["results"][0]["error"]["code"], "feature_not_in_plan");
+    assert_eq!(
+        results["results"][0]["error"]["code"],
+        "feature_not_in_plan"
+    );
     assert_eq!(results["results"][0]["error"]["field"], "links[0].batch");
     assert_eq!(results["results"][1]["ok"], true, "{results}");
     // Removing an option is always allowed.
@@ -210,16 +245,40 @@ fn quotas_hold_at_their_edge_and_refuse_past_it() {
     assert_eq!(refused["used"], 3);
     assert_eq!(count_in(&app, "m"), 3, "nothing written");
     // A delete does not give a month's create back.
-    assert_eq!(send(&app, Method::DELETE, &format!("/api/v1/links/{}", made[0]), None).status(), 204);
-    assert_eq!(problem(create_in(&app, "m", json!({})), 403)["quota"], "links_per_month");
+    assert_eq!(
+        send(
+            &app,
+            Method::DELETE,
+            &format!("/api/v1/links/{}", made[0]),
+            None
+        )
+        .status(),
+        204
+    );
+    assert_eq!(
+        problem(create_in(&app, "m", json!({})), 403)["quota"],
+        "links_per_month"
+    );
     // A dedup hit makes nothing, so it takes nothing (and answers the existing link).
     // active_links = 2: a delete frees one.
     let first = code(&created(create_in(&app, "a", json!({}))));
     created(create_in(&app, "a", json!({})));
     let refused = problem(create_in(&app, "a", json!({})), 403);
     assert_eq!(refused["quota"], "active_links", "{refused}");
-    assert_eq!((refused["limit"].clone(), refused["used"].clone()), (json!(2), json!(2)));
-    assert_eq!(send(&app, Method::DELETE, &format!("/api/v1/links/{first}"), None).status(), 204);
+    assert_eq!(
+        (refused["limit"].clone(), refused["used"].clone()),
+        (json!(2), json!(2))
+    );
+    assert_eq!(
+        send(
+            &app,
+            Method::DELETE,
+            &format!("/api/v1/links/{first}"),
+            None
+        )
+        .status(),
+        204
+    );
     created(create_in(&app, "a", json!({})));
     // Usage as the API shows it.
     let u = usage(&app, "m");
@@ -264,7 +323,11 @@ fn yourls_and_shlink_answer_a_plan_s_refusal_in_their_own_shapes() {
     }
     // A run-time key limited to the team: YOURLS and Shlink creates land in its space.
     let key: Value = app
-        .post_json("/api/v1/keys", ADMIN, &json!({"name": "m", "role": "editor", "team": "m"}))
+        .post_json(
+            "/api/v1/keys",
+            ADMIN,
+            &json!({"name": "m", "role": "editor", "team": "m"}),
+        )
         .json()
         .expect("key");
     let key = key["key"].as_str().expect("key").to_string();
@@ -283,7 +346,10 @@ fn yourls_and_shlink_answer_a_plan_s_refusal_in_their_own_shapes() {
         .expect("json");
     assert_eq!(yourls["status"], "fail", "{yourls}");
     assert_eq!(yourls["code"], "error:quota_exceeded", "{yourls}");
-    assert!(yourls["message"].as_str().is_some_and(|m| m.contains('3')), "{yourls}");
+    assert!(
+        yourls["message"].as_str().is_some_and(|m| m.contains('3')),
+        "{yourls}"
+    );
     let shlink = app
         .client
         .post(app.url("/rest/v3/short-urls"))
@@ -293,7 +359,12 @@ fn yourls_and_shlink_answer_a_plan_s_refusal_in_their_own_shapes() {
         .expect("shlink");
     assert_eq!(shlink.status(), 403);
     let body: Value = shlink.json().expect("json");
-    assert!(body["type"].as_str().is_some_and(|t| t.ends_with("quota-exceeded")), "{body}");
+    assert!(
+        body["type"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("quota-exceeded")),
+        "{body}"
+    );
     assert_eq!(body["quota"], "links_per_month", "{body}");
     assert_eq!(count_in(&app, "m"), 3);
 }
@@ -310,7 +381,10 @@ fn max_ttl_caps_the_default_and_refuses_longer_or_permanent_links() {
     let at = time::OffsetDateTime::parse(&expires, &time::format_description::well_known::Rfc3339)
         .expect("rfc3339");
     let at_ms = (at.unix_timestamp_nanos() / 1_000_000) as u64;
-    assert!(at_ms <= now + 86_400_000 + 5_000 && at_ms > now + 86_000_000, "{expires}");
+    assert!(
+        at_ms <= now + 86_400_000 + 5_000 && at_ms > now + 86_000_000,
+        "{expires}"
+    );
     // A custom code (permanent by default) is capped too.
     let custom = created(create_in(&app, "s", json!({"code": "short-custom"})));
     assert!(custom["expires_at"].is_string(), "{custom}");
@@ -336,7 +410,10 @@ fn max_ttl_caps_the_default_and_refuses_longer_or_permanent_links() {
     let refused = problem(create_in(&app, "f", json!({})), 403);
     assert_eq!(refused["code"], "feature_not_in_plan");
     assert_eq!(refused["field"], "length");
-    assert_eq!(problem(create_in(&app, "f", json!({"length": 6})), 403)["field"], "length");
+    assert_eq!(
+        problem(create_in(&app, "f", json!({"length": 6})), 403)["field"],
+        "length"
+    );
     let five = created(create_in(&app, "f", json!({"length": 5})));
     assert_eq!(code(&five).len(), 5);
 }
@@ -348,13 +425,20 @@ fn forty_against_ten(apps: &[&TestApp]) {
             .map(|i| {
                 let app = apps[i % apps.len()];
                 s.spawn(move || {
-                    create_in(app, "ten", json!({"url": format!("https://example.com/race-{i}")}))
-                        .status()
-                        .as_u16()
+                    create_in(
+                        app,
+                        "ten",
+                        json!({"url": format!("https://example.com/race-{i}")}),
+                    )
+                    .status()
+                    .as_u16()
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect()
     });
     let made = statuses.iter().filter(|s| **s == 201).count();
     let refused = statuses.iter().filter(|s| **s == 403).count();
@@ -381,11 +465,19 @@ fn two_postgres_instances_never_pass_a_limit_together() {
     // B sees the team (and its plan) within a second.
     let started = Instant::now();
     let plan_on_b = || -> Value {
-        let r = b.req(Method::GET, "/api/v1/teams/ten", Some(ADMIN)).send().expect("GET");
-        r.json::<Value>().map(|t| t["plan"].clone()).unwrap_or(Value::Null)
+        let r = b
+            .req(Method::GET, "/api/v1/teams/ten", Some(ADMIN))
+            .send()
+            .expect("GET");
+        r.json::<Value>()
+            .map(|t| t["plan"].clone())
+            .unwrap_or(Value::Null)
     };
     while plan_on_b() != "ten" {
-        assert!(started.elapsed() < Duration::from_secs(5), "B never saw the team");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "B never saw the team"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     forty_against_ten(&[&a, &b]);
@@ -424,8 +516,8 @@ fn wait_total(app: &TestApp, code: &str, n: u64) {
 
 /// The first millisecond of the next UTC month after `now`, plus an hour.
 fn next_month(now: u64) -> u64 {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now) * 1_000_000)
-        .expect("time");
+    let t =
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(now) * 1_000_000).expect("time");
     let (y, m) = match t.month() {
         time::Month::December => (t.year() + 1, time::Month::January),
         m => (t.year(), m.next()),
@@ -447,17 +539,27 @@ fn visits_past_the_month_s_limit_redirect_unrecorded_until_the_month_turns() {
         assert_eq!(visit(&app, &link, DESKTOP).status(), 302, "redirects go on");
     }
     wait_total(&app, &link, 3);
-    assert_eq!(usage(&app, "v")["visits_this_month"], json!({"used": 3, "limit": 3}));
+    assert_eq!(
+        usage(&app, "v")["visits_this_month"],
+        json!({"used": 3, "limit": 3})
+    );
     let metrics = app.get("/metrics").text().expect("metrics");
     assert!(
         metrics.contains("vsl_visits_over_plan_total{team=\"v\"} 2"),
         "{}",
-        metrics.lines().filter(|l| l.contains("over_plan")).collect::<Vec<_>>().join("\n")
+        metrics
+            .lines()
+            .filter(|l| l.contains("over_plan"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     for _ in 0..3 {
         created(create_in(&app, "m", json!({"ttl": 90 * 86_400})));
     }
-    assert_eq!(problem(create_in(&app, "m", json!({})), 403)["quota"], "links_per_month");
+    assert_eq!(
+        problem(create_in(&app, "m", json!({})), 403)["quota"],
+        "links_per_month"
+    );
     // The month turns: creates and visits are counted afresh.
     let now = app.clock.now();
     app.advance(Duration::from_millis(next_month(now) - now));
@@ -491,7 +593,11 @@ fn in_app_days_send_in_app_visitors_to_the_in_app_page_once_a_link_is_old_enough
         assert_eq!(r.status(), 200, "old: the in-app page");
         let body = r.text().expect("body");
         assert!(body.contains(c.as_str()), "the page offers the short link");
-        assert_eq!(visit(&app, c, DESKTOP).status(), 302, "others are redirected");
+        assert_eq!(
+            visit(&app, c, DESKTOP).status(),
+            302,
+            "others are redirected"
+        );
     }
     // `in_app_days = 0`: from creation on.
     let at_once = code(&created(create_in(&app, "now", json!({}))));
@@ -513,28 +619,55 @@ fn in_app_days_send_in_app_visitors_to_the_in_app_page_once_a_link_is_old_enough
 fn a_plan_changed_while_the_server_runs_applies_to_the_next_request() {
     let app = start();
     make_team(&app, "t", "bare");
-    let refused = problem(create_in(&app, "t", json!({"password": "open sesame"})), 403);
+    let refused = problem(
+        create_in(&app, "t", json!({"password": "open sesame"})),
+        403,
+    );
     assert_eq!(refused["code"], "feature_not_in_plan");
-    let r = send(&app, Method::PATCH, "/api/v1/teams/t", Some(json!({"plan": "all"})));
+    let r = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/teams/t",
+        Some(json!({"plan": "all"})),
+    );
     assert_eq!(r.status(), 200);
     let team: Value = r.json().expect("team");
     assert_eq!(team["usage"]["plan"], "all", "{team}");
     created(create_in(&app, "t", json!({"password": "open sesame"})));
     // An unknown plan is refused naming `plan`; the team keeps its plan.
-    let r = send(&app, Method::PATCH, "/api/v1/teams/t", Some(json!({"plan": "gold"})));
+    let r = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/teams/t",
+        Some(json!({"plan": "gold"})),
+    );
     let refused = problem(r, 400);
     assert_eq!(refused["field"], "plan", "{refused}");
-    let r = app.post_json("/api/v1/teams", ADMIN, &json!({"slug": "u", "plan": "gold"}));
+    let r = app.post_json(
+        "/api/v1/teams",
+        ADMIN,
+        &json!({"slug": "u", "plan": "gold"}),
+    );
     assert_eq!(problem(r, 400)["field"], "plan");
     assert_eq!(app.api_get("/api/v1/teams/t", ADMIN)["plan"], "all");
     // In-app decisions cached under the old plan are dropped too.
     let link = code(&created(create_in(&app, "t", json!({}))));
     assert_eq!(visit(&app, &link, WECHAT).status(), 302);
-    let r = send(&app, Method::PATCH, "/api/v1/teams/t", Some(json!({"plan": "wechat_now"})));
+    let r = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/teams/t",
+        Some(json!({"plan": "wechat_now"})),
+    );
     assert_eq!(r.status(), 200);
     assert_eq!(visit(&app, &link, WECHAT).status(), 200, "the next request");
     // No plan: no limits.
-    let r = send(&app, Method::PATCH, "/api/v1/teams/t", Some(json!({"plan": null})));
+    let r = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/teams/t",
+        Some(json!({"plan": null})),
+    );
     assert_eq!(r.status(), 200);
     assert_eq!(visit(&app, &link, WECHAT).status(), 302);
 }
@@ -558,7 +691,10 @@ fn the_team_page_shows_usage_bars_in_both_languages() {
         assert!(body.contains("style=\"width: 33%\""), "{lang}: the bar");
     }
     let dash = get_lang("/ui/dashboard", "en").text().expect("dashboard");
-    assert!(dash.contains("/ui/teams/m#usage"), "admins see every team's usage");
+    assert!(
+        dash.contains("/ui/teams/m#usage"),
+        "admins see every team's usage"
+    );
 }
 
 #[test]
@@ -566,8 +702,14 @@ fn a_bad_plan_is_refused_at_start_naming_its_key() {
     let dir = tempfile::tempdir().expect("dir");
     let config = dir.path().join("config.toml");
     for (plan, key) in [
-        ("[plans.free]\nfeatures = [\"password\", \"rules\", \"foo\"]\n", "plans.free.features[2]"),
-        ("[plans.free]\nlinks_per_month = -1\n", "plans.free.links_per_month"),
+        (
+            "[plans.free]\nfeatures = [\"password\", \"rules\", \"foo\"]\n",
+            "plans.free.features[2]",
+        ),
+        (
+            "[plans.free]\nlinks_per_month = -1\n",
+            "plans.free.links_per_month",
+        ),
         ("[plans.free]\nlengths = [9]\n", "plans.free.lengths[0]"),
     ] {
         std::fs::write(

@@ -2251,7 +2251,11 @@ fn quotas_are_taken_exactly_and_never_past_their_limit(make: Make) {
     let store = make(&dir);
     assert_eq!(store.quota_get("links/red/2027-01").unwrap(), None);
     assert_eq!(store.quota_init("links/red/2027-01", 3).unwrap(), 3);
-    assert_eq!(store.quota_init("links/red/2027-01", 9).unwrap(), 3, "set once");
+    assert_eq!(
+        store.quota_init("links/red/2027-01", 9).unwrap(),
+        3,
+        "set once"
+    );
     let taken = store.quota_take("links/red/2027-01", 1, 5, false).unwrap();
     assert_eq!((taken.granted, taken.used), (1, 4));
     // All or nothing: 2 do not fit under 5, nothing is taken.

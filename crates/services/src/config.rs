@@ -961,7 +961,10 @@ impl Config {
                     return fail(&key(field), format!("must be 0 or more, not {v}"));
                 }
             }
-            if plan.max_ttl.is_some_and(|t| t.0.is_none_or(|d| d.is_zero())) {
+            if plan
+                .max_ttl
+                .is_some_and(|t| t.0.is_none_or(|d| d.is_zero()))
+            {
                 return fail(
                     &key("max_ttl"),
                     "must be a positive duration (leave it out for no limit)".into(),
@@ -1525,9 +1528,15 @@ mod tests {
                 "[plans.free]\nfeatures = [\"password\", \"rules\", \"foo\"]",
                 "plans.free.features[2]`: unknown feature \"foo\"",
             ),
-            ("[plans.free]\nlinks_per_month = -1", "plans.free.links_per_month"),
+            (
+                "[plans.free]\nlinks_per_month = -1",
+                "plans.free.links_per_month",
+            ),
             ("[plans.free]\nlengths = [6, 9]", "plans.free.lengths[1]"),
-            ("[plans.free]\nmax_ttl = \"permanent\"", "plans.free.max_ttl"),
+            (
+                "[plans.free]\nmax_ttl = \"permanent\"",
+                "plans.free.max_ttl",
+            ),
             ("[plans.free]\nlinks_per_mnth = 3", "links_per_mnth"),
         ];
         for (toml, key) in cases {

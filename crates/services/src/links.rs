@@ -456,9 +456,10 @@ impl Links {
         let Some(bound) = self.bound(&new.space) else {
             return Ok(None);
         };
-        let plans = self.plans.get().ok_or_else(|| {
-            LinkError::Store(StoreError::Backend("plans vanished".into()))
-        })?;
+        let plans = self
+            .plans
+            .get()
+            .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
         plans.take_link(&bound, new.now).map(Some)
     }
 
@@ -685,10 +686,13 @@ impl Links {
         if dry_run {
             return Ok(None);
         }
-        let plans = self.plans.get().ok_or_else(|| {
-            LinkError::Store(StoreError::Backend("plans vanished".into()))
-        })?;
-        plans.take_imported(&bound, link, self.clock.now()).map(Some)
+        let plans = self
+            .plans
+            .get()
+            .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
+        plans
+            .take_imported(&bound, link, self.clock.now())
+            .map(Some)
     }
 
     /// Settles what [`Links::check_imported`] took: kept when the record was written.
@@ -884,11 +888,7 @@ impl Links {
                 expires_at
             }
             // The tier's default, capped at the plan's longest validity.
-            Some(max) => Some(
-                expires_at
-                    .unwrap_or(u64::MAX)
-                    .min(now.saturating_add(max)),
-            ),
+            Some(max) => Some(expires_at.unwrap_or(u64::MAX).min(now.saturating_add(max))),
             None => expires_at,
         };
         Ok(NewLink {
@@ -1408,7 +1408,11 @@ fn gate_options(plan: &Plan, o: &LinkOptions) -> Result<()> {
         ("password", "options.password", o.password.is_some()),
         ("max_visits", "options.max_visits", o.max_visits.is_some()),
         ("valid_from", "options.valid_from", o.valid_from.is_some()),
-        ("fallback_url", "options.fallback_url", o.fallback_url.is_some()),
+        (
+            "fallback_url",
+            "options.fallback_url",
+            o.fallback_url.is_some(),
+        ),
         ("rules", "options.rules", !o.rules.is_empty()),
         ("targets", "options.targets", !o.targets.is_empty()),
         ("form", "options.form", o.form.is_some()),

@@ -428,7 +428,11 @@ impl Plans {
         let links = self.ensure_links(&bound.team, now)?;
         let active = self.ensure_active(&bound.team)?;
         for (key, quota, limit) in [
-            (links, "links_per_month", plan.and_then(|p| p.links_per_month)),
+            (
+                links,
+                "links_per_month",
+                plan.and_then(|p| p.links_per_month),
+            ),
             (active, "active_links", plan.and_then(|p| p.active_links)),
         ] {
             let taken = self
@@ -485,7 +489,12 @@ impl Plans {
     /// A link written whole by an import, counted like a create: `quota_exceeded` past a
     /// limit (nothing taken). Only links made this month count toward `links_per_month`, and
     /// only active ones toward `active_links`.
-    pub fn take_imported(&self, bound: &Bound, link: &Link, now: Millis) -> Result<Held, LinkError> {
+    pub fn take_imported(
+        &self,
+        bound: &Bound,
+        link: &Link,
+        now: Millis,
+    ) -> Result<Held, LinkError> {
         let plan = bound.plan.as_deref();
         let mut held = Held::default();
         let (_, start) = month_of(now);
@@ -513,7 +522,10 @@ impl Plans {
                     quota,
                     limit,
                     used: Some(taken.used),
-                    detail: format!("the team's plan allows {limit} ({quota}); {} used", taken.used),
+                    detail: format!(
+                        "the team's plan allows {limit} ({quota}); {} used",
+                        taken.used
+                    ),
                 });
             }
             held.keys.push(key);
@@ -590,9 +602,11 @@ impl Plans {
                 continue;
             };
             let (month, _) = month_of(v.visit.at);
-            let entry = wanted
-                .entry((bound.team.clone(), month))
-                .or_insert((0, bound.plan.as_ref().and_then(|p| p.visits_per_month), v.visit.at));
+            let entry = wanted.entry((bound.team.clone(), month)).or_insert((
+                0,
+                bound.plan.as_ref().and_then(|p| p.visits_per_month),
+                v.visit.at,
+            ));
             entry.0 += 1;
             team_of.push(Some((bound.team, v.visit.at)));
         }

@@ -717,8 +717,13 @@ pub trait QuotaStore: Send + Sync {
     /// follows leaves the counter above the records, never below, so a limit is never
     /// passed); a store only one process opens may keep them in memory, every counter unset
     /// again after each open (sled).
-    fn quota_take(&self, key: &str, want: u64, limit: u64, partial: bool)
-        -> StoreResult<QuotaTaken>;
+    fn quota_take(
+        &self,
+        key: &str,
+        want: u64,
+        limit: u64,
+        partial: bool,
+    ) -> StoreResult<QuotaTaken>;
 
     /// Takes `n` back (a create that failed after its take, a link deleted or ended); never
     /// below 0, and a counter not set stays unset.

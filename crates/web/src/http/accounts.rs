@@ -161,7 +161,7 @@ pub async fn list_teams(
 }
 
 #[utoipa::path(get, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), security(("api_key" = [])),
-    responses((status = 200, description = "The team with its `members`", body = TeamView), (status = 404, description = "No such team, or not the caller's")))]
+    responses((status = 200, description = "The team with its `members`, and its `usage` when plans are configured (links this month, active links, visits this month, each `{used, limit}`)", body = TeamView), (status = 404, description = "No such team, or not the caller's")))]
 pub async fn get_team(
     State(state): State<AppState>,
     caller: Caller,
@@ -176,7 +176,8 @@ pub async fn get_team(
 }
 
 #[utoipa::path(patch, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), request_body = inline(Object), security(("api_key" = [])),
-    responses((status = 200, description = "The team (`{name?, plan?, spaces?}` in; owners may rename, admins change the rest)", body = TeamView)))]
+    responses((status = 200, description = "The team (`{name?, plan?, spaces?}` in; owners may rename, admins change the rest; a plan change applies from the next request)", body = TeamView),
+        (status = 400, description = "`plan` names no configured plan (`unknown_plan`, field `plan`)")))]
 pub async fn update_team(
     State(state): State<AppState>,
     caller: Caller,

@@ -141,9 +141,7 @@ pub fn answer(
         }) => {
             // A plain link meets no gate but the in-app page, and only when that is the
             // default or its team's plan says so (`in_app_days`).
-            if state.config.links.in_app == InApp::Interstitial
-                || plan_in_app(state, in_app_from)
-            {
+            if state.config.links.in_app == InApp::Interstitial || plan_in_app(state, in_app_from) {
                 let ua = asked.text(header::USER_AGENT);
                 if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua)
                 {
