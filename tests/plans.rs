@@ -731,3 +731,43 @@ fn a_bad_plan_is_refused_at_start_naming_its_key() {
         assert!(stderr.contains(key), "{plan}: {stderr}");
     }
 }
+
+#[test]
+fn an_import_into_a_team_on_a_plan_is_checked_like_creates_and_names_each_refused_line() {
+    // The real binary: an import needs the store stopped, which an in-process app keeps.
+    let mut app = TestApp::binary_with(PLANS, &[]);
+    // The team owns `default`, where CSV rows without a space land.
+    let r = app.post_json(
+        "/api/v1/teams",
+        ADMIN,
+        &json!({"slug": "m", "plan": "monthly", "spaces": ["default"]}),
+    );
+    assert_eq!(r.status(), 201);
+    created(create_in(&app, "default", json!({})));
+    assert!(app.terminate().success());
+    let file = app.dir.path().join("links.csv");
+    std::fs::write(
+        &file,
+        "url\nhttps://example.com/i1\nhttps://example.com/i2\nhttps://example.com/i3\nhttps://example.com/i4\n",
+    )
+    .expect("csv");
+    let out = common::cli::vsl(
+        &app.config_path(),
+        &["import", "--format", "csv", file.to_str().expect("path")],
+    );
+    // (An import with refused lines exits non-zero: its report is what says which.)
+    let report = common::cli::text(&out.stderr);
+    assert!(report.contains("created 2"), "{report}");
+    // Three a month: one made before, two imported, lines 4 and 5 refused by name.
+    assert!(
+        !report.contains("line 2:") && !report.contains("line 3:"),
+        "{report}"
+    );
+    for line in ["line 4: refused", "line 5: refused"] {
+        assert!(report.contains(line), "{line}: {report}");
+    }
+    assert!(report.contains("links a month"), "{report}");
+    app.respawn();
+    assert_eq!(count_in(&app, "default"), 3);
+    assert_eq!(usage(&app, "m")["links_this_month"]["used"], 3);
+}

@@ -680,7 +680,7 @@ mod tests {
     #[test]
     fn months_are_utc_calendar_months() {
         // 2026-03-31T23:59:59.999Z and a millisecond later.
-        let end = 1_774_997_999_999;
+        let end = 1_775_001_599_999;
         assert_eq!(month_of(end).0, "2026-03");
         assert_eq!(month_of(end + 1).0, "2026-04");
         assert_eq!(month_of(end + 1).1, end + 1);
