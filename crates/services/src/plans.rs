@@ -170,6 +170,11 @@ pub struct Held {
     keys: Vec<String>,
 }
 
+/// A team and a month (`YYYY-MM`): what a visits counter counts.
+type TeamMonth = (Arc<str>, String);
+/// Visits of a batch for one counter: how many, the plan's limit, a visit's time (its month).
+type Wanted = (u64, Option<u64>, Millis);
+
 /// The metric label of the visits a plan's limit kept from being recorded.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TeamLabel {
@@ -587,7 +592,7 @@ impl Plans {
         }
         // Each visit's team, in order; then how many each team's counter takes.
         let mut team_of: Vec<Option<(Arc<str>, Millis)>> = Vec::with_capacity(visits.len());
-        let mut wanted: HashMap<(Arc<str>, String), (u64, Option<u64>, Millis)> = HashMap::new();
+        let mut wanted: HashMap<TeamMonth, Wanted> = HashMap::new();
         for v in visits.iter() {
             let team = match self.space_of(v.visit.link_id) {
                 Ok(Some(space)) => self.bound(&space),
@@ -611,7 +616,7 @@ impl Plans {
             team_of.push(Some((bound.team, v.visit.at)));
         }
         let mut taken = Vec::new();
-        let mut allowed: HashMap<(Arc<str>, String), u64> = HashMap::new();
+        let mut allowed: HashMap<TeamMonth, u64> = HashMap::new();
         for ((team, month), (want, limit, at)) in wanted {
             let key = match self.ensure_visits(&team, at) {
                 Ok(key) => key,
