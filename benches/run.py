@@ -41,7 +41,7 @@ ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SIX_MIN = 62 ** 5  # the first 6-character code number
 # The groups of rows `--rows` can pick from.
 ROWS = ("hot", "zipf", "uniform", "check", "options", "capped", "unknown", "job", "backup",
-        "accounts", "create", "disk", "crash")
+        "accounts", "plans", "create", "disk", "crash")
 
 
 def log(text):
@@ -452,6 +452,9 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
         peak.label = "accounts"
         ours = accounts_rows(args, ours, tmp, duration, warmup, rows, servers, start_ours,
                              rss_ends)
+    if "plans" in args.rows:
+        peak.label = "plans"
+        ours = plans_rows(args, ours, tmp, duration, warmup, rows, servers, start_ours, rss_ends)
     if "create" in args.rows:
         peak.label = "create"
         ours = create_rows(args, ours, duration, rows, servers, start_ours, rss_ends)
@@ -848,6 +851,41 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
+
+
+def plans_rows(args, ours, tmp, duration, warmup, rows, servers, start_ours, rss_ends):
+    """Plans and quotas (SPEC §25): the hot redirect and creates with no plans, then the same
+    with every link in a team on a plan with limits (the team owns the `default` space the
+    seeded links and the creates are in; limits far above what the run reaches, `in_app_days`
+    set so that the redirect decides it), in the same run. Returns the server left running."""
+    hot = os.path.join(tmp, "hot.txt")
+    wrk(args, ours.base, "zipf.lua", [hot], warmup)
+    plain_hot = mean_run([wrk(args, ours.base, "zipf.lua", [hot], duration) for _ in range(args.rounds)])
+    plain_create = wrk(args, ours.base, "create.lua", [KEY, "plans-off"], duration)
+    rss_ends.append(rss_mb(ours.proc.pid))
+    ours.stop()
+    servers.remove(ours)
+    ours = start_ours("ours-plans", {"VSL_PLANS__BENCH__LINKS_PER_MONTH": "1000000000",
+                                     "VSL_PLANS__BENCH__ACTIVE_LINKS": "1000000000",
+                                     "VSL_PLANS__BENCH__VISITS_PER_MONTH": "1000000000000",
+                                     "VSL_PLANS__BENCH__IN_APP_DAYS": "3650"})
+    status, body = http("POST", ours.base + "/api/v1/teams",
+                        {"slug": "bench", "plan": "bench", "spaces": ["default"]}, key=KEY)
+    if status != 201:
+        raise SystemExit(f"making the bench team: {status} {body}")
+    wrk(args, ours.base, "zipf.lua", [hot], warmup)
+    plan_hot = mean_run([wrk(args, ours.base, "zipf.lua", [hot], duration) for _ in range(args.rounds)])
+    plan_create = wrk(args, ours.base, "create.lua", [KEY, "plans-on"], duration)
+    for what, plan, plain in (("redirect, one hot code", plan_hot, plain_hot),
+                              (f"create, {args.connections} clients, process", plan_create, plain_create)):
+        ratio = plan["rps"] / plain["rps"] if plain["rps"] else 0.0
+        rows.append({"row": f"{what}, every link in a team on a plan with limits (vs no plans)",
+                     "ours": f"{plan['rps']:,.0f}/s", "ceiling": f"{plain['rps']:,.0f}/s (no plans)",
+                     "ratio": f"{ratio:.2f}", "target": "≥ 0.97 of no plans",
+                     "p99": p99_text(plan, plain), "dropped": "-",
+                     "ok": "yes" if ratio >= 0.97 and not plan["errors"] else "NO"})
+        log(f"{rows[-1]['row']}: {rows[-1]['ours']} vs {rows[-1]['ceiling']} = {rows[-1]['ratio']}")
+    return ours
 
 
 def create_rows(args, ours, duration, rows, servers, start_ours, rss_ends):

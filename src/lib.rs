@@ -49,7 +49,8 @@ pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
     accounts, backup, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits,
-    links, memory, metrics, passwords, pools, qr, records, review, visits, webhooks, BoxError,
+    links, memory, metrics, passwords, plans, pools, qr, records, review, visits, webhooks,
+    BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 
@@ -67,6 +68,7 @@ use crate::limits::RateLimits;
 use crate::links::Links;
 use crate::metrics::Metrics;
 use crate::model::StoreError;
+use crate::plans::Plans;
 use crate::pools::Pools;
 use crate::store::{Durability, Store, StoreChange};
 use crate::ui::Ui;
@@ -181,6 +183,7 @@ pub async fn build(
         accounts,
         blocked,
         links,
+        plans,
     } = core;
     let Told {
         recorder,
@@ -232,6 +235,7 @@ pub async fn build(
         health,
         stats: Arc::new(Statistics::new(store.clone(), clock)),
         accounts,
+        plans,
         backups,
         pages: ui.clone(),
         recorder,
@@ -275,6 +279,7 @@ struct Core {
     accounts: Arc<Accounts>,
     blocked: Arc<BlockedHosts>,
     links: Arc<Links>,
+    plans: Arc<Plans>,
 }
 
 impl Core {
@@ -327,6 +332,16 @@ impl Core {
                 .await??,
             )
         };
+        // The teams' plans: told of every accounts directory; with none configured, creates
+        // and visits are not counted (no team has limits) and usage is not shown.
+        let plans = Arc::new(Plans::new(config, store.clone(), clock.clone()));
+        if !config.plans.is_empty() {
+            links.use_plans(plans.clone());
+            let links = links.clone();
+            // Cached in-app decisions were made by the old plans.
+            plans.on_change(Box::new(move || links.forget(&StoreChange::All)));
+        }
+        accounts.use_plans(plans.clone());
         accounts.start_background();
         // Instances sharing one database evict what the others changed, and reload the
         // account records another one wrote.
@@ -344,6 +359,7 @@ impl Core {
             accounts,
             blocked,
             links,
+            plans,
         })
     }
 }
@@ -383,6 +399,9 @@ impl Told {
         )
         .map_err(|e| e.to_string())?;
         links.use_geo(recorder.geo());
+        if !config.plans.is_empty() {
+            recorder.admit_with(core.plans.clone());
+        }
         let limits = Arc::new(
             RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)
                 .with_ipv6_prefix(config.limits.ipv6_prefix),
@@ -394,6 +413,7 @@ impl Told {
         );
         metrics.register_rate_limits(&limits);
         metrics.register_memory(&config.memory.bounds);
+        metrics.register_plans(&core.plans);
         let backups = Arc::new(backup::Backups::new(store.clone()));
         metrics.register_backups(&backups.counters);
         // The review of destinations: checks only when enabled (an appliance sends nothing

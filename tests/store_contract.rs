@@ -2243,6 +2243,57 @@ fn memory_held_names_each_part_once_and_keeps_them(make: Make) {
     assert_eq!(names(&*store), before);
 }
 
+/// Plans' usage counters (SPEC §25): set once, taken never past their limit — all or nothing,
+/// or as much as fits — exactly under concurrency and, on a shared store, across instances;
+/// released never below zero; cleared to be counted again.
+fn quotas_are_taken_exactly_and_never_past_their_limit(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    assert_eq!(store.quota_get("links/red/2027-01").unwrap(), None);
+    assert_eq!(store.quota_init("links/red/2027-01", 3).unwrap(), 3);
+    assert_eq!(
+        store.quota_init("links/red/2027-01", 9).unwrap(),
+        3,
+        "set once"
+    );
+    let taken = store.quota_take("links/red/2027-01", 1, 5, false).unwrap();
+    assert_eq!((taken.granted, taken.used), (1, 4));
+    // All or nothing: 2 do not fit under 5, nothing is taken.
+    let refused = store.quota_take("links/red/2027-01", 2, 5, false).unwrap();
+    assert_eq!((refused.granted, refused.used), (0, 4));
+    // As much as fits.
+    let part = store.quota_take("links/red/2027-01", 7, 5, true).unwrap();
+    assert_eq!((part.granted, part.used), (1, 5));
+    store.quota_release("links/red/2027-01", 2).unwrap();
+    assert_eq!(store.quota_get("links/red/2027-01").unwrap(), Some(3));
+    store.quota_release("links/red/2027-01", 10).unwrap();
+    assert_eq!(store.quota_get("links/red/2027-01").unwrap(), Some(0));
+    // Releasing a counter never set leaves it unset (it is counted when first needed).
+    store.quota_release("active/blue", 1).unwrap();
+    assert_eq!(store.quota_get("active/blue").unwrap(), None);
+    // 40 takes at once against 10 left: exactly 10, split over two instances when the store
+    // is shared.
+    store.quota_init("active/red", 90).unwrap();
+    let other = another_instance(&dir);
+    let granted: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..40)
+            .map(|i| {
+                let on: &dyn Store = match (&other, i % 2) {
+                    (Some(other), 1) => &**other,
+                    _ => &*store,
+                };
+                s.spawn(move || on.quota_take("active/red", 1, 100, false).unwrap().granted)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(granted, 10);
+    assert_eq!(store.quota_get("active/red").unwrap(), Some(100));
+    store.quota_clear().unwrap();
+    assert_eq!(store.quota_get("active/red").unwrap(), None);
+    assert_eq!(store.quota_get("links/red/2027-01").unwrap(), None);
+}
+
 macro_rules! contract {
     ($($case:ident),+ $(,)?) => {
         backend!(sled; $($case),+);
@@ -2401,6 +2452,7 @@ contract!(
     submitted_creates_are_answered_once_each,
     options_travel_with_the_link,
     claims_never_pass_a_cap,
+    quotas_are_taken_exactly_and_never_past_their_limit,
     leads_are_kept_by_link,
     gates_travel_with_the_link,
     the_review_queue_takes_each_link_once,

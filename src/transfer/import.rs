@@ -112,6 +112,8 @@ struct Importer<'a> {
     counted: HashMap<u64, Vec<(CapSlot, u64)>>,
     /// Account records, with their line numbers, written together at the end (one version).
     accounts: Vec<(u64, crate::model::AccountRecord)>,
+    /// What each pending line took from its team's quotas (its plan), by line.
+    held: HashMap<u64, crate::plans::Held>,
     report: &'a mut dyn Write,
 }
 
@@ -134,8 +136,18 @@ impl Importer<'_> {
     /// CR/LF in an option or a password hash that costs a gigabyte a guess must not get in
     /// this way). The refusal names the record's field.
     fn checked_link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
-        match self.links.check_record(link) {
-            Ok(link) => self.link(line, link),
+        let checked = self.links.check_record(link).and_then(|link| {
+            // A record of a team on a plan: its features and quotas, as a create's.
+            let held = self.links.check_imported(&link, self.dry_run)?;
+            Ok((link, held))
+        });
+        match checked {
+            Ok((link, held)) => {
+                if let Some(held) = held {
+                    self.held.insert(line, held);
+                }
+                self.link(line, link)
+            }
             Err(LinkError::Store(e)) => Err(e.into()),
             Err(e) => self.refuse_now(line, naming_field(&e)),
         }
@@ -184,6 +196,10 @@ impl Importer<'_> {
         let results = self.store.import_links(&links)?;
         let created_before = self.summary.created;
         for ((line, link), result) in batch.into_iter().zip(results) {
+            // A plan's quotas keep only what was written.
+            let held = self.held.remove(&line);
+            self.links
+                .imported(held, matches!(result, Imported::Created(_)));
             match result {
                 Imported::Created(stored) => {
                     self.summary.created += 1;
@@ -530,7 +546,18 @@ pub fn import(
 ) -> Result<ImportSummary, BoxError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
-    let links = Links::new(store.clone(), pools, clock, config)?;
+    let links = Links::new(store.clone(), pools, clock.clone(), config.clone())?;
+    // Links into a team on a plan are checked like creates (SPEC §25): the teams are those
+    // the store holds before the import.
+    if !config.plans.is_empty() {
+        let plans = Arc::new(crate::plans::Plans::new(&config, store.clone(), clock));
+        let (directory, faults) = crate::model::Directory::load(&store.accounts()?);
+        for fault in faults {
+            tracing::warn!(fault = %fault, "an account record does not decode; it is ignored");
+        }
+        plans.set_directory(&directory);
+        links.use_plans(plans);
+    }
     let mut importer = Importer {
         store,
         links: &links,
@@ -544,6 +571,7 @@ pub fn import(
         keep_visit_ids: None,
         counted: HashMap::new(),
         accounts: Vec::new(),
+        held: HashMap::new(),
         report,
     };
     let mut progress = Progress::new("importing", None);

@@ -27,6 +27,9 @@ pub struct CachedTarget {
     pub state: Option<Arc<LinkState>>,
     /// A review blocked the link.
     pub blocked: bool,
+    /// From when in-app visitors get the in-app page by the team's plan (`in_app_days`);
+    /// `None` for a link no plan decides this for.
+    pub in_app_from: Option<Millis>,
 }
 
 /// Hit and miss counters, shared with `/metrics`.
@@ -173,6 +176,7 @@ mod tests {
             cached_at,
             state: None,
             blocked: false,
+            in_app_from: None,
         }
     }
 

@@ -50,6 +50,58 @@ pub struct Config {
     /// `[[webhooks]]`: none by default.
     #[serde(default)]
     pub webhooks: Vec<WebhookConfig>,
+    /// `[plans.NAME]`: what teams on each plan may use and how much (SPEC §25); none by
+    /// default, and a team without a plan has no limits.
+    #[serde(default)]
+    pub plans: BTreeMap<String, PlanConfig>,
+}
+
+/// Every feature a plan may leave out (`[plans.NAME].features`), as the config names them.
+pub const PLAN_FEATURES: &[&str] = &[
+    "password",
+    "max_visits",
+    "valid_from",
+    "fallback_url",
+    "rules",
+    "targets",
+    "form",
+    "in_app",
+    "preview",
+    "custom_code",
+    "batch",
+    "export",
+    "domains",
+    "webhooks",
+];
+
+/// `[plans.NAME]`: one tier (design 003's 免费版, 个人版, …). Limits are signed here only so
+/// that a negative one is refused naming its key rather than as a type error; each absent
+/// limit is no limit.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanConfig {
+    /// The features the plan allows, of [`PLAN_FEATURES`]; absent: every one.
+    #[serde(default)]
+    pub features: Option<Vec<String>>,
+    /// Links made per calendar month (UTC) in the team's spaces.
+    #[serde(default)]
+    pub links_per_month: Option<i64>,
+    /// Active links in the team's spaces at any time.
+    #[serde(default)]
+    pub active_links: Option<i64>,
+    /// Visits recorded per calendar month (UTC); past it redirects go on unrecorded.
+    #[serde(default)]
+    pub visits_per_month: Option<i64>,
+    /// The longest validity a link may have (creates without `ttl` are capped to it).
+    #[serde(default)]
+    pub max_ttl: Option<Span>,
+    /// The code lengths (tiers) the plan may create generated codes of; absent: every one.
+    #[serde(default)]
+    pub lengths: Option<Vec<i64>>,
+    /// Days after a link's creation past which visitors in an in-app browser get the in-app
+    /// page (0: from creation on).
+    #[serde(default)]
+    pub in_app_days: Option<i64>,
 }
 
 /// `[backup]`: the scheduled backups ([`crate::backup::schedule`]).
@@ -868,6 +920,70 @@ impl Config {
         self.validate_limits()?;
         self.validate_oidc()?;
         self.validate_backup()?;
+        self.validate_plans()?;
+        Ok(())
+    }
+
+    /// Checks each `[plans.NAME]`: its name (a team names it), known features, limits that
+    /// are not negative, lengths that are configured tiers, a `max_ttl` that is a duration.
+    fn validate_plans(&self) -> Result<(), ConfigError> {
+        for (name, plan) in &self.plans {
+            let key = |field: &str| format!("plans.{name}.{field}");
+            let name_ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+            if !name_ok {
+                return fail(
+                    &format!("plans.{name}"),
+                    "a plan's name is 1 to 64 letters, digits, `_`, `-` and `.`".into(),
+                );
+            }
+            for (i, feature) in plan.features.iter().flatten().enumerate() {
+                if !PLAN_FEATURES.contains(&feature.as_str()) {
+                    return fail(
+                        &key(&format!("features[{i}]")),
+                        format!(
+                            "unknown feature \"{feature}\"; features are {}",
+                            PLAN_FEATURES.join(", ")
+                        ),
+                    );
+                }
+            }
+            let limits = [
+                ("links_per_month", plan.links_per_month),
+                ("active_links", plan.active_links),
+                ("visits_per_month", plan.visits_per_month),
+                ("in_app_days", plan.in_app_days),
+            ];
+            for (field, value) in limits {
+                if let Some(v) = value.filter(|v| *v < 0) {
+                    return fail(&key(field), format!("must be 0 or more, not {v}"));
+                }
+            }
+            if plan
+                .max_ttl
+                .is_some_and(|t| t.0.is_none_or(|d| d.is_zero()))
+            {
+                return fail(
+                    &key("max_ttl"),
+                    "must be a positive duration (leave it out for no limit)".into(),
+                );
+            }
+            for (i, length) in plan.lengths.iter().flatten().enumerate() {
+                let known = u8::try_from(*length)
+                    .ok()
+                    .and_then(|l| self.tier(l))
+                    .is_some_and(|t| t.strategy.makes_codes());
+                if !known {
+                    return fail(
+                        &key(&format!("lengths[{i}]")),
+                        format!("{length} is not a configured tier that makes codes"),
+                    );
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1418,6 +1534,20 @@ mod tests {
             ("[memory]\nbudget = \"12TB\"", "budget"),
             ("[memory]\nbudget = -5", "budget"),
             ("[visits]\nqueue = 0", "visits.queue"),
+            (
+                "[plans.free]\nfeatures = [\"password\", \"rules\", \"foo\"]",
+                "plans.free.features[2]`: unknown feature \"foo\"",
+            ),
+            (
+                "[plans.free]\nlinks_per_month = -1",
+                "plans.free.links_per_month",
+            ),
+            ("[plans.free]\nlengths = [6, 9]", "plans.free.lengths[1]"),
+            (
+                "[plans.free]\nmax_ttl = \"permanent\"",
+                "plans.free.max_ttl",
+            ),
+            ("[plans.free]\nlinks_per_mnth = 3", "links_per_mnth"),
         ];
         for (toml, key) in cases {
             let err = Config::from_toml(toml).unwrap_err().to_string();

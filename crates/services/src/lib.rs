@@ -19,6 +19,8 @@
 //! - [`backup`] streams backups of the running store, writes the scheduled ones, and checks a
 //!   backup file whole (the one writer and reader of the export format).
 //! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.
+//! - [`plans`] holds the plans teams are on and their usage counters: the features and
+//!   quotas every create and change is checked against (SPEC §25).
 //! - [`keys`] is the API key ring; [`limits`] enforces `limits.rates` (governor);
 //!   [`blocklist`] holds the blocked hosts.
 //! - [`health`] and [`metrics`] are `/healthz` and `/metrics` as services; [`records`] keeps
@@ -44,6 +46,7 @@ pub mod links;
 pub mod memory;
 pub mod metrics;
 pub mod passwords;
+pub mod plans;
 pub mod pools;
 pub mod qr;
 pub mod records;

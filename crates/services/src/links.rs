@@ -37,6 +37,7 @@ use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::model::{
     Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,
 };
+use crate::plans::{Bound, Held, Plan, Plans};
 use crate::pools::Pools;
 use crate::store::{CodeChoice, Created, NewLink, Store, StoreChange};
 use crate::visits::geo::GeoDb;
@@ -73,6 +74,22 @@ pub enum LinkError {
     NotActive { code: String, status: &'static str },
     #[error("no code of length {0} is available")]
     PoolExhausted(u8),
+    /// The team's plan does not include a feature the request uses (403
+    /// `feature_not_in_plan`), naming the field that uses it.
+    #[error("{detail}")]
+    NotInPlan {
+        field: Cow<'static, str>,
+        detail: String,
+    },
+    /// Past one of the team's plan's limits (403 `quota_exceeded`): which, its limit, and
+    /// how much is used (`None` for a permanent link asked past `max_ttl`).
+    #[error("{detail}")]
+    QuotaExceeded {
+        quota: &'static str,
+        limit: u64,
+        used: Option<u64>,
+        detail: String,
+    },
     #[error("storage failure")]
     Store(#[from] StoreError),
 }
@@ -95,6 +112,10 @@ impl LinkError {
         match self {
             LinkError::Invalid { code, detail, .. } => LinkError::Invalid {
                 code,
+                field: path.into(),
+                detail,
+            },
+            LinkError::NotInPlan { detail, .. } => LinkError::NotInPlan {
                 field: path.into(),
                 detail,
             },
@@ -301,6 +322,9 @@ pub enum Resolution {
         /// The link's options and what this instance knows of them; `None` for a plain link,
         /// which redirects to `url` and nothing more.
         state: Option<Arc<LinkState>>,
+        /// From when visitors in an in-app browser get the in-app page whatever the link
+        /// says (its team's plan's `in_app_days`); `None`: the plan does not decide.
+        in_app_from: Option<Millis>,
     },
     /// The code belongs to an expired or deleted link; an expired one may send its visitors
     /// to its `fallback_url`.
@@ -342,6 +366,9 @@ pub struct Links {
     /// Visitor-password checks running at once (`memory.budget`'s `password_checks`): each
     /// Argon2 run holds 19 MiB ([`Links::unlock`]).
     password_checks: crate::passwords::PasswordChecks,
+    /// The teams' plans ([`Links::use_plans`]): checked by every create and change; none set
+    /// (tools that make no links in teams), nothing is checked.
+    plans: OnceLock<Arc<Plans>>,
 }
 
 /// The metadata key of the `hash` strategy's secret.
@@ -373,6 +400,7 @@ impl Links {
             check_lengths,
             review_hook: OnceLock::new(),
             change_hook: OnceLock::new(),
+            plans: OnceLock::new(),
             hash_secret: OnceLock::new(),
             // Links with options visited lately, and user agents the rules parsed: their
             // shares of `memory.budget` (the writer's parser takes four fifths of the agents).
@@ -400,6 +428,48 @@ impl Links {
     pub fn with_blocklist(mut self, blocked: Arc<BlockedHosts>) -> Self {
         self.blocked = blocked;
         self
+    }
+
+    /// Checks every create and change against these plans from now on (once).
+    pub fn use_plans(&self, plans: Arc<Plans>) {
+        let _ = self.plans.set(plans);
+    }
+
+    /// The plans, when in use.
+    pub fn plans(&self) -> Option<&Arc<Plans>> {
+        self.plans.get()
+    }
+
+    /// The team and plan a space is bound by; `None` for a space no team owns (or without
+    /// plans in use).
+    fn bound(&self, space: &str) -> Option<Bound> {
+        let plans = self.plans.get()?;
+        if !plans.any_team() {
+            return None;
+        }
+        plans.bound(space)
+    }
+
+    /// Takes a new link from its team's quotas before it is written ([`Links::settle`] gives
+    /// it back unless the link is made).
+    fn reserve(&self, new: &NewLink) -> Result<Option<Held>> {
+        let Some(bound) = self.bound(&new.space) else {
+            return Ok(None);
+        };
+        let plans = self
+            .plans
+            .get()
+            .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
+        plans.take_link(&bound, new.now).map(Some)
+    }
+
+    /// Keeps what [`Links::reserve`] took if a new link was made, else gives it back.
+    fn settle(&self, held: Option<Held>, made: bool) {
+        if let (Some(held), Some(plans)) = (held, self.plans.get()) {
+            if !made {
+                plans.give_back(held);
+            }
+        }
     }
 
     /// Reads countries for `country` rules from this database (the visit writer's).
@@ -448,6 +518,11 @@ impl Links {
 
     /// Tells the change hook; the lifecycle job tells it of the links it ends.
     pub fn tell_change(&self, change: LinkChange, link: &Link) {
+        if matches!(change, LinkChange::Deleted | LinkChange::Ended) {
+            if let Some(plans) = self.plans.get() {
+                plans.link_ended(link);
+            }
+        }
         if let Some(hook) = self.change_hook.get() {
             hook(change, link);
         }
@@ -457,7 +532,9 @@ impl Links {
     pub fn create(&self, req: CreateLink) -> Result<(Link, bool)> {
         let new = self.validate_create(req, self.clock.now())?;
         let length = new.length();
+        let held = self.reserve(&new)?;
         let result = created(self.pools.create(&new), length);
+        self.settle(held, matches!(result, Ok((_, true))));
         self.tell_review(&result, Trigger::Created);
         result
     }
@@ -467,9 +544,22 @@ impl Links {
     pub async fn create_async(&self, req: CreateLink) -> Result<(Link, bool)> {
         let new = self.validate_create(req, self.clock.now())?;
         let length = new.length();
+        // A quota take is a lock and a map update on sled, one short transaction on
+        // PostgreSQL: not worth a thread hop for the one, bounded for the other.
+        let held = self.reserve(&new)?;
         let result = created(self.pools.create_async(new).await, length);
+        self.settle(held, matches!(result, Ok((_, true))));
         self.tell_review(&result, Trigger::Created);
         result
+    }
+
+    /// Refuses a batch item of a team whose plan has no `batch` (each item answers for itself).
+    fn check_batch(&self, req: &CreateLink) -> Result<()> {
+        let space = req.space.as_deref().unwrap_or(DEFAULT_SPACE);
+        match self.bound(space).and_then(|b| b.plan) {
+            Some(plan) => plan.require("batch", "batch"),
+            None => Ok(()),
+        }
     }
 
     /// Creates many links at once, answers in request order. Creates run side by side so that
@@ -480,7 +570,13 @@ impl Links {
         let count = reqs.len();
         for (index, req) in reqs.into_iter().enumerate() {
             let links = self.clone();
-            tasks.spawn(async move { (index, links.create_async(req).await) });
+            tasks.spawn(async move {
+                let outcome = match links.check_batch(&req) {
+                    Ok(()) => links.create_async(req).await,
+                    Err(e) => Err(e),
+                };
+                (index, outcome)
+            });
         }
         let mut results: Vec<Option<Result<(Link, bool)>>> = (0..count).map(|_| None).collect();
         while let Some(joined) = tasks.join_next().await {
@@ -560,6 +656,50 @@ impl Links {
         Ok(link)
     }
 
+    /// A whole record from a file (`vshortlink import`) in a team on a plan, checked like a
+    /// create: the features its options use (`options.<field>`), a generated code's length,
+    /// and — unless `dry_run` — the team's quotas, taken at once ([`Links::imported`] gives
+    /// them back unless the record is written).
+    pub fn check_imported(&self, link: &Link, dry_run: bool) -> Result<Option<Held>> {
+        let Some(bound) = self.bound(&link.space) else {
+            return Ok(None);
+        };
+        if let Some(plan) = bound.plan.as_deref() {
+            if let Some(options) = &link.options {
+                gate_options(plan, options)?;
+            }
+            if link.custom {
+                plan.require("custom_code", "code")?;
+            } else if let Some(length) = u8::try_from(link.code.len())
+                .ok()
+                .filter(|l| !plan.allows_length(*l))
+            {
+                return Err(LinkError::NotInPlan {
+                    field: "code".into(),
+                    detail: format!(
+                        "`code`: the team's plan `{}` does not create codes of length {length}",
+                        plan.name
+                    ),
+                });
+            }
+        }
+        if dry_run {
+            return Ok(None);
+        }
+        let plans = self
+            .plans
+            .get()
+            .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
+        plans
+            .take_imported(&bound, link, self.clock.now())
+            .map(Some)
+    }
+
+    /// Settles what [`Links::check_imported`] took: kept when the record was written.
+    pub fn imported(&self, held: Option<Held>, written: bool) {
+        self.settle(held, written);
+    }
+
     /// Refuses a caller's code of a check tier's length: such codes are made by
     /// the service, their last character a check character.
     fn refuse_check_length(&self, code: &str) -> Result<()> {
@@ -627,6 +767,15 @@ impl Links {
 
     /// Checks and normalises a create request (no writes).
     pub fn validate_create(&self, mut req: CreateLink, now: Millis) -> Result<NewLink> {
+        // The plan of the team the link would belong to: checked before anything is taken
+        // out of the request.
+        let plan = self
+            .bound(req.space.as_deref().unwrap_or(DEFAULT_SPACE))
+            .and_then(|b| b.plan);
+        if let Some(plan) = plan.as_deref() {
+            gate_create(plan, &req)?;
+        }
+        let explicit_expiry = req.ttl.is_some() || req.expires_at.is_some();
         let options = self.check_options(req.options_input())?.apply(None);
         // With targets, `url` may be left out: the first target's URL stands for the link.
         if req.url.trim().is_empty() {
@@ -657,6 +806,21 @@ impl Links {
             }
             None => {
                 let length = req.length.unwrap_or(self.config.codes.default_length);
+                if let Some(plan) = plan.as_deref().filter(|p| !p.allows_length(length)) {
+                    return Err(LinkError::NotInPlan {
+                        field: "length".into(),
+                        detail: format!(
+                            "`length`: the team's plan `{}` does not create codes of length \
+                             {length}{}",
+                            plan.name,
+                            if req.length.is_none() {
+                                " (the default); ask for one of its lengths"
+                            } else {
+                                ""
+                            }
+                        ),
+                    });
+                }
                 let tier = self.config.tier(length);
                 if let Some(tier) = tier.filter(|t| t.strategy == TierStrategy::Hash) {
                     CodeChoice::Computed(self.computed_codes(
@@ -717,6 +881,15 @@ impl Links {
                     .and_then(|t| t.ttl.millis())
                     .map(|ms| now.saturating_add(ms)),
             },
+        };
+        let expires_at = match plan.as_deref().and_then(|p| p.max_ttl) {
+            Some(max) if explicit_expiry => {
+                check_max_ttl(max, expires_at, now)?;
+                expires_at
+            }
+            // The tier's default, capped at the plan's longest validity.
+            Some(max) => Some(expires_at.unwrap_or(u64::MAX).min(now.saturating_add(max))),
+            None => expires_at,
         };
         Ok(NewLink {
             // A create that asks for any option gets a link of its own: an existing link of
@@ -803,6 +976,7 @@ impl Links {
                 id: hit.id,
                 url: hit.url,
                 state: hit.state,
+                in_app_from: hit.in_app_from,
             });
         }
         if !self.store.may_exist(code) {
@@ -816,6 +990,7 @@ impl Links {
                     Some(options) => Some(self.state_of(code, entry.id, &url, options)?),
                     None => None,
                 };
+                let in_app_from = self.in_app_from(entry.id)?;
                 self.cache.insert(
                     code,
                     CachedTarget {
@@ -825,6 +1000,7 @@ impl Links {
                         cached_at: now,
                         state: state.clone(),
                         blocked: entry.blocked,
+                        in_app_from,
                     },
                 );
                 // An update or delete may have invalidated between our read and our insert:
@@ -840,6 +1016,7 @@ impl Links {
                     id: entry.id,
                     url,
                     state,
+                    in_app_from,
                 })
             }
             // Past its expiry, not yet marked by the daily job.
@@ -855,6 +1032,19 @@ impl Links {
                 None => Resolution::NotFound,
             }),
         }
+    }
+
+    /// From when a link's in-app visitors get the in-app page by its team's plan: read on a
+    /// cache miss only when some plan sets `in_app_days` (the active entry holds neither
+    /// the link's space nor its age, so that a plain link's entry stays small).
+    fn in_app_from(&self, id: u64) -> Result<Option<Millis>> {
+        let Some(plans) = self.plans.get().filter(|p| p.decides_in_app()) else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .link_by_id(id)?
+            .and_then(|link| plans.in_app_from(&link.space, link.created_at)))
     }
 
     /// The link that owns a code.
@@ -875,6 +1065,17 @@ impl Links {
     /// Applies a patch; the cache forgets the old target at once.
     pub fn update(&self, code: &str, mut req: UpdateLink) -> Result<Link> {
         let now = self.clock.now();
+        // A link's space never changes: its team's plan as of now decides this change.
+        if self.plans.get().is_some_and(|p| p.any_team()) {
+            let link = self.get(code)?;
+            if let Some(plan) = self.bound(&link.space).and_then(|b| b.plan) {
+                gate_update(&plan, &req)?;
+                if let (Some(max), Some(at)) = (plan.max_ttl, req.expires_at.as_ref()) {
+                    let at = parse_expiry(at.as_deref(), now)?;
+                    check_max_ttl(max, at, now)?;
+                }
+            }
+        }
         // New targets without a new URL leave `url` as it is (SPEC §19): it is where
         // visitors go again once the targets are removed.
         let options = self.check_options(req.options_input())?;
@@ -1145,4 +1346,125 @@ fn created(outcome: StoreResult<Created>, length: u8) -> Result<(Link, bool)> {
         Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `quota_exceeded` naming `max_ttl` for an expiry past the plan's longest validity (or a
+/// permanent link).
+fn check_max_ttl(max: u64, expires_at: Option<Millis>, now: Millis) -> Result<()> {
+    let asked = expires_at.map(|at| at.saturating_sub(now));
+    if asked.is_some_and(|ms| ms <= max) {
+        return Ok(());
+    }
+    Err(LinkError::QuotaExceeded {
+        quota: "max_ttl",
+        limit: max / 1000,
+        used: asked.map(|ms| ms / 1000),
+        detail: match asked {
+            Some(ms) => format!(
+                "the team's plan lets a link live at most {} seconds, not {}",
+                max / 1000,
+                ms / 1000
+            ),
+            None => format!(
+                "the team's plan lets a link live at most {} seconds; a permanent link is past it",
+                max / 1000
+            ),
+        },
+    })
+}
+
+/// The features a create uses, each with the field that uses it, checked against the plan.
+fn gate_create(plan: &Plan, req: &CreateLink) -> Result<()> {
+    let uses = [
+        ("password", "password", req.password.is_some()),
+        ("max_visits", "max_visits", req.max_visits.is_some()),
+        ("valid_from", "valid_from", req.valid_from.is_some()),
+        ("fallback_url", "fallback_url", req.fallback_url.is_some()),
+        ("rules", "rules", req.rules.is_some()),
+        ("targets", "targets", req.targets.is_some()),
+        ("targets", "rotation", req.rotation.is_some()),
+        ("form", "form", req.form.is_some()),
+        ("in_app", "in_app", req.in_app.is_some()),
+        ("preview", "og_title", req.og_title.is_some()),
+        ("preview", "og_description", req.og_description.is_some()),
+        ("preview", "og_image", req.og_image.is_some()),
+        ("custom_code", "code", req.code.is_some()),
+    ];
+    for (feature, field, used) in uses {
+        if used {
+            plan.require(feature, field)?;
+        }
+    }
+    if let Some(field) = target_caps(req.targets.as_ref()) {
+        plan.require("max_visits", &field)?;
+    }
+    Ok(())
+}
+
+/// The features a stored link's options use (an imported record), each named
+/// `options.<field>`, checked against the plan.
+fn gate_options(plan: &Plan, o: &LinkOptions) -> Result<()> {
+    let uses = [
+        ("password", "options.password", o.password.is_some()),
+        ("max_visits", "options.max_visits", o.max_visits.is_some()),
+        ("valid_from", "options.valid_from", o.valid_from.is_some()),
+        (
+            "fallback_url",
+            "options.fallback_url",
+            o.fallback_url.is_some(),
+        ),
+        ("rules", "options.rules", !o.rules.is_empty()),
+        ("targets", "options.targets", !o.targets.is_empty()),
+        ("form", "options.form", o.form.is_some()),
+        ("in_app", "options.in_app", o.in_app.is_some()),
+        ("preview", "options.preview", o.preview.is_some()),
+    ];
+    for (feature, field, used) in uses {
+        if used {
+            plan.require(feature, field)?;
+        }
+    }
+    Ok(())
+}
+
+/// The features a change sets (removing one is always allowed), checked against the plan.
+fn gate_update(plan: &Plan, req: &UpdateLink) -> Result<()> {
+    fn set<T>(v: &Option<Option<T>>) -> bool {
+        matches!(v, Some(Some(_)))
+    }
+    let uses = [
+        ("password", "password", set(&req.password)),
+        ("max_visits", "max_visits", set(&req.max_visits)),
+        ("valid_from", "valid_from", set(&req.valid_from)),
+        ("fallback_url", "fallback_url", set(&req.fallback_url)),
+        ("rules", "rules", set(&req.rules)),
+        ("targets", "targets", set(&req.targets)),
+        ("targets", "rotation", set(&req.rotation)),
+        ("form", "form", set(&req.form)),
+        ("in_app", "in_app", set(&req.in_app)),
+        ("preview", "og_title", set(&req.og_title)),
+        ("preview", "og_description", set(&req.og_description)),
+        ("preview", "og_image", set(&req.og_image)),
+    ];
+    for (feature, field, used) in uses {
+        if used {
+            plan.require(feature, field)?;
+        }
+    }
+    if let Some(Some(targets)) = &req.targets {
+        if let Some(field) = target_caps(Some(targets)) {
+            plan.require("max_visits", &field)?;
+        }
+    }
+    Ok(())
+}
+
+/// `targets[i].max_visits` of the first target with a cap: a cap is the `max_visits` feature
+/// wherever it is set.
+fn target_caps(targets: Option<&serde_json::Value>) -> Option<String> {
+    targets?
+        .as_array()?
+        .iter()
+        .position(|t| t.get("max_visits").is_some_and(|v| !v.is_null()))
+        .map(|i| format!("targets[{i}].max_visits"))
 }

@@ -308,6 +308,15 @@ impl Metrics {
         );
     }
 
+    /// Visits a team's plan kept from being recorded (past `visits_per_month`), by team.
+    pub fn register_plans(&mut self, plans: &crate::plans::Plans) {
+        self.registry.register(
+            "visits_over_plan",
+            "Visits redirected but not recorded because their team was past its plan's visits_per_month, by team",
+            plans.dropped.clone(),
+        );
+    }
+
     pub fn register_rate_limits(&mut self, limits: &crate::limits::RateLimits) {
         self.registry.register(
             "rate_limited",

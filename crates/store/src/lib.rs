@@ -307,6 +307,7 @@ pub trait Store:
     + OutboxStore
     + MetaStore
     + AccountStore
+    + QuotaStore
     + StoreOps
 {
 }
@@ -321,6 +322,7 @@ impl<T> Store for T where
         + OutboxStore
         + MetaStore
         + AccountStore
+        + QuotaStore
         + StoreOps
         + ?Sized
 {
@@ -330,7 +332,7 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         AccountStore, CapStore, Cluster, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore,
-        ReviewStore, SharedRecords, StoreOps, VisitStore,
+        QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
     };
 }
 
@@ -684,6 +686,52 @@ pub trait AccountStore: Send + Sync {
 
     /// Removes entries older than `before`; returns how many went.
     fn audit_prune(&self, before: Millis) -> StoreResult<u64>;
+}
+
+/// What [`QuotaStore::quota_take`] did: how much it added and where the counter stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaTaken {
+    /// Added to the counter: all that was asked, part of it (`partial`), or nothing.
+    pub granted: u64,
+    /// The counter after the take (before it, when nothing was granted).
+    pub used: u64,
+}
+
+/// The usage counters of plans' quotas (SPEC §25): small named counters (a team's links this
+/// month, its active links, its visits this month), taken against a limit atomically, so that
+/// concurrent creates — on PostgreSQL, on several instances — never pass the limit together.
+/// The store decides nothing about what a key means; the services name and count them.
+pub trait QuotaStore: Send + Sync {
+    /// A counter's value; `None` when it was never set (or was cleared): the caller counts it
+    /// from the records and sets it with [`QuotaStore::quota_init`].
+    fn quota_get(&self, key: &str) -> StoreResult<Option<u64>>;
+
+    /// Sets a counter that is not set; returns what it holds afterwards, so that two callers
+    /// counting at once agree on one value.
+    fn quota_init(&self, key: &str, value: u64) -> StoreResult<u64>;
+
+    /// Adds `want` to a counter unless that takes it past `limit` (a counter not set counts
+    /// from 0). Without `partial` it is all or nothing; with it, as much as fits. Atomic
+    /// against every other take, on every instance sharing the store. A shared store keeps
+    /// counters durably (PostgreSQL: committed on return; a crash before the create that
+    /// follows leaves the counter above the records, never below, so a limit is never
+    /// passed); a store only one process opens may keep them in memory, every counter unset
+    /// again after each open (sled).
+    fn quota_take(
+        &self,
+        key: &str,
+        want: u64,
+        limit: u64,
+        partial: bool,
+    ) -> StoreResult<QuotaTaken>;
+
+    /// Takes `n` back (a create that failed after its take, a link deleted or ended); never
+    /// below 0, and a counter not set stays unset.
+    fn quota_release(&self, key: &str, n: u64) -> StoreResult<()>;
+
+    /// Forgets every counter, so that each is counted again from the records when next used:
+    /// at the start of a store only this process uses, and after an import or a restore.
+    fn quota_clear(&self) -> StoreResult<()>;
 }
 
 /// Running the store: durability, health, shutdown, and the handle of a shared store.

@@ -19,5 +19,5 @@ pub mod web;
 pub(crate) use vshortlink_model as model;
 pub(crate) use vshortlink_services::{
     accounts, backup, clock, config, csv_safe, health, jobs, keys, leads, limits, links, metrics,
-    pools, qr, records, review, visits, webhooks,
+    plans, pools, qr, records, review, visits, webhooks,
 };

@@ -128,6 +128,9 @@ pub struct Accounts {
     /// Run-time keys used since the last flush, and when ([`Accounts::flush_last_used`]).
     used: Mutex<HashMap<String, Millis>>,
     pub audit: Arc<Audit>,
+    /// The plans a team may name, told of every new directory (which team owns which space,
+    /// on which plan): set once at start ([`Accounts::use_plans`]).
+    plans: std::sync::OnceLock<Arc<crate::plans::Plans>>,
 }
 
 /// The metadata key under which the key pepper is agreed.
@@ -157,6 +160,7 @@ impl Accounts {
             clock,
             auth: auth.clone(),
             used: Mutex::new(HashMap::new()),
+            plans: std::sync::OnceLock::new(),
         };
         accounts.reload()?;
         Ok(accounts)
@@ -172,11 +176,49 @@ impl Accounts {
         // A reload that read the store before this instance's own newer write landed must
         // not roll the directory back over it (PostgreSQL's notifications start reloads
         // while writes go on): a session just opened would vanish for a moment.
-        let mut loaded = self.loaded.write();
-        if dir.version >= loaded.dir.version {
-            *loaded = Loaded::new(dir);
+        {
+            let mut loaded = self.loaded.write();
+            if dir.version >= loaded.dir.version {
+                *loaded = Loaded::new(dir);
+            }
         }
+        self.tell_plans();
         Ok(())
+    }
+
+    /// Checks team plans against these plans and tells them of every directory from now on.
+    pub fn use_plans(&self, plans: Arc<crate::plans::Plans>) {
+        let _ = self.plans.set(plans);
+        self.tell_plans();
+    }
+
+    /// Tells the plans of the directory as it is now (its spaces and their teams' plans).
+    fn tell_plans(&self) {
+        if let Some(plans) = self.plans.get() {
+            plans.set_directory(&self.directory());
+        }
+    }
+
+    /// Refuses a plan name that is not configured (400 naming `plan`).
+    pub(crate) fn check_plan(&self, name: &str) -> Result<()> {
+        match self.plans.get() {
+            Some(plans) if plans.plan(name).is_none() => {
+                let names = plans.names();
+                Err(AccountError::invalid(
+                    "unknown_plan",
+                    "plan",
+                    if names.is_empty() {
+                        format!("no plan `{name}` is configured (the config has no [plans])")
+                    } else {
+                        format!(
+                            "no plan `{name}` is configured; plans are {}",
+                            names.join(", ")
+                        )
+                    },
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The directory as of now.
@@ -217,11 +259,14 @@ impl Accounts {
                 Some(version) => {
                     let mut next = after;
                     next.version = version;
-                    let mut loaded = self.loaded.write();
-                    // A reload from another change may have overtaken this one meanwhile.
-                    if loaded.dir.version < version {
-                        *loaded = Loaded::new(next);
+                    {
+                        let mut loaded = self.loaded.write();
+                        // A reload from another change may have overtaken this one meanwhile.
+                        if loaded.dir.version < version {
+                            *loaded = Loaded::new(next);
+                        }
                     }
+                    self.tell_plans();
                     return Ok(out);
                 }
                 None => self.reload()?,

@@ -450,6 +450,9 @@ impl Accounts {
             .as_deref()
             .map(|p| check_slug(p, "plan"))
             .transpose()?;
+        if let Some(plan) = &plan {
+            self.check_plan(plan)?;
+        }
         let now = self.now();
         let team = self.change(|dir| {
             if dir.team(&slug).is_some() {
@@ -491,7 +494,11 @@ impl Accounts {
         }
         let name = patch.name.as_deref().map(check_name).transpose()?;
         let plan = match &patch.plan {
-            Some(Some(p)) => Some(Some(check_slug(p, "plan")?)),
+            Some(Some(p)) => {
+                let p = check_slug(p, "plan")?;
+                self.check_plan(&p)?;
+                Some(Some(p))
+            }
             Some(None) => Some(None),
             None => None,
         };

@@ -219,7 +219,10 @@ impl Links {
         let mut new = self.validate_create(req, now)?;
         new.dedup = false;
         let length = new.length();
-        match self.pools.create(&new) {
+        let held = self.reserve(&new)?;
+        let outcome = self.pools.create(&new);
+        self.settle(held, matches!(outcome, Ok(Created::New(_))));
+        match outcome {
             Ok(Created::New(link)) | Ok(Created::Existing(link)) => Ok(link),
             Err(StoreError::CodeTaken(code)) => Err(LinkError::CodeTaken(code)),
             Err(StoreError::PoolEmpty(_)) => Err(LinkError::PoolExhausted(length)),

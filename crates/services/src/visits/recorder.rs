@@ -314,6 +314,8 @@ pub struct Recorder {
     geo: Option<Arc<GeoDb>>,
     /// Told every batch once written (the review's visit trigger, webhooks' visit events).
     written: Hooks,
+    /// Asked before each batch is written which visits are recorded ([`Admission`]).
+    admission: Arc<std::sync::OnceLock<Arc<dyn Admission>>>,
 }
 
 /// Called after each written batch with its visits (their ids assigned).
@@ -366,6 +368,7 @@ impl Recorder {
                 writer: Mutex::new(None),
                 geo: None,
                 written: Hooks::default(),
+                admission: Arc::default(),
             }));
         }
         let geo = match config.geo_db.trim() {
@@ -387,6 +390,7 @@ impl Recorder {
             .and_then(|bytes| Position::decode(&bytes))
             .unwrap_or_default();
         let written = Hooks::default();
+        let admission: Arc<std::sync::OnceLock<Arc<dyn Admission>>> = Arc::default();
         let writer = tokio::spawn(write_loop(
             opened.clone(),
             folded,
@@ -397,6 +401,7 @@ impl Recorder {
                 metrics: metrics.clone(),
                 written: written.clone(),
                 delay: test_fold_delay(),
+                admission: admission.clone(),
             },
             Tick {
                 stop: stop.clone(),
@@ -417,7 +422,14 @@ impl Recorder {
             writer: Mutex::new(Some(writer)),
             geo,
             written,
+            admission,
         }))
+    }
+
+    /// Lets `admission` decide which visits of each batch are recorded, from the next batch
+    /// on (once).
+    pub fn admit_with(&self, admission: Arc<dyn Admission>) {
+        let _ = self.admission.set(admission);
     }
 
     /// Tells `hook` of every batch written from now on.
@@ -721,6 +733,23 @@ async fn measure(journal: &Arc<Journal>, tick: &Tick) {
     }
 }
 
+/// Decides, before a batch is written, which of its visits are recorded (the teams' plans'
+/// `visits_per_month`): drops the others and returns what it counted, which is given back if
+/// the write fails (the batch is then read again from the journal and counted again).
+pub trait Admission: Send + Sync {
+    fn admit(&self, visits: &mut Vec<NewVisit>) -> Vec<(String, u64)>;
+    fn not_written(&self, taken: Vec<(String, u64)>);
+}
+
+impl Admission for crate::plans::Plans {
+    fn admit(&self, visits: &mut Vec<NewVisit>) -> Vec<(String, u64)> {
+        self.admit_visits(visits)
+    }
+    fn not_written(&self, taken: Vec<(String, u64)>) {
+        self.visits_not_written(taken)
+    }
+}
+
 /// What folds visits into the store: the store, the journal's name there, the metrics, who
 /// is told of each batch.
 #[derive(Clone)]
@@ -729,6 +758,8 @@ struct Writer {
     journal: String,
     metrics: VisitMetrics,
     written: Hooks,
+    /// The plans' say over which visits are recorded ([`Recorder::admit_with`]).
+    admission: Arc<std::sync::OnceLock<Arc<dyn Admission>>>,
     /// Test builds only: a pause before each fold ([`test_fold_delay`]).
     delay: Duration,
 }
@@ -743,6 +774,7 @@ impl Writer {
             metrics,
             written: hook,
             delay,
+            admission,
         } = self;
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -751,7 +783,12 @@ impl Writer {
         let started = Instant::now();
         // The visits come back (with their ids) for whoever is told of the batch.
         let written = tokio::task::spawn_blocking(move || {
+            let admission = admission.get();
+            let taken = admission.map(|a| a.admit(&mut visits)).unwrap_or_default();
             let result = store.record_journaled_visits(&mut visits, &journal, &through.encode());
+            if let (Err(_), Some(admission)) = (&result, admission) {
+                admission.not_written(taken);
+            }
             (result, visits)
         })
         .await;

@@ -28,6 +28,7 @@
 //! | `schema.rs` | the migrations (`migrations/`), applied under an advisory lock |
 //! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links (`LinkStore`) |
 //! | `pools.rs` | the code pools: refills, levels, peeks (`PoolStore`) |
+//! | `quotas.rs` | plans' usage counters, each take locking its row (`QuotaStore`) |
 //! | `visits.rs` | visits and their counters, listings, summaries, pruning, the day counts (`VisitStore`) |
 //! | `check.rs` | `vshortlink check`: what the schema does not enforce, read in one snapshot |
 //! | `claims.rs` | visit caps: the `link_claims` rows (`CapStore`) |
@@ -45,6 +46,7 @@ mod leads;
 mod links;
 mod outbox;
 mod pools;
+mod quotas;
 mod records;
 mod reviews;
 mod runtime;

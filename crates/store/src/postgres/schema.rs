@@ -16,6 +16,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (5, include_str!("migrations/0005_reviews.sql")),
     (6, include_str!("migrations/0006_outbox.sql")),
     (7, include_str!("migrations/0007_accounts.sql")),
+    (8, include_str!("migrations/0008_quotas.sql")),
 ];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";

@@ -9,6 +9,7 @@
 //! | `links.rs` | creating one link, resolving, reading, updating, deleting, expiring, recycling, listing (`LinkStore`) |
 //! | `group.rs` | the create committer: pooled creates applied many to one transaction |
 //! | `pools.rs` | the code pools, their counters and cooling counts, strategy states (`PoolStore`); the `meta` tree (`MetaStore`) |
+//! | `quotas.rs` | plans' usage counters, in memory and counted again after each open (`QuotaStore`) |
 //! | `visits/` | visit blocks and their counters: writing, listings, totals, pruning, older layouts (`VisitStore`, in `read.rs`) |
 //! | `visit_index.rs` | the per-link index of visit blocks, folded from memory every few seconds |
 //! | `visit_counts.rs` | the per-link day counters held in memory, and their fold |
@@ -54,6 +55,7 @@ mod open;
 mod outbox;
 mod page_table;
 mod pools;
+mod quotas;
 mod reviews;
 mod space;
 mod visit_counts;
@@ -211,6 +213,9 @@ pub struct SledStore {
     pools: Vec<sled::Tree>,
     /// One per length: serialises ZPOPMIN so concurrent takers do not race for the same head.
     takers: Vec<Mutex<()>>,
+    /// Plans' usage counters ([`quotas`]): in memory only, since only this process writes
+    /// this store; each is counted again from the records when first used after an open.
+    quotas: Mutex<std::collections::HashMap<String, u64>>,
     /// Applies pooled creates many to a transaction ([`group`]).
     committer: group::Committer,
     /// One per length: cooling entries (score in the future) by score, so that `cooling`

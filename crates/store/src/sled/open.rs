@@ -132,6 +132,7 @@ impl SledStore {
             held_index_bytes: options.held_index_bytes,
             pools,
             takers: (0..MAX_LEN).map(|_| Mutex::new(())).collect(),
+            quotas: Mutex::new(std::collections::HashMap::new()),
             committer: group::Committer::default(),
             cooling: (0..MAX_LEN).map(|_| Mutex::new(BTreeMap::new())).collect(),
             filter: RwLock::new(CodeFilter::new(1000, options.filter_fp_rate)),

@@ -11,7 +11,8 @@ use crate::config::Role;
 use crate::keys::Principal;
 use crate::web::access::blocking;
 pub use crate::web::accounts::{
-    audit_query, me_view, AuditView, KeyView, MemberView, NewKeyView, TeamView, UserView,
+    audit_query, me_view, team_usage, AuditView, KeyView, MemberView, NewKeyView, TeamView,
+    UserView,
 };
 use crate::web::caller::{Caller, ClientIp};
 use crate::web::error::{ApiError, JsonBody};
@@ -160,21 +161,23 @@ pub async fn list_teams(
 }
 
 #[utoipa::path(get, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), security(("api_key" = [])),
-    responses((status = 200, description = "The team with its `members`", body = TeamView), (status = 404, description = "No such team, or not the caller's")))]
+    responses((status = 200, description = "The team with its `members`, and its `usage` when plans are configured (links this month, active links, visits this month, each `{used, limit}`)", body = TeamView), (status = 404, description = "No such team, or not the caller's")))]
 pub async fn get_team(
     State(state): State<AppState>,
     caller: Caller,
     Path(slug): Path<String>,
 ) -> Result<Json<TeamView>, ApiError> {
     let team = state.accounts.team_for(principal(&caller)?, &slug)?;
-    Ok(Json(TeamView::new(
-        &team,
-        Some(&state.accounts.directory()),
-    )))
+    let (config, plans) = (state.config.clone(), state.plans.clone());
+    let usage = blocking(move || Ok::<_, ApiError>(team_usage(&config, &plans, &slug))).await?;
+    Ok(Json(
+        TeamView::new(&team, Some(&state.accounts.directory())).with_usage(usage),
+    ))
 }
 
 #[utoipa::path(patch, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), request_body = inline(Object), security(("api_key" = [])),
-    responses((status = 200, description = "The team (`{name?, plan?, spaces?}` in; owners may rename, admins change the rest)", body = TeamView)))]
+    responses((status = 200, description = "The team (`{name?, plan?, spaces?}` in; owners may rename, admins change the rest; a plan change applies from the next request)", body = TeamView),
+        (status = 400, description = "`plan` names no configured plan (`unknown_plan`, field `plan`)")))]
 pub async fn update_team(
     State(state): State<AppState>,
     caller: Caller,
@@ -184,10 +187,11 @@ pub async fn update_team(
 ) -> Result<Json<TeamView>, ApiError> {
     let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
     let team = blocking(move || accounts.update_team(&Acting { by: &by, ip }, &slug, body)).await?;
-    Ok(Json(TeamView::new(
-        &team,
-        Some(&state.accounts.directory()),
-    )))
+    let (config, plans, slug) = (state.config.clone(), state.plans.clone(), team.slug.clone());
+    let usage = blocking(move || Ok::<_, ApiError>(team_usage(&config, &plans, &slug))).await?;
+    Ok(Json(
+        TeamView::new(&team, Some(&state.accounts.directory())).with_usage(usage),
+    ))
 }
 
 #[utoipa::path(delete, path = "/api/v1/teams/{slug}", tag = "accounts", params(("slug" = String, Path)), security(("api_key" = [])),

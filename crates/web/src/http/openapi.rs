@@ -75,7 +75,7 @@ use crate::links::{CreateLink, UpdateLink};
         accounts::audit,
         spec,
     ),
-    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination, accounts::UserView, accounts::TeamView, accounts::MemberView, accounts::KeyView, accounts::NewKeyView, accounts::PasswordChange, accounts::MemberRole, accounts::AuditView)),
+    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination, accounts::UserView, accounts::TeamView, accounts::MemberView, accounts::KeyView, accounts::NewKeyView, accounts::PasswordChange, accounts::MemberRole, accounts::AuditView, crate::plans::Usage, crate::plans::Meter)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

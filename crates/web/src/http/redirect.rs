@@ -26,7 +26,8 @@ use super::gates::{self, Posted};
 use super::observe::count_unmatched;
 use crate::limits::Limit;
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed, Unlock};
-use crate::model::{gate, Gate, InApp, Passed, Route};
+use crate::model::options::App;
+use crate::model::{gate, Gate, InApp, LinkOptions, Passed, Route};
 use crate::web::error::ApiError;
 use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
@@ -136,9 +137,11 @@ pub fn answer(
             id,
             url,
             state: None,
+            in_app_from,
         }) => {
-            // A plain link meets no gate but the in-app page, and only when that is the default.
-            if state.config.links.in_app == InApp::Interstitial {
+            // A plain link meets no gate but the in-app page, and only when that is the
+            // default or its team's plan says so (`in_app_days`).
+            if state.config.links.in_app == InApp::Interstitial || plan_in_app(state, in_app_from) {
                 let ua = asked.text(header::USER_AGENT);
                 if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua)
                 {
@@ -148,8 +151,16 @@ pub fn answer(
             found(&asked, id, code, &url, None).into()
         }
         Ok(Resolution::Found {
-            state: Some(link), ..
-        }) => decide(&asked, code, link, raw_query),
+            state: Some(link),
+            in_app_from,
+            ..
+        }) => decide(
+            &asked,
+            code,
+            link,
+            raw_query,
+            plan_in_app(state, in_app_from),
+        ),
         Ok(Resolution::Gone { fallback }) => gone(&asked, code, fallback).into(),
         Ok(Resolution::NotFound) => not_found(&asked, code).into(),
         Ok(Resolution::Blocked) => blocked(&asked, code).into(),
@@ -160,7 +171,13 @@ pub fn answer(
 /// A link with options, decided in memory where it can be: before `valid_from` the code is
 /// unknown; a redirect chosen by rules and rotation with nothing to count is answered here.
 /// A password to check or a cap to count goes on asynchronously ([`Later`]).
-fn decide(asked: &Asked<'_>, code: &str, link: Arc<LinkState>, raw_query: &str) -> Answer {
+fn decide(
+    asked: &Asked<'_>,
+    code: &str,
+    link: Arc<LinkState>,
+    raw_query: &str,
+    in_app_by_plan: bool,
+) -> Answer {
     let state = asked.state;
     if link.not_yet(state.links.now()) {
         return not_found(asked, code).into();
@@ -174,6 +191,7 @@ fn decide(asked: &Asked<'_>, code: &str, link: Arc<LinkState>, raw_query: &str) 
             headers: asked.headers.clone(),
             visit: asked.visit,
             choice,
+            in_app_by_plan,
         }))
     };
     let passed = Passed {
@@ -181,7 +199,13 @@ fn decide(asked: &Asked<'_>, code: &str, link: Arc<LinkState>, raw_query: &str) 
         form: link.options.form.is_some() && gates::has_pass(state, link.id, asked.headers),
     };
     let ua = asked.text(header::USER_AGENT);
-    match gate(Some(&link.options), state.config.links.in_app, passed, ua) {
+    match gate_by_plan(
+        Some(&link.options),
+        state.config.links.in_app,
+        passed,
+        ua,
+        in_app_by_plan,
+    ) {
         Gate::Password => return later(None),
         Gate::Form if asked.visit == Visit::Posted => return later(None),
         Gate::Form => return gates::form_page(asked, code, &link, None).into(),
@@ -199,6 +223,29 @@ fn decide(asked: &Asked<'_>, code: &str, link: Arc<LinkState>, raw_query: &str) 
             routed_answer(asked, code, &link, routed).into()
         }
         counted => later(Some(counted)),
+    }
+}
+
+/// Whether the link's team's plan sends in-app visitors to the in-app page now: past
+/// `in_app_days` after the link's creation (decided from the cached entry, no read).
+fn plan_in_app(state: &AppState, in_app_from: Option<u64>) -> bool {
+    in_app_from.is_some_and(|from| state.links.now() >= from)
+}
+
+/// [`gate`], with the in-app page forced by the team's plan whatever the link's own `in_app`
+/// says (SPEC §25): the password and the form still come first.
+fn gate_by_plan(
+    options: Option<&LinkOptions>,
+    in_app: InApp,
+    passed: Passed,
+    ua: &str,
+    by_plan: bool,
+) -> Gate {
+    match gate(options, in_app, passed, ua) {
+        decided @ (Gate::Destination | Gate::CrawlerPreview) if by_plan => {
+            App::of_user_agent(ua).map_or(decided, Gate::InAppPage)
+        }
+        decided => decided,
     }
 }
 
@@ -260,6 +307,8 @@ pub struct Later {
     /// What [`decide`] chose already (a redirect to count); `None` when a gate (the password,
     /// a posted form) comes first.
     choice: Option<Choice>,
+    /// The team's plan sends in-app visitors to the in-app page ([`plan_in_app`]).
+    in_app_by_plan: bool,
 }
 
 impl Later {
@@ -277,6 +326,7 @@ impl Later {
             headers,
             visit,
             choice,
+            in_app_by_plan,
         } = self;
         let asked = Asked::new(&state, peer, &headers, visit);
         let password = body
@@ -310,7 +360,13 @@ impl Later {
             }
         }
         let ua = asked.text(header::USER_AGENT);
-        let mut response = match gate(Some(&link.options), state.config.links.in_app, passed, ua) {
+        let mut response = match gate_by_plan(
+            Some(&link.options),
+            state.config.links.in_app,
+            passed,
+            ua,
+            in_app_by_plan,
+        ) {
             Gate::Password | Gate::Form => {
                 gates::form_page(&asked, &code, &link, password.as_deref())
             }

@@ -45,7 +45,23 @@ pub async fn show(
             .session
             .as_ref()
             .is_some_and(|s| s.principal.role == Role::Admin);
+    // Every team's usage: admins of every space, when plans are configured (SPEC §25).
+    let sees_usage = !state.config.plans.is_empty()
+        && spaces.is_none()
+        && visitor
+            .session
+            .as_ref()
+            .is_some_and(|s| s.principal.everywhere());
+    let (plans, directory) = (state.plans.clone(), state.accounts.directory());
     let read = blocking(move || {
+        let usage: Vec<(String, crate::plans::Usage)> = if sees_usage {
+            directory
+                .teams()
+                .map(|t| Ok((t.slug.clone(), plans.usage(&t.slug)?)))
+                .collect::<Result<_, StoreError>>()?
+        } else {
+            Vec::new()
+        };
         let system = stats.system(spaces.as_deref())?;
         let pools = pools.tier_statuses()?;
         let failures = if sees_webhooks {
@@ -53,10 +69,10 @@ pub async fn show(
         } else {
             Vec::new()
         };
-        Ok::<_, StoreError>((system, pools, failures))
+        Ok::<_, StoreError>((system, pools, failures, usage))
     })
     .await;
-    let (system, pools, failures) = match read {
+    let (system, pools, failures, usage) = match read {
         Ok(r) => r,
         Err(e) => return message(&state, &visitor, e.status, "msg.failed"),
     };
@@ -144,6 +160,14 @@ pub async fn show(
             pools => pools,
             webhooks => sees_webhooks,
             failures => failures,
+            usage => usage.iter().map(|(team, u)| context! {
+                team => team,
+                plan => u.plan.clone(),
+                links => u.links_this_month,
+                active => u.active_links,
+                visits => u.visits_this_month,
+            }).collect::<Vec<_>>(),
+            sees_usage => sees_usage,
             notice => notice,
         },
     )

@@ -130,6 +130,7 @@ pub fn router(state: PageState) -> Router<AppState> {
         .route("/ui/teams", get(teams::list).post(teams::create))
         .route("/ui/teams/{slug}", get(teams::show))
         .route("/ui/teams/{slug}/members", post(teams::members))
+        .route("/ui/teams/{slug}/plan", post(teams::set_plan))
         .route("/ui/links", get(links::list))
         .route("/ui/links/{code}", get(links::detail))
         .route("/ui/links/{code}/edit", post(links::edit))

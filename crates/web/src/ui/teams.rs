@@ -137,8 +137,16 @@ fn render_team(
         Err(_) => return message(state, visitor, StatusCode::NOT_FOUND, "msg.no_such_team"),
     };
     let dir = state.accounts.directory();
-    let view = TeamView::new(&team, Some(&dir));
+    let usage = crate::web::accounts::team_usage(&state.config, &state.plans, slug);
+    let quotas = usage.as_ref().map(quota_rows).unwrap_or_default();
+    let view = TeamView::new(&team, Some(&dir)).with_usage(usage);
     let manage = p.role_in(slug) == Some(Role::Admin);
+    // Only an admin of the instance sets a team's plan (owners see it).
+    let plans = if p.everywhere() && !state.config.plans.is_empty() {
+        state.plans.names()
+    } else {
+        Vec::new()
+    };
     let keys = state
         .accounts
         .keys_for(p)
@@ -158,12 +166,83 @@ fn render_team(
             me => me,
             keys => key_views(&dir, keys),
             roles => TEAM_ROLES,
+            quotas => quotas,
+            plans => plans,
             errors => shown.errors,
             form => shown.form,
             notice => shown.notice,
             back => format!("/ui/teams/{}", urlencoding(slug)),
         },
     )
+}
+
+/// One bar of the usage card: the quota's name (its catalogue key), used, its limit and the
+/// share of it used (the bar's width, so that no script draws it).
+#[derive(serde::Serialize)]
+struct QuotaRow {
+    quota: &'static str,
+    used: u64,
+    limit: Option<u64>,
+    percent: Option<u64>,
+}
+
+fn quota_rows(usage: &crate::plans::Usage) -> Vec<QuotaRow> {
+    [
+        ("links_per_month", usage.links_this_month),
+        ("active_links", usage.active_links),
+        ("visits_per_month", usage.visits_this_month),
+    ]
+    .into_iter()
+    .map(|(quota, m)| QuotaRow {
+        quota,
+        used: m.used,
+        limit: m.limit,
+        percent: m.percent(),
+    })
+    .collect()
+}
+
+/// `POST /ui/teams/{slug}/plan` (`plan`; empty: none): an admin sets the team's plan. It
+/// applies from the next request on.
+pub async fn set_plan(
+    State(state): State<PageState>,
+    visitor: Visitor,
+    Path(slug): Path<String>,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    let p = match signed_in(&visitor) {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    if state.accounts.team_for(&p, &slug).is_err() {
+        return message(&state, &visitor, StatusCode::NOT_FOUND, "msg.no_such_team");
+    }
+    let plan = field(&fields, "plan")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string);
+    let (accounts, by, ip, team) = (state.accounts.clone(), p.clone(), visitor.ip, slug.clone());
+    let done = blocking(move || {
+        let patch = crate::accounts::TeamPatch {
+            name: None,
+            plan: Some(plan),
+            spaces: None,
+        };
+        accounts.update_team(&Acting { by: &by, ip }, &team, patch)
+    })
+    .await;
+    match done {
+        Ok(_) => see_other(&format!("/ui/teams/{}?done=plan#usage", urlencoding(&slug))),
+        Err(e) => {
+            let refusal = Refusal::of(e);
+            let shown = Shown {
+                errors: BTreeMap::from([("plan".to_string(), refusal.code)]),
+                form: values(&fields, &["plan"]),
+                notice: None,
+            };
+            render_team(&state, &visitor, &p, &slug, refusal.status, shown)
+        }
+    }
 }
 
 /// `GET /ui/teams/{slug}` (`?done=` after a change).
@@ -181,6 +260,7 @@ pub async fn show(
         Some("created") => Some("team_created"),
         Some("member") => Some("member_saved"),
         Some("removed") => Some("member_removed"),
+        Some("plan") => Some("plan_saved"),
         _ => None,
     };
     let shown = Shown {

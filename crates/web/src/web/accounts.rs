@@ -64,6 +64,10 @@ pub struct TeamView {
     pub created_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<MemberView>>,
+    /// Links this month, active links and visits this month with the plan's limits (when
+    /// plans are configured; SPEC §25).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::plans::Usage>,
 }
 
 impl TeamView {
@@ -87,6 +91,32 @@ impl TeamView {
                     })
                     .collect()
             }),
+            usage: None,
+        }
+    }
+
+    /// The view with its team's usage.
+    pub fn with_usage(mut self, usage: Option<crate::plans::Usage>) -> Self {
+        self.usage = usage;
+        self
+    }
+}
+
+/// A team's usage when plans are configured (`None` otherwise, or when it cannot be read:
+/// the page and the API still show the team).
+pub fn team_usage(
+    config: &crate::config::Config,
+    plans: &crate::plans::Plans,
+    slug: &str,
+) -> Option<crate::plans::Usage> {
+    if config.plans.is_empty() {
+        return None;
+    }
+    match plans.usage(slug) {
+        Ok(usage) => Some(usage),
+        Err(e) => {
+            tracing::warn!(team = slug, "the team's usage could not be read: {e}");
+            None
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct ApiError {
     pub field: Option<String>,
     /// Seconds for a `Retry-After` header (429).
     pub retry_after: Option<u64>,
+    /// Members beside the standard ones (`quota_exceeded`: `quota`, `limit`, `used`).
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -40,6 +42,8 @@ struct Problem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<&'a str>,
     code: &'a str,
+    #[serde(flatten)]
+    extra: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 impl ApiError {
@@ -50,6 +54,7 @@ impl ApiError {
             detail: detail.into(),
             field: None,
             retry_after: None,
+            extra: serde_json::Map::new(),
         }
     }
 
@@ -115,6 +120,7 @@ impl ApiError {
             detail: &self.detail,
             field: self.field.as_deref(),
             code: self.code,
+            extra: &self.extra,
         }
     }
 }
@@ -176,6 +182,9 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "storage_full" => "Storage full",
         "storage_unavailable" => "Storage unavailable",
         "blocked_url" => "Blocked destination",
+        "feature_not_in_plan" => "Feature not in plan",
+        "quota_exceeded" => "Quota exceeded",
+        "unknown_plan" => "Unknown plan",
         "internal" => "Internal error",
         _ => status.canonical_reason().unwrap_or("Error"),
     }
@@ -294,6 +303,23 @@ impl From<LinkError> for ApiError {
                 e.to_string(),
             )
             .with_field("length"),
+            LinkError::NotInPlan { field, detail } => {
+                ApiError::new(StatusCode::FORBIDDEN, "feature_not_in_plan", detail)
+                    .with_field(field)
+            }
+            LinkError::QuotaExceeded {
+                quota,
+                limit,
+                used,
+                detail,
+            } => {
+                let mut error = ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", detail)
+                    .with_field(quota);
+                error.extra.insert("quota".into(), quota.into());
+                error.extra.insert("limit".into(), limit.into());
+                error.extra.insert("used".into(), used.into());
+                error
+            }
             LinkError::Store(inner) => ApiError::from(inner),
         }
     }

@@ -76,6 +76,8 @@ pub struct Services {
     pub limits: Arc<RateLimits>,
     /// Users, teams, keys (the configured ones and those made at run time), the audit log.
     pub accounts: Arc<Accounts>,
+    /// The teams' plans and their usage (SPEC §25); the link service checks them.
+    pub plans: Arc<crate::plans::Plans>,
     /// The pages the redirect path shows a visitor (rendered by `ui/`).
     pub pages: Arc<dyn VisitorPages>,
 }

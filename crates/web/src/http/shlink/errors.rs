@@ -198,6 +198,13 @@ pub fn from_api(e: ApiError) -> ShlinkError {
     };
     let mut out = ShlinkError::new(status, &kind, &title, e.detail);
     out.retry_after = e.retry_after;
+    // A plan's refusal names what it refused (`field`; `quota`, `limit`, `used`).
+    if matches!(e.code, "feature_not_in_plan" | "quota_exceeded") {
+        if let Some(field) = e.field {
+            out.extra.insert("field".into(), field.into());
+        }
+    }
+    out.extra.extend(e.extra);
     out
 }
 

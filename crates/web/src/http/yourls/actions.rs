@@ -226,6 +226,13 @@ fn shorturl(
         Err(e @ LinkError::PoolExhausted(_)) => {
             return Ok(fail("error:pool_exhausted", &e.to_string(), "503"))
         }
+        // The team's plan refused it (SPEC §25): YOURLS's failure, with our message.
+        Err(e @ LinkError::NotInPlan { .. }) => {
+            return Ok(fail("error:feature_not_in_plan", &e.to_string(), "403"))
+        }
+        Err(e @ LinkError::QuotaExceeded { .. }) => {
+            return Ok(fail("error:quota_exceeded", &e.to_string(), "403"))
+        }
         Err(e) => return Err(e),
     };
     let short = state.links.short_url(&link.code);
