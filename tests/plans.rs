@@ -228,6 +228,42 @@ fn every_feature_is_gated_on_a_create_and_a_change() {
     ));
 }
 
+/// `export`: a team whose plan lacks it gets no CSV of a link's visits or leads (API and
+/// pages); the JSON pages stay (they are the statistics, not an export).
+#[test]
+fn exports_are_a_feature_of_the_plan() {
+    let app = start();
+    make_team(&app, "bare", "bare");
+    make_team(&app, "all", "all");
+    let bare = code(&created(create_in(&app, "bare", json!({}))));
+    let all = code(&created(create_in(&app, "all", json!({}))));
+    for what in ["visits", "leads"] {
+        let r = send(
+            &app,
+            Method::GET,
+            &format!("/api/v1/links/{bare}/{what}?format=csv"),
+            None,
+        );
+        let refused = problem(r, 403);
+        assert_eq!(refused["code"], "feature_not_in_plan", "{what}: {refused}");
+        assert_eq!(refused["field"], "format", "{what}: {refused}");
+        let json = send(
+            &app,
+            Method::GET,
+            &format!("/api/v1/links/{bare}/{what}"),
+            None,
+        );
+        assert_eq!(json.status(), 200, "{what} as JSON");
+        let csv = send(
+            &app,
+            Method::GET,
+            &format!("/api/v1/links/{all}/{what}?format=csv"),
+            None,
+        );
+        assert_eq!(csv.status(), 200, "{what} CSV in a plan with export");
+    }
+}
+
 #[test]
 fn quotas_hold_at_their_edge_and_refuse_past_it() {
     let app = start();

@@ -307,6 +307,15 @@ impl Plans {
         Some(Bound { team, plan })
     }
 
+    /// `feature_not_in_plan` for `field` unless the plan of the team that owns `space` (if
+    /// any) allows `feature`: for what is asked of a link that exists (its exports).
+    pub fn require_in(&self, space: &str, feature: &str, field: &str) -> Result<(), LinkError> {
+        match self.bound(space).and_then(|b| b.plan) {
+            Some(plan) => plan.require(feature, field),
+            None => Ok(()),
+        }
+    }
+
     /// Whether any team exists (else creates and visits skip every plan check).
     pub fn any_team(&self) -> bool {
         !self.teams.read().plans.is_empty()

@@ -74,7 +74,10 @@ pub async fn link_leads(
     let (before, limit) = page_params(&params)?;
     match params.get("format").map(String::as_str) {
         None | Some("") | Some("json") => {}
-        Some("csv") => return leads_csv_response(state.leads.clone(), link).await,
+        Some("csv") => {
+            state.plans.require_in(&link.space, "export", "format")?;
+            return leads_csv_response(state.leads.clone(), link).await;
+        }
         Some(other) => {
             return Err(ApiError::bad_request(
                 "invalid_query",

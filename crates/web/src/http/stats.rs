@@ -103,7 +103,10 @@ pub async fn link_visits(
     let (after, limit) = page_params(&params)?;
     match params.get("format").map(String::as_str) {
         None | Some("") | Some("json") => {}
-        Some("csv") => return Ok(csv_response(state.stats.clone(), link.id, after, &code)),
+        Some("csv") => {
+            state.plans.require_in(&link.space, "export", "format")?;
+            return Ok(csv_response(state.stats.clone(), link.id, after, &code));
+        }
         Some(other) => {
             return Err(ApiError::bad_request(
                 "invalid_query",

@@ -893,6 +893,9 @@ pub async fn leads_csv(
         Ok(link) => link,
         Err(e) => return refused(&state, &visitor, &e),
     };
+    if let Err(e) = state.plans.require_in(&link.space, "export", "format") {
+        return refused(&state, &visitor, &e.into());
+    }
     match leads_csv_response(state.leads.clone(), link).await {
         Ok(response) => response,
         Err(e) => refused(&state, &visitor, &e),
@@ -914,6 +917,9 @@ pub async fn visits_csv(
     };
     if let Err(e) = visitor.caller().require_space(Role::Viewer, &link.space) {
         return refused(&state, &visitor, &e);
+    }
+    if let Err(e) = state.plans.require_in(&link.space, "export", "format") {
+        return refused(&state, &visitor, &e.into());
     }
     csv_response(state.stats.clone(), link.id, None, &link.code)
 }
