@@ -72,7 +72,7 @@ use crate::plans::Plans;
 use crate::pools::Pools;
 use crate::store::{Durability, Store, StoreChange};
 use crate::ui::Ui;
-use crate::visits::recorder::JournalOptions;
+use crate::visits::recorder::{Admission, JournalOptions};
 use crate::visits::{Recorder, Statistics};
 use crate::web::state::{AppState, Services};
 
@@ -388,7 +388,10 @@ impl Told {
         // The journal is per instance: in this instance's data directory, also in front of
         // a PostgreSQL store that several instances share.
         let journal_dir = config.storage.path.join("journal");
-        let recorder = Recorder::start(
+        // The plans decide from the first batch on, the journal's replay included.
+        let admitting =
+            (!config.plans.is_empty()).then(|| core.plans.clone() as Arc<dyn Admission>);
+        let recorder = Recorder::start_admitting(
             &config.visits,
             JournalOptions {
                 dir: &journal_dir,
@@ -396,12 +399,10 @@ impl Told {
             },
             store.clone(),
             clock.clone(),
+            admitting,
         )
         .map_err(|e| e.to_string())?;
         links.use_geo(recorder.geo());
-        if !config.plans.is_empty() {
-            recorder.admit_with(core.plans.clone());
-        }
         let limits = Arc::new(
             RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)
                 .with_ipv6_prefix(config.limits.ipv6_prefix),

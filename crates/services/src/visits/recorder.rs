@@ -314,8 +314,6 @@ pub struct Recorder {
     geo: Option<Arc<GeoDb>>,
     /// Told every batch once written (the review's visit trigger, webhooks' visit events).
     written: Hooks,
-    /// Asked before each batch is written which visits are recorded ([`Admission`]).
-    admission: Arc<std::sync::OnceLock<Arc<dyn Admission>>>,
 }
 
 /// Called after each written batch with its visits (their ids assigned).
@@ -341,14 +339,28 @@ pub struct JournalOptions<'a> {
 }
 
 impl Recorder {
-    /// Opens the geolocation database (if configured) and the journal, reads where the store
-    /// last folded it, and starts the writer (which replays the journal from there first).
-    /// Must be called inside a tokio runtime.
+    /// [`Recorder::start_admitting`] with no say over which visits are recorded.
     pub fn start(
         config: &VisitsConfig,
         journal: JournalOptions<'_>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Recorder>, StartError> {
+        Self::start_admitting(config, journal, store, clock, None)
+    }
+
+    /// Opens the geolocation database (if configured) and the journal, reads where the store
+    /// last folded it, and starts the writer (which replays the journal from there first).
+    /// Must be called inside a tokio runtime.
+    ///
+    /// `admission` (the teams' plans) decides from the first batch on, the journal's replay
+    /// at start included, which visits are recorded.
+    pub fn start_admitting(
+        config: &VisitsConfig,
+        journal: JournalOptions<'_>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        admitting: Option<Arc<dyn Admission>>,
     ) -> Result<Arc<Recorder>, StartError> {
         let metrics = VisitMetrics::default();
         let stop = Arc::new(Notify::new());
@@ -368,7 +380,6 @@ impl Recorder {
                 writer: Mutex::new(None),
                 geo: None,
                 written: Hooks::default(),
-                admission: Arc::default(),
             }));
         }
         let geo = match config.geo_db.trim() {
@@ -390,7 +401,6 @@ impl Recorder {
             .and_then(|bytes| Position::decode(&bytes))
             .unwrap_or_default();
         let written = Hooks::default();
-        let admission: Arc<std::sync::OnceLock<Arc<dyn Admission>>> = Arc::default();
         let writer = tokio::spawn(write_loop(
             opened.clone(),
             folded,
@@ -401,7 +411,7 @@ impl Recorder {
                 metrics: metrics.clone(),
                 written: written.clone(),
                 delay: test_fold_delay(),
-                admission: admission.clone(),
+                admission: admitting,
             },
             Tick {
                 stop: stop.clone(),
@@ -422,14 +432,7 @@ impl Recorder {
             writer: Mutex::new(Some(writer)),
             geo,
             written,
-            admission,
         }))
-    }
-
-    /// Lets `admission` decide which visits of each batch are recorded, from the next batch
-    /// on (once).
-    pub fn admit_with(&self, admission: Arc<dyn Admission>) {
-        let _ = self.admission.set(admission);
     }
 
     /// Tells `hook` of every batch written from now on.
@@ -758,8 +761,8 @@ struct Writer {
     journal: String,
     metrics: VisitMetrics,
     written: Hooks,
-    /// The plans' say over which visits are recorded ([`Recorder::admit_with`]).
-    admission: Arc<std::sync::OnceLock<Arc<dyn Admission>>>,
+    /// The plans' say over which visits are recorded ([`Recorder::start_admitting`]).
+    admission: Option<Arc<dyn Admission>>,
     /// Test builds only: a pause before each fold ([`test_fold_delay`]).
     delay: Duration,
 }
@@ -783,7 +786,7 @@ impl Writer {
         let started = Instant::now();
         // The visits come back (with their ids) for whoever is told of the batch.
         let written = tokio::task::spawn_blocking(move || {
-            let admission = admission.get();
+            let admission = admission.as_deref();
             let taken = admission.map(|a| a.admit(&mut visits)).unwrap_or_default();
             let result = store.record_journaled_visits(&mut visits, &journal, &through.encode());
             if let (Err(_), Some(admission)) = (&result, admission) {
