@@ -178,7 +178,11 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
     let Some((driver_path, chrome)) = browser_or_skip() else {
         return;
     };
-    let app = TestApp::start();
+    // A plan with every quota, so that the team page shows its usage bars.
+    let app = TestApp::start_with(
+        "[plans.business]\nlinks_per_month = 40\nactive_links = 16\nvisits_per_month = 5000\n",
+        &[],
+    );
     let user = |email: &str, name: &str, role: &str| -> String {
         let response = app.post_json(
             "/api/v1/users",
@@ -214,8 +218,18 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
             ADMIN,
             &serde_json::json!({"slug": slug, "name": name, "plan": plan}),
         );
-        assert_eq!(made.status(), 201);
+        assert_eq!(made.status(), 201, "team {slug}");
     }
+    // Some use of the plan, for the bars: 12 of 40 links this month, 12 of 16 active.
+    let links: Vec<_> = (0..12)
+        .map(|i| serde_json::json!({"url": format!("https://example.com/campaign/{i}"), "space": "marketing"}))
+        .collect();
+    let batch = app.post_json(
+        "/api/v1/links/batch",
+        ADMIN,
+        &serde_json::json!({ "links": links }),
+    );
+    assert!(batch.status().is_success(), "{}", batch.status());
     for (id, role) in ids.iter().zip(["owner", "editor", "viewer"]) {
         let put = app
             .req(

@@ -357,14 +357,14 @@ impl Plans {
             .unwrap_or_default()
     }
 
-    /// Counts a team's links from the store: those `keep` says yes to.
-    fn count_links(
+    /// Calls `each` with every link of the team's spaces (of `status`, if given), page by
+    /// page from the store.
+    fn each_link(
         &self,
         team: &str,
         status: Option<LinkStatus>,
-        keep: impl Fn(&Link) -> bool,
-    ) -> StoreResult<u64> {
-        let mut total = 0;
+        mut each: impl FnMut(&Link) -> StoreResult<()>,
+    ) -> StoreResult<()> {
         for space in self.spaces(team) {
             let mut after = None;
             loop {
@@ -375,13 +375,30 @@ impl Plans {
                     limit: COUNT_PAGE,
                     ..LinkQuery::default()
                 })?;
-                total += page.items.iter().filter(|l| keep(l)).count() as u64;
+                for link in &page.items {
+                    each(link)?;
+                }
                 match page.next {
                     Some(next) if !page.items.is_empty() => after = Some(next),
                     _ => break,
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Counts a team's links from the store: those `keep` says yes to.
+    fn count_links(
+        &self,
+        team: &str,
+        status: Option<LinkStatus>,
+        keep: impl Fn(&Link) -> bool,
+    ) -> StoreResult<u64> {
+        let mut total = 0;
+        self.each_link(team, status, |link| {
+            total += u64::from(keep(link));
+            Ok(())
+        })?;
         Ok(total)
     }
 
@@ -410,25 +427,11 @@ impl Plans {
         let key = visits_key(team, &month);
         self.ensure(&key, || {
             let mut total = 0;
-            for space in self.spaces(team) {
-                let mut after = None;
-                loop {
-                    let page = self.store.list_links(&LinkQuery {
-                        space: Some(space.clone()),
-                        after,
-                        limit: COUNT_PAGE,
-                        ..LinkQuery::default()
-                    })?;
-                    for link in &page.items {
-                        let summary = self.store.visit_summary(link.id, start, now + 1)?;
-                        total += summary.hours.iter().map(|h| h.visits).sum::<u64>();
-                    }
-                    match page.next {
-                        Some(next) if !page.items.is_empty() => after = Some(next),
-                        _ => break,
-                    }
-                }
-            }
+            self.each_link(team, None, |link| {
+                let summary = self.store.visit_summary(link.id, start, now + 1)?;
+                total += summary.hours.iter().map(|h| h.visits).sum::<u64>();
+                Ok(())
+            })?;
             Ok(total)
         })?;
         Ok(key)

@@ -177,7 +177,7 @@ fn render_team(
 }
 
 /// One bar of the usage card: the quota's name (its catalogue key), used, its limit and the
-/// share of it used (the bar's width, so that no script draws it).
+/// share of it used (the `<meter>`'s value: a limit of 0 is a full bar).
 #[derive(serde::Serialize)]
 struct QuotaRow {
     quota: &'static str,
@@ -202,6 +202,25 @@ fn quota_rows(usage: &crate::plans::Usage) -> Vec<QuotaRow> {
     .collect()
 }
 
+/// The signed-in visitor, if the team `slug` is theirs to see (else the sign-in page, or the
+/// same not-found page as for a team that does not exist).
+fn of_team(
+    state: &PageState,
+    visitor: &Visitor,
+    slug: &str,
+) -> Result<std::sync::Arc<Principal>, Box<Response>> {
+    let p = signed_in(visitor)?;
+    if state.accounts.team_for(&p, slug).is_err() {
+        return Err(Box::new(message(
+            state,
+            visitor,
+            StatusCode::NOT_FOUND,
+            "msg.no_such_team",
+        )));
+    }
+    Ok(p)
+}
+
 /// `POST /ui/teams/{slug}/plan` (`plan`; empty: none): an admin sets the team's plan. It
 /// applies from the next request on.
 pub async fn set_plan(
@@ -210,13 +229,10 @@ pub async fn set_plan(
     Path(slug): Path<String>,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let p = match signed_in(&visitor) {
+    let p = match of_team(&state, &visitor, &slug) {
         Ok(p) => p,
         Err(r) => return *r,
     };
-    if state.accounts.team_for(&p, &slug).is_err() {
-        return message(&state, &visitor, StatusCode::NOT_FOUND, "msg.no_such_team");
-    }
     let plan = field(&fields, "plan")
         .map(str::trim)
         .filter(|p| !p.is_empty())
@@ -278,14 +294,10 @@ pub async fn members(
     Path(slug): Path<String>,
     CheckedForm(fields): CheckedForm,
 ) -> Response {
-    let p = match signed_in(&visitor) {
+    let p = match of_team(&state, &visitor, &slug) {
         Ok(p) => p,
         Err(r) => return *r,
     };
-    // Not the caller's team: as absent as on the page.
-    if state.accounts.team_for(&p, &slug).is_err() {
-        return message(&state, &visitor, StatusCode::NOT_FOUND, "msg.no_such_team");
-    }
     let action = field(&fields, "action").unwrap_or_default().to_string();
     let role = field(&fields, "role").unwrap_or_default().to_string();
     // Who: by id from a member's row, by email from the add form (a person knows a
