@@ -21,13 +21,14 @@ use crate::BoxError;
 const ZSTD_LEVEL: i32 = 3;
 /// Bytes per chunk handed to the HTTP body.
 const CHUNK: usize = 64 * 1024;
-/// A backup rests this many times as long as it worked: it takes at most half a core,
-/// however long it runs, and runs at full speed between rests. Not a lower thread priority:
+/// A backup rests this many times as long as it worked: it takes at most a third of a core,
+/// however long it runs, and runs at full speed between rests (at 1, half a core, redirects
+/// and creates kept 0.78 and 0.79 of idle while backups streamed; benches/RESULTS.md). Not a lower thread priority:
 /// a low-priority thread descheduled while it holds sled's read lock makes every create (a
 /// transaction, which waits for that lock) wait for the thread the kernel runs last
 /// (benches/RESULTS.md, "Backups while running": creates kept 0.44 of their idle rate at
 /// nice 10).
-const REST_PER_WORK: u32 = 1;
+const REST_PER_WORK: u32 = 2;
 /// Work between rests: long enough that a rest is one sleep per few pages of records, short
 /// enough that a create never waits behind more than this.
 const WORK_SLICE: Duration = Duration::from_millis(5);
