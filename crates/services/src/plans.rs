@@ -8,7 +8,7 @@
 //! Usage counters live in the store ([`crate::store::QuotaStore`]), one per team for active
 //! links and one per team and UTC month for links made and for visits recorded (a new month is
 //! a new counter: nothing to reset when a month turns). A counter the store does not hold is
-//! counted from the records first ([`Plans::ensure`]) and set only if still unset, so two
+//! counted from the records first (`Plans::ensure`) and set only if still unset, so two
 //! instances counting at once agree. Creates take from the counters before they write and give
 //! back what a failed or deduplicated create did not use, so concurrent creates never pass a
 //! limit; deletes and ends give an active link back. Visits are taken by the visit writer, a

@@ -2,7 +2,7 @@
 //! the lines as written, before any compression), optionally zstd-compressed; and the bounded
 //! stream of chunks the HTTP API sends, produced on a thread of its own so that reading the
 //! store never holds an async worker, only as fast as the client takes them, and paced so that
-//! redirects and creates keep their CPU ([`Paced`]).
+//! redirects and creates keep their CPU (`Paced`).
 
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
