@@ -68,9 +68,9 @@ impl Domain {
 
     fn number(self, digits: &[u16]) -> u64 {
         let radix = u64::from(self.radix);
-        digits
-            .iter()
-            .fold(0u64, |n, &d| n.wrapping_mul(radix).wrapping_add(u64::from(d)))
+        digits.iter().fold(0u64, |n, &d| {
+            n.wrapping_mul(radix).wrapping_add(u64::from(d))
+        })
     }
 }
 
@@ -284,6 +284,18 @@ mod tests {
         // Out-of-range counters wrap instead of panicking or looping.
         assert_eq!(p.permute(space.size()), p.permute(0));
         assert!(space.contains(p.permute(u64::MAX)));
+    }
+
+    #[test]
+    fn domains_meet_the_standard_minimum() {
+        let size = |len| Space::for_length(len).unwrap().size();
+        assert_eq!(Domain::for_size(size(1)), Domain { radix: 2, len: 20 });
+        assert_eq!(Domain::for_size(size(3)), Domain { radix: 2, len: 20 });
+        assert_eq!(Domain::for_size(size(4)), Domain { radix: 62, len: 4 });
+        assert_eq!(Domain::for_size(size(10)), Domain { radix: 62, len: 10 });
+        let p = Permuter::new(KEY_A, Space::for_length(4).unwrap());
+        assert_eq!(p.domain.digits(1_234_567).len(), 4);
+        assert_eq!(p.domain.number(&p.domain.digits(1_234_567)), 1_234_567);
     }
 
     #[test]

@@ -6,12 +6,15 @@
 //! Methods are synchronous: writes block until durable (group commit), so async callers run
 //! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
 
+pub mod cache;
 mod catalogue;
 mod gates;
 mod options;
 mod ranking;
 mod targeting;
 
+/// How every view writes a time (kept here, where most views import from).
+pub use crate::model::time::rfc3339;
 pub use catalogue::{CatalogueQuery, NumberedPage, SortField, TagStat};
 pub use gates::{form_json, parse_retention, retention_text};
 pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
@@ -28,8 +31,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use url::Url;
 
+use self::cache::{CachedTarget, RedirectCache};
 use crate::blocklist::BlockedHosts;
-use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
@@ -92,6 +95,27 @@ pub enum LinkError {
     },
     #[error("storage failure")]
     Store(#[from] StoreError),
+}
+
+impl From<crate::plans::Refusal> for LinkError {
+    fn from(refusal: crate::plans::Refusal) -> Self {
+        use crate::plans::Refusal;
+        match refusal {
+            Refusal::NotInPlan { field, detail } => LinkError::NotInPlan { field, detail },
+            Refusal::QuotaExceeded {
+                quota,
+                limit,
+                used,
+                detail,
+            } => LinkError::QuotaExceeded {
+                quota,
+                limit,
+                used,
+                detail,
+            },
+            Refusal::Store(e) => LinkError::Store(e),
+        }
+    }
 }
 
 impl LinkError {
@@ -371,6 +395,20 @@ pub struct Links {
     plans: OnceLock<Arc<Plans>>,
 }
 
+/// What the link service may hold in memory: its share of `memory.budget`, derived by the
+/// `memory` module when the application is built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkBounds {
+    /// Links with options visited lately ([`LinkState`]s kept across cache refills).
+    pub link_states: usize,
+    /// User agents the targeting rules parsed.
+    pub user_agents: usize,
+    /// Visitor-password checks (Argon2 runs) at once.
+    pub password_checks: usize,
+    /// The redirect cache's bytes (unless `cache.capacity` counts entries).
+    pub redirect_cache: u64,
+}
+
 /// The metadata key of the `hash` strategy's secret.
 pub const HASH_SECRET_KEY: &str = "hash_secret";
 
@@ -383,6 +421,7 @@ impl Links {
         pools: Arc<Pools>,
         clock: Arc<dyn Clock>,
         config: Arc<Config>,
+        bounds: LinkBounds,
     ) -> Result<Self, url::ParseError> {
         let base = Url::parse(&config.server.base_url)?;
         let ttl = config.cache.ttl.millis().unwrap_or(300_000);
@@ -402,18 +441,15 @@ impl Links {
             change_hook: OnceLock::new(),
             plans: OnceLock::new(),
             hash_secret: OnceLock::new(),
-            // Links with options visited lately, and user agents the rules parsed: their
-            // shares of `memory.budget` (the writer's parser takes four fifths of the agents).
-            states: quick_cache::sync::Cache::new(config.memory.bounds.link_states),
-            agents: UaParser::new(config.memory.bounds.user_agents / 5),
+            // Links with options visited lately, and user agents the rules parsed.
+            states: quick_cache::sync::Cache::new(bounds.link_states.max(1)),
+            agents: UaParser::new(bounds.user_agents),
             geo: OnceLock::new(),
-            password_checks: crate::passwords::PasswordChecks::new(
-                config.memory.bounds.password_checks,
-            ),
+            password_checks: crate::passwords::PasswordChecks::new(bounds.password_checks),
             blocked,
             cache: match config.cache.capacity {
                 Some(entries) => RedirectCache::new(entries, ttl),
-                None => RedirectCache::with_bytes(config.memory.bounds.redirect_cache, ttl),
+                None => RedirectCache::with_bytes(bounds.redirect_cache, ttl),
             },
             epoch: AtomicU64::new(0),
             store,
@@ -460,7 +496,7 @@ impl Links {
             .plans
             .get()
             .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
-        plans.take_link(&bound, new.now).map(Some)
+        Ok(Some(plans.take_link(&bound, new.now)?))
     }
 
     /// Keeps what [`Links::reserve`] took if a new link was made, else gives it back.
@@ -488,7 +524,7 @@ impl Links {
     }
 
     /// Redirect cache hits and misses, for metrics.
-    pub fn cache_counters(&self) -> &crate::cache::CacheCounters {
+    pub fn cache_counters(&self) -> &cache::CacheCounters {
         self.cache.counters()
     }
 
@@ -557,7 +593,7 @@ impl Links {
     fn check_batch(&self, req: &CreateLink) -> Result<()> {
         let space = req.space.as_deref().unwrap_or(DEFAULT_SPACE);
         match self.bound(space).and_then(|b| b.plan) {
-            Some(plan) => plan.require("batch", "batch"),
+            Some(plan) => Ok(plan.require("batch", "batch")?),
             None => Ok(()),
         }
     }
@@ -690,9 +726,7 @@ impl Links {
             .plans
             .get()
             .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
-        plans
-            .take_imported(&bound, link, self.clock.now())
-            .map(Some)
+        Ok(Some(plans.take_imported(&bound, link, self.clock.now())?))
     }
 
     /// Settles what [`Links::check_imported`] took: kept when the record was written.
@@ -1326,15 +1360,6 @@ fn parse_expiry(at: Option<&str>, now: Millis) -> Result<Option<Millis>> {
 /// The end destination of an ended link's options.
 fn fallback_of(options: Option<&LinkOptions>) -> Option<Arc<str>> {
     options?.fallback_url.as_deref().map(Arc::from)
-}
-
-/// Formats a timestamp as RFC 3339 (UTC).
-pub fn rfc3339(ms: Millis) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
 }
 
 /// A store's answer to a create as the domain's: the link and whether it is new.

@@ -1,21 +1,24 @@
 //! `memory.budget`: the one place where every memory bound of the process is derived from the
 //! budget. Pure (no I/O, no runtime objects): [`Bounds::derive`] turns a configuration into
-//! numbers, which the config loader checks and keeps, the start-up log prints, `/metrics`
-//! exports (`vsl_memory_bound_bytes{part}`), and the components that hold memory (the sled
-//! cache, the redirect cache, the visit queue, the held visit counters and index references,
-//! the small caches) take as their bounds.
+//! numbers when the application is built (the binary refuses a budget too small for its
+//! configuration right after loading it); the start-up log prints them, `/metrics` exports
+//! them (`vsl_memory_bound_bytes{part}`), and the components that hold memory (the sled cache,
+//! the redirect cache, the visit queue, the held visit counters and index references, the
+//! small caches) are given their share as plain numbers ([`Bounds::links`],
+//! [`Bounds::visit_queue`]). This module sits above what it sizes: it reads their entry
+//! sizes, and none of them reads it.
 //!
 //! Fixed parts come first (a reserve for the binary and runtime, the code filter, the
 //! connections' buffers, sled's page table); what is left (R) is shared out by [`shares`];
 //! what no share takes is headroom for what no bound covers (allocator fragmentation, the
 //! short bursts of the daily job's transactions).
 
+pub use crate::config::MIN_BUDGET;
 use crate::config::{Backend, Config};
+use crate::links::LinkBounds;
+use crate::visits::recorder::QueueBounds;
 
 const MIB: u64 = 1024 * 1024;
-
-/// The smallest budget accepted at all (`memory.budget`).
-pub const MIN_BUDGET: u64 = 128 * MIB;
 /// The binary, the tokio runtime and its threads, the blocking pool's stacks, the allocator's
 /// own slack: what the process costs before it holds anything (an idle server measured a
 /// little over 20 MB of RSS; the rest is margin for threads woken under load).
@@ -132,7 +135,7 @@ pub mod entry {
     pub const WEBHOOK_VISIT: u64 = 1280;
     /// A redirect cache entry when `cache.capacity` counts entries: a 6-character code, a URL
     /// of about a hundred bytes, and what the cache holds besides them.
-    pub const REDIRECT: u64 = 6 + 100 + crate::cache::ENTRY_OVERHEAD as u64;
+    pub const REDIRECT: u64 = 6 + 100 + crate::links::cache::ENTRY_OVERHEAD as u64;
 }
 
 /// Least visits the writer gathers for one write: fewer would make writes (and their
@@ -339,6 +342,28 @@ impl Bounds {
     }
 
     /// Every part but the headroom, by its `/metrics` label.
+    /// The link service's share: its caches and its password checks.
+    pub fn links(&self) -> LinkBounds {
+        LinkBounds {
+            link_states: self.link_states,
+            // The writer's parser takes four fifths of the agents, the rules' one.
+            user_agents: self.user_agents / 5,
+            password_checks: self.password_checks,
+            redirect_cache: self.redirect_cache,
+        }
+    }
+
+    /// The visit queue's and the writer's share.
+    pub fn visit_queue(&self) -> QueueBounds {
+        QueueBounds {
+            entries: self.visit_queue_entries,
+            bytes: usize::try_from(self.visit_queue).unwrap_or(usize::MAX),
+            // The writer parses every visit; the rules only those of links with device rules.
+            user_agents: self.user_agents / 5 * 4,
+            writer_visits: self.writer_visits,
+        }
+    }
+
     pub fn parts(&self) -> [(&'static str, u64); 13] {
         [
             ("base", self.base),
@@ -428,9 +453,8 @@ mod tests {
                          [codes]\nfilter_capacity = 1000000\n[memory]\n";
 
     fn bounds(overlay: &str) -> Result<Bounds, String> {
-        Config::from_toml(overlay)
-            .map(|c| c.memory.bounds.clone())
-            .map_err(|e| e.to_string())
+        let config = Config::from_toml(overlay).map_err(|e| e.to_string())?;
+        Bounds::derive(&config).map_err(|e| e.0)
     }
 
     #[test]

@@ -282,6 +282,12 @@ impl From<RateLimited> for ApiError {
     }
 }
 
+impl From<crate::plans::Refusal> for ApiError {
+    fn from(refusal: crate::plans::Refusal) -> Self {
+        LinkError::from(refusal).into()
+    }
+}
+
 impl From<LinkError> for ApiError {
     fn from(e: LinkError) -> Self {
         match e {

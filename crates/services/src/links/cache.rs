@@ -1,6 +1,6 @@
 //! The redirect cache: code → target, in process (quick_cache), read-through from the active
 //! mapping. Entries carry their insert time and their link's expiry, so a hit past either is a
-//! miss. Only the domain service ([`crate::links`]) fills or invalidates it.
+//! miss. Only the link service, its parent, fills or invalidates it.
 //!
 //! Bounded in bytes (its share of `memory.budget`): each entry weighs an estimate of what it
 //! holds, so that long URLs and links with options take more of the cache than short plain
@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use crate::links::LinkState;
+use super::LinkState;
 use crate::model::Millis;
 
 /// What a cached redirect needs.
