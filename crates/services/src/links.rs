@@ -40,7 +40,7 @@ use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::model::{
     Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,
 };
-use crate::plans::{Bound, Held, Plan, Plans};
+use crate::plans::{Bound, Held, Plan, Plans, Refusal};
 use crate::pools::Pools;
 use crate::store::{CodeChoice, Created, NewLink, Store, StoreChange};
 use crate::visits::geo::GeoDb;
@@ -77,43 +77,19 @@ pub enum LinkError {
     NotActive { code: String, status: &'static str },
     #[error("no code of length {0} is available")]
     PoolExhausted(u8),
-    /// The team's plan does not include a feature the request uses (403
-    /// `feature_not_in_plan`), naming the field that uses it.
-    #[error("{detail}")]
-    NotInPlan {
-        field: Cow<'static, str>,
-        detail: String,
-    },
-    /// Past one of the team's plan's limits (403 `quota_exceeded`): which, its limit, and
-    /// how much is used (`None` for a permanent link asked past `max_ttl`).
-    #[error("{detail}")]
-    QuotaExceeded {
-        quota: &'static str,
-        limit: u64,
-        used: Option<u64>,
-        detail: String,
-    },
+    /// The team's plan refuses it (403 `feature_not_in_plan` or `quota_exceeded`), naming the
+    /// field or the quota.
+    #[error(transparent)]
+    Plan(Refusal),
     #[error("storage failure")]
     Store(#[from] StoreError),
 }
 
-impl From<crate::plans::Refusal> for LinkError {
-    fn from(refusal: crate::plans::Refusal) -> Self {
-        use crate::plans::Refusal;
+impl From<Refusal> for LinkError {
+    fn from(refusal: Refusal) -> Self {
         match refusal {
-            Refusal::NotInPlan { field, detail } => LinkError::NotInPlan { field, detail },
-            Refusal::QuotaExceeded {
-                quota,
-                limit,
-                used,
-                detail,
-            } => LinkError::QuotaExceeded {
-                quota,
-                limit,
-                used,
-                detail,
-            },
             Refusal::Store(e) => LinkError::Store(e),
+            refusal => LinkError::Plan(refusal),
         }
     }
 }
@@ -139,10 +115,12 @@ impl LinkError {
                 field: path.into(),
                 detail,
             },
-            LinkError::NotInPlan { detail, .. } => LinkError::NotInPlan {
-                field: path.into(),
-                detail,
-            },
+            LinkError::Plan(Refusal::NotInPlan { detail, .. }) => {
+                LinkError::Plan(Refusal::NotInPlan {
+                    field: path.into(),
+                    detail,
+                })
+            }
             other => other,
         }
     }
@@ -710,13 +688,13 @@ impl Links {
                 .ok()
                 .filter(|l| !plan.allows_length(*l))
             {
-                return Err(LinkError::NotInPlan {
+                return Err(LinkError::Plan(Refusal::NotInPlan {
                     field: "code".into(),
                     detail: format!(
                         "`code`: the team's plan `{}` does not create codes of length {length}",
                         plan.name
                     ),
-                });
+                }));
             }
         }
         if dry_run {
@@ -841,7 +819,7 @@ impl Links {
             None => {
                 let length = req.length.unwrap_or(self.config.codes.default_length);
                 if let Some(plan) = plan.as_deref().filter(|p| !p.allows_length(length)) {
-                    return Err(LinkError::NotInPlan {
+                    return Err(LinkError::Plan(Refusal::NotInPlan {
                         field: "length".into(),
                         detail: format!(
                             "`length`: the team's plan `{}` does not create codes of length \
@@ -853,7 +831,7 @@ impl Links {
                                 ""
                             }
                         ),
-                    });
+                    }));
                 }
                 let tier = self.config.tier(length);
                 if let Some(tier) = tier.filter(|t| t.strategy == TierStrategy::Hash) {
@@ -1380,7 +1358,7 @@ fn check_max_ttl(max: u64, expires_at: Option<Millis>, now: Millis) -> Result<()
     if asked.is_some_and(|ms| ms <= max) {
         return Ok(());
     }
-    Err(LinkError::QuotaExceeded {
+    Err(LinkError::Plan(Refusal::QuotaExceeded {
         quota: "max_ttl",
         limit: max / 1000,
         used: asked.map(|ms| ms / 1000),
@@ -1395,7 +1373,7 @@ fn check_max_ttl(max: u64, expires_at: Option<Millis>, now: Millis) -> Result<()
                 max / 1000
             ),
         },
-    })
+    }))
 }
 
 /// The features a create uses, each with the field that uses it, checked against the plan.

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::limits::RateLimited;
 use crate::links::LinkError;
 use crate::model::StoreError;
+use crate::plans::Refusal;
 
 /// Problem types are `PROBLEM_BASE` + the error code.
 pub const PROBLEM_BASE: &str = "https://vshortlink.dev/problems/";
@@ -282,8 +283,8 @@ impl From<RateLimited> for ApiError {
     }
 }
 
-impl From<crate::plans::Refusal> for ApiError {
-    fn from(refusal: crate::plans::Refusal) -> Self {
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
         LinkError::from(refusal).into()
     }
 }
@@ -309,16 +310,16 @@ impl From<LinkError> for ApiError {
                 e.to_string(),
             )
             .with_field("length"),
-            LinkError::NotInPlan { field, detail } => {
+            LinkError::Plan(Refusal::NotInPlan { field, detail }) => {
                 ApiError::new(StatusCode::FORBIDDEN, "feature_not_in_plan", detail)
                     .with_field(field)
             }
-            LinkError::QuotaExceeded {
+            LinkError::Plan(Refusal::QuotaExceeded {
                 quota,
                 limit,
                 used,
                 detail,
-            } => {
+            }) => {
                 let mut error = ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", detail)
                     .with_field(quota);
                 error.extra.insert("quota".into(), quota.into());
@@ -326,7 +327,9 @@ impl From<LinkError> for ApiError {
                 error.extra.insert("used".into(), used.into());
                 error
             }
-            LinkError::Store(inner) => ApiError::from(inner),
+            LinkError::Store(inner) | LinkError::Plan(Refusal::Store(inner)) => {
+                ApiError::from(inner)
+            }
         }
     }
 }
