@@ -22,6 +22,7 @@ use crate::config::Role;
 use crate::keys::{Actor, Principal};
 use crate::model::{Directory, Maker, RunKey};
 use crate::web::access::blocking;
+use crate::web::accounts::change_as;
 use crate::web::accounts::{me_view, KeyView};
 use crate::web::error::ApiError;
 
@@ -276,8 +277,10 @@ pub async fn make_key(
         team: text("team"),
         expires_at,
     };
-    let (accounts, by, ip) = (state.accounts.clone(), p.clone(), visitor.ip);
-    let made = blocking(move || accounts.make_key(&Acting { by: &by, ip }, new)).await;
+    let made = change_as(&state, &p, visitor.ip, move |accounts, acting| {
+        accounts.make_key(acting, new)
+    })
+    .await;
     match made {
         Ok((record, key)) => {
             let shown = Shown {

@@ -20,6 +20,7 @@ use crate::accounts::NewTeam;
 use crate::config::Role;
 use crate::keys::Principal;
 use crate::web::access::blocking;
+use crate::web::accounts::change_as;
 use crate::web::accounts::TeamView;
 use crate::web::error::ApiError;
 
@@ -103,8 +104,11 @@ pub async fn create(
         plan: text("plan"),
         spaces: Vec::new(),
     };
-    let (accounts, by, ip) = (state.accounts.clone(), p.clone(), visitor.ip);
-    match blocking(move || accounts.create_team(&Acting { by: &by, ip }, new)).await {
+    match change_as(&state, &p, visitor.ip, move |accounts, acting| {
+        accounts.create_team(acting, new)
+    })
+    .await
+    {
         Ok(team) => see_other(&format!(
             "/ui/teams/{}?done=created",
             urlencoding(&team.slug)
