@@ -64,7 +64,7 @@ async fn pipeline(durability: Durability, visits: u64, links: u64) -> (f64, f64)
         &config.visits,
         vshortlink::memory::Bounds::derive(&config)
             .expect("bounds")
-            .visit_queue(),
+            .visit_writer(),
         JournalOptions {
             dir: &journal,
             sync: durability == Durability::Power,

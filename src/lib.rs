@@ -404,7 +404,7 @@ impl Told {
             (!config.plans.is_empty()).then(|| core.plans.clone() as Arc<dyn Admission>);
         let recorder = Recorder::start_admitting(
             &config.visits,
-            bounds.visit_queue(),
+            bounds.visit_writer(),
             JournalOptions {
                 dir: &journal_dir,
                 sync: config.storage.durability == Durability::Power,

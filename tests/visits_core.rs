@@ -104,7 +104,7 @@ async fn every_visit_is_journaled_without_waiting_and_folded_at_shutdown() {
         &config.visits,
         vshortlink::memory::Bounds::derive(&config)
             .expect("bounds")
-            .visit_queue(),
+            .visit_writer(),
         JournalOptions {
             dir: &journal,
             sync: false,

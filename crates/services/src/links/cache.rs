@@ -2,15 +2,22 @@
 //! mapping. Entries carry their insert time and their link's expiry, so a hit past either is a
 //! miss. Only the link service, its parent, fills or invalidates it.
 //!
-//! Bounded in bytes (its share of `memory.budget`): each entry weighs an estimate of what it
-//! holds, so that long URLs and links with options take more of the cache than short plain
-//! ones. With `cache.capacity` set it counts entries instead, each weighing one.
+//! Bounded in bytes (its share of `memory.budget`): each entry weighs what it holds, so that
+//! long URLs and links with options take more of the cache than short plain ones. With
+//! `cache.capacity` set it counts entries instead, each weighing one.
+//!
+//! Compact, so that a small team's links stay cached whole at the default budget: a key of up
+//! to 18 ASCII characters (every generated code, nearly every custom one, with the domain the
+//! link service appends) is packed into two words instead of a string of its own; a plain
+//! link's entry is its URL, id, expiry and fill time, and what only some links carry (options,
+//! a review's block, a plan's in-app day) sits behind one pointer that plain links leave empty.
+//! `examples/cache_footprint.rs` measures an entry with a heap profiler.
 
 use std::sync::Arc;
 
 use prometheus_client::metrics::counter::Counter;
 use quick_cache::sync::Cache;
-use quick_cache::Weighter;
+use quick_cache::{OptionsBuilder, Weighter};
 
 use super::LinkState;
 use crate::model::Millis;
@@ -39,41 +46,157 @@ pub struct CacheCounters {
     pub misses: Counter,
 }
 
-/// What an entry holds besides its code and URL: the key's and the value's own bytes, the
-/// `Arc` header of the URL, the cache's slot (a resident's, and the share of a ghost's: the
-/// cache remembers the hashes of recently evicted codes in slots of the same size) and hash
-/// table share. Measured: a heap profile (heaptrack) of the loaded server at 1 M links held
-/// 35 MB in a cache weighed at 19 MB with 128 here; with 260, quick_cache filled to a bound of
-/// 17.6 MB with 6-character codes and 35-byte URLs allocated 20.4 MB (349 bytes an entry),
-/// so 310 weighs what the cache holds.
-pub const ENTRY_OVERHEAD: usize = 310;
-/// Entries of a typical weight (a 6-character code and a URL of about a hundred bytes), to
-/// size the cache's table when it is bounded in bytes.
-const TYPICAL_ENTRY: u64 = 256;
+/// What an entry costs besides its URL and a key too long to pack: the URL's `Arc` header,
+/// the entry in quick_cache's slab and its share of the ghosts' (the hashes of evicted codes,
+/// kept in slots of the same size), the hash table's share, the allocator's rounding of the
+/// URL. Measured by `examples/cache_footprint.rs` (100,000 plain links with 80-byte URLs and
+/// 6-character codes): 218 bytes an entry in the heap profile (dhat), 208 resident when the
+/// cache first fills and 236 once as many again were evicted (its ghosts, the allocator's
+/// free lists). Before this layout: 266 in the heap profile and about 350 resident.
+pub const ENTRY_OVERHEAD: usize = 160;
+/// Entries of a typical weight (a URL of about a hundred bytes), to size the cache's table
+/// when it is bounded in bytes.
+const TYPICAL_ENTRY: u64 = 250;
+/// The evicted codes remembered, as a share of the estimated entries ([`table`]).
+const GHOST_SHARE: f64 = 0.25;
+/// The longest key packed into two words: 9 characters of 7 bits in each.
+const PACKED_LEN: usize = 18;
 
-/// A cached target and its weight, worked out once when it is inserted (the weighter is
-/// called during eviction and must be cheap).
-#[derive(Clone)]
-struct Entry {
-    target: CachedTarget,
-    weight: u64,
+/// A code (with its domain, as the link service writes it) as the cache keys it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    /// Up to [`PACKED_LEN`] ASCII characters, 7 bits each; a zero ends the key.
+    Packed([u64; 2]),
+    /// Anything longer, or not ASCII.
+    Text(Box<str>),
 }
 
-/// Reads an entry's stored weight.
-#[derive(Clone, Copy)]
-struct ByWeight;
+impl Key {
+    fn of(code: &str) -> Key {
+        let bytes = code.as_bytes();
+        if bytes.len() > PACKED_LEN || !bytes.iter().all(|b| (1..0x80).contains(b)) {
+            return Key::Text(code.into());
+        }
+        let mut words = [0u64; 2];
+        for (i, &b) in bytes.iter().enumerate() {
+            words[i / 9] |= u64::from(b) << (7 * (i % 9));
+        }
+        Key::Packed(words)
+    }
 
-impl Weighter<Box<str>, Entry> for ByWeight {
-    fn weight(&self, _code: &Box<str>, entry: &Entry) -> u64 {
-        entry.weight
+    /// Bytes the key holds outside the entry.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Key::Packed(_) => 0,
+            Key::Text(text) => text.len(),
+        }
+    }
+}
+
+/// An entry as the cache holds it; [`CachedTarget`] is what it is read as.
+#[derive(Clone)]
+struct Stored {
+    url: Arc<str>,
+    id: u64,
+    /// `Millis::MAX`: the link does not expire.
+    expires_at: Millis,
+    cached_at: Millis,
+    /// `None` for a plain link.
+    extra: Option<Arc<Extra>>,
+}
+
+/// What only some links carry.
+struct Extra {
+    state: Option<Arc<LinkState>>,
+    blocked: bool,
+    in_app_from: Option<Millis>,
+    /// The state's estimated bytes, worked out once (the weighter runs during eviction).
+    state_bytes: u64,
+}
+
+impl Stored {
+    fn of(target: CachedTarget) -> Stored {
+        let CachedTarget {
+            id,
+            url,
+            expires_at,
+            cached_at,
+            state,
+            blocked,
+            in_app_from,
+        } = target;
+        let extra = (state.is_some() || blocked || in_app_from.is_some()).then(|| {
+            let state_bytes = state.as_ref().map_or(0, |s| s.estimated_bytes() as u64);
+            Arc::new(Extra {
+                state,
+                blocked,
+                in_app_from,
+                state_bytes,
+            })
+        });
+        Stored {
+            url,
+            id,
+            expires_at: expires_at.unwrap_or(Millis::MAX),
+            cached_at,
+            extra,
+        }
+    }
+
+    fn target(&self) -> CachedTarget {
+        let extra = self.extra.as_deref();
+        CachedTarget {
+            id: self.id,
+            url: self.url.clone(),
+            expires_at: (self.expires_at != Millis::MAX).then_some(self.expires_at),
+            cached_at: self.cached_at,
+            state: extra.and_then(|e| e.state.clone()),
+            blocked: extra.is_some_and(|e| e.blocked),
+            in_app_from: extra.and_then(|e| e.in_app_from),
+        }
+    }
+}
+
+/// Weighs an entry: its bytes, or one with `cache.capacity`.
+#[derive(Clone, Copy)]
+struct ByWeight {
+    by_bytes: bool,
+}
+
+impl Weighter<Key, Stored> for ByWeight {
+    fn weight(&self, key: &Key, stored: &Stored) -> u64 {
+        if !self.by_bytes {
+            return 1;
+        }
+        let extra = stored
+            .extra
+            .as_ref()
+            .map_or(0, |e| std::mem::size_of::<Extra>() as u64 + e.state_bytes);
+        (key.heap_bytes() + stored.url.len() + ENTRY_OVERHEAD) as u64 + extra
+    }
+}
+
+/// quick_cache with a quarter of the estimated entries remembered as ghosts (the hashes of
+/// evicted codes, which let a code seen again come back as hot): its default of a half cost a
+/// slot of the entry's size for every second entry, about 20 bytes an entry more.
+fn table(items: usize, weight: u64, weigher: ByWeight) -> Cache<Key, Stored, ByWeight> {
+    let options = OptionsBuilder::new()
+        .estimated_items_capacity(items)
+        .weight_capacity(weight)
+        .ghost_allocation(GHOST_SHARE)
+        .build();
+    match options {
+        Ok(options) => {
+            Cache::with_options(options, weigher, Default::default(), Default::default())
+        }
+        // Only an unset capacity is refused, and both are set above.
+        Err(_) => Cache::with_weighter(items, weight, weigher),
     }
 }
 
 /// A bounded cache of active mappings.
 pub struct RedirectCache {
-    entries: Cache<Box<str>, Entry, ByWeight>,
-    /// Entries weigh their estimated bytes (else one each).
-    by_bytes: bool,
+    entries: Cache<Key, Stored, ByWeight>,
     ttl_ms: u64,
     counters: CacheCounters,
 }
@@ -83,46 +206,38 @@ impl RedirectCache {
     pub fn new(capacity: usize, ttl_ms: u64) -> Self {
         let capacity = capacity.max(1);
         Self {
-            entries: Cache::with_weighter(capacity, capacity as u64, ByWeight),
-            by_bytes: false,
+            entries: table(capacity, capacity as u64, ByWeight { by_bytes: false }),
             ttl_ms,
             counters: CacheCounters::default(),
         }
     }
 
-    /// A cache whose entries weigh their estimated bytes, at most `bytes` together (its share
-    /// of `memory.budget`).
+    /// A cache whose entries weigh their bytes, at most `bytes` together (its share of
+    /// `memory.budget`).
     pub fn with_bytes(bytes: u64, ttl_ms: u64) -> Self {
         let bytes = bytes.max(TYPICAL_ENTRY);
         let items = usize::try_from(bytes / TYPICAL_ENTRY).unwrap_or(usize::MAX);
         Self {
-            entries: Cache::with_weighter(items, bytes, ByWeight),
-            by_bytes: true,
+            entries: table(items, bytes, ByWeight { by_bytes: true }),
             ttl_ms,
             counters: CacheCounters::default(),
         }
     }
 
-    /// What an entry for `code` holds, estimated: its strings, the entry, the link's state.
-    pub fn weight_of(code: &str, target: &CachedTarget) -> u64 {
-        let state = target.state.as_ref().map_or(0, |s| s.estimated_bytes());
-        (code.len() + target.url.len() + ENTRY_OVERHEAD + state) as u64
-    }
-
     /// A fresh entry for `code` that has not expired at `now`.
     pub fn get(&self, code: &str, now: Millis) -> Option<CachedTarget> {
-        let Some(Entry { target: hit, .. }) = self.entries.get(code) else {
+        let key = Key::of(code);
+        let Some(hit) = self.entries.get(&key) else {
             self.counters.misses.inc();
             return None;
         };
         let fresh = now < hit.cached_at.saturating_add(self.ttl_ms);
-        let live = hit.expires_at.is_none_or(|at| now < at);
-        if fresh && live {
+        if fresh && now < hit.expires_at {
             self.counters.hits.inc();
-            Some(hit)
+            Some(hit.target())
         } else {
             self.counters.misses.inc();
-            self.entries.remove(code);
+            self.entries.remove(&key);
             None
         }
     }
@@ -132,12 +247,7 @@ impl RedirectCache {
     }
 
     pub fn insert(&self, code: &str, target: CachedTarget) {
-        let weight = if self.by_bytes {
-            Self::weight_of(code, &target)
-        } else {
-            1
-        };
-        self.entries.insert(code.into(), Entry { target, weight });
+        self.entries.insert(Key::of(code), Stored::of(target));
     }
 
     /// The entries' weight: bytes, or entries with `cache.capacity`.
@@ -147,7 +257,7 @@ impl RedirectCache {
 
     /// Forgets a code at once (update, delete, expiry).
     pub fn invalidate(&self, code: &str) {
-        self.entries.remove(code);
+        self.entries.remove(&Key::of(code));
     }
 
     /// Forgets every code (changes made elsewhere may have been missed).
@@ -198,6 +308,35 @@ mod tests {
     }
 
     #[test]
+    fn keys_pack_without_colliding() {
+        let codes = [
+            "a",
+            "a0",
+            "0a",
+            "abcdefghi",
+            "abcdefghij",
+            "abcdefghijklmnopqr",
+            "x@7",
+        ];
+        let keys: std::collections::HashSet<Key> = codes.iter().map(|c| Key::of(c)).collect();
+        assert_eq!(keys.len(), codes.len());
+        assert!(codes.iter().all(|c| matches!(Key::of(c), Key::Packed(_))));
+        assert!(matches!(Key::of("abcdefghijklmnopqrs"), Key::Text(_)));
+        assert!(matches!(Key::of("中文"), Key::Text(_)));
+        // Entries with and without the rarer parts read back as they went in.
+        let cache = RedirectCache::new(10, 1000);
+        let mut rich = target(Some(900), 5);
+        rich.blocked = true;
+        rich.in_app_from = Some(3);
+        cache.insert("rich", rich);
+        cache.insert("plain", target(None, 5));
+        let rich = cache.get("rich", 10).expect("cached");
+        assert!(rich.blocked && rich.in_app_from == Some(3) && rich.expires_at == Some(900));
+        let plain = cache.get("plain", 10).expect("cached");
+        assert!(!plain.blocked && plain.in_app_from.is_none() && plain.expires_at.is_none());
+    }
+
+    #[test]
     fn a_cache_bounded_in_bytes_holds_fewer_long_urls() {
         let url = |n: usize| -> CachedTarget {
             CachedTarget {
@@ -218,9 +357,15 @@ mod tests {
             "{} short entries",
             short.len()
         );
+        // A packed key weighs nothing beyond the entry; a long one its bytes.
+        let one = RedirectCache::with_bytes(1 << 20, 1000);
+        one.insert("abc", url(10));
+        assert_eq!(one.weight(), (30 + ENTRY_OVERHEAD) as u64);
+        let long_key = "a-custom-code-longer-than-eighteen";
+        one.insert(long_key, url(10));
         assert_eq!(
-            RedirectCache::weight_of("abc", &url(10)),
-            (3 + 30 + ENTRY_OVERHEAD) as u64
+            one.weight(),
+            (2 * (30 + ENTRY_OVERHEAD) + long_key.len()) as u64
         );
         // Counted in entries, as `cache.capacity` asks.
         let counted = RedirectCache::new(10, 1000);

@@ -329,12 +329,10 @@ struct Enricher {
     ip_mode: IpMode,
 }
 
-/// The visit queue's and the writer's share of `memory.budget` (derived by the `memory`
-/// module): slots, and bytes (slots and the headers that spill from them).
+/// The visit writer's share of `memory.budget` (derived by the `memory` module): what it
+/// reads from the journal and enriches for one fold, and the agents it has parsed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueBounds {
-    pub entries: usize,
-    pub bytes: usize,
+pub struct WriterBounds {
     /// Parsed user agents the writer remembers.
     pub user_agents: usize,
     /// Most enriched visits the writer gathers for one write.
@@ -354,7 +352,7 @@ impl Recorder {
     /// [`Recorder::start_admitting`] with no say over which visits are recorded.
     pub fn start(
         config: &VisitsConfig,
-        bounds: QueueBounds,
+        bounds: WriterBounds,
         journal: JournalOptions<'_>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
@@ -370,7 +368,7 @@ impl Recorder {
     /// at start included, which visits are recorded.
     pub fn start_admitting(
         config: &VisitsConfig,
-        bounds: QueueBounds,
+        bounds: WriterBounds,
         journal: JournalOptions<'_>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
