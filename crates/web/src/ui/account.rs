@@ -165,6 +165,18 @@ fn render(
     )
 }
 
+/// The notice a page shows after a change, by its `?done=` word: `(word, catalogue key)`.
+pub(super) fn notice(
+    query: &std::collections::HashMap<String, String>,
+    notices: &[(&str, &'static str)],
+) -> Option<&'static str> {
+    let done = query.get("done")?;
+    notices
+        .iter()
+        .find(|(word, _)| word == done)
+        .map(|(_, key)| *key)
+}
+
 /// `GET /ui/account` (`?done=password|revoked` after a change).
 pub async fn show(
     State(state): State<PageState>,
@@ -175,11 +187,10 @@ pub async fn show(
         Ok(p) => p,
         Err(r) => return *r,
     };
-    let notice = match query.get("done").map(String::as_str) {
-        Some("password") => Some("password_changed"),
-        Some("revoked") => Some("key_revoked"),
-        _ => None,
-    };
+    let notice = notice(
+        &query,
+        &[("password", "password_changed"), ("revoked", "key_revoked")],
+    );
     let shown = Shown {
         notice,
         ..Shown::default()
