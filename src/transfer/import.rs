@@ -521,6 +521,7 @@ impl Importer<'_> {
             options: None,
             ended_by: None,
             review: None,
+            domain: crate::model::DEFAULT_DOMAIN,
         };
         self.checked_link(line, link)
     }

@@ -37,6 +37,7 @@ pub mod cache;
 pub mod clock;
 pub mod config;
 pub mod csv_safe;
+pub mod domains;
 pub mod health;
 pub mod jobs;
 pub mod keys;

@@ -100,6 +100,10 @@ pub struct LinkRecord {
     /// The latest review verdict: a blocked link stays blocked where it moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewMark>,
+    /// The host of the link's domain (SPEC §26); absent: the default domain. The writer
+    /// fills it (a record knows no hosts), and the reader maps it back to a domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// Every field of a visit; `link_id` is the id of the link line it belongs to.
@@ -147,6 +151,7 @@ impl LinkRecord {
             ended_by: link.ended_by,
             counted: Vec::new(),
             review: link.review.clone(),
+            domain: None,
         }
     }
 
@@ -173,6 +178,8 @@ impl LinkRecord {
             options: self.options.clone().map(Box::new),
             ended_by: self.ended_by,
             review: self.review.clone(),
+            // The reader maps `domain` to the id it has here.
+            domain: crate::model::DEFAULT_DOMAIN,
         })
     }
 }

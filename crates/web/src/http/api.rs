@@ -34,6 +34,8 @@ const DEFAULT_PAGE: usize = 100;
 pub struct LinkView {
     pub id: u64,
     pub code: String,
+    /// The host of the link's domain (SPEC §26).
+    pub domain: String,
     pub short_url: String,
     pub url: String,
     pub space: String,
@@ -96,7 +98,8 @@ impl LinkView {
         Self {
             id: link.id,
             code: link.code.clone(),
-            short_url: state.links.short_url(&link.code),
+            domain: state.links.domain_of(link),
+            short_url: state.links.short_url_of(link),
             url: link.url.clone(),
             space: link.space.clone(),
             length: link.code.len(),
@@ -133,21 +136,33 @@ impl LinkView {
     }
 }
 
-/// The `{code}` of an API path; one that does not decode is an unknown code (404).
+/// The `{code}` of an API path on the domain its `?domain=HOST` names (the default domain
+/// when absent), as the key the services address it by ([`crate::model::code_key`]); a path
+/// that does not decode is an unknown code, an unconfigured HOST an unknown domain (404).
 pub struct CodePath(pub String);
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
+impl axum::extract::FromRequestParts<AppState> for CodePath {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        state: &S,
+        state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        Path::<String>::from_request_parts(parts, state)
+        let Path(code) = Path::<String>::from_request_parts(parts, state)
             .await
-            .map(|Path(code)| CodePath(code))
-            .map_err(|_| ApiError::not_found("no link has this code"))
+            .map_err(|_| ApiError::not_found("no link has this code"))?;
+        let host = domain_param(parts.uri.query());
+        Ok(CodePath(
+            state.links.domains().key_of(host.as_deref(), &code)?,
+        ))
     }
+}
+
+/// The `domain` parameter of a query string, if any.
+pub fn domain_param(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "domain")
+        .map(|(_, v)| v.into_owned())
 }
 
 /// `cursor` and `limit` of a listing (a limit over [`MAX_PAGE`] is clamped).
