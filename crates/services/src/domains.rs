@@ -239,7 +239,12 @@ impl Domains {
     /// A domain by host as a caller names it (any case, a trailing dot or port ignored).
     pub fn by_host(&self, host: &str) -> Option<Arc<Domain>> {
         let host = route_host(host.trim());
-        self.table.read().by_host.get(host.as_ref()).cloned()
+        if host.is_ascii() {
+            return self.table.read().by_host.get(host.as_ref()).cloned();
+        }
+        // An IDN as people write it: its punycode.
+        let ascii = parse_host(&host).ok()?;
+        self.table.read().by_host.get(&ascii).cloned()
     }
 
     /// The host of a domain id (a deleted domain's archived links: `None`).

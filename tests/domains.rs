@@ -1,0 +1,355 @@
+//! Domains (SPEC §26), from outside, on the real binary: codes per domain, requests routed by
+//! their `Host`, the domains' own pages and well-known files, the admin API and its refusals
+//! (bad hosts, duplicates, a domain in use, the default domain), teams and plans, and two
+//! PostgreSQL instances seeing a new domain within a second. On sled and (with
+//! `TEST_STORE=postgres`) on PostgreSQL.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{problem, TestApp, ADMIN};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const PLANS: &str = r#"
+[plans.bare]
+features = []
+[plans.all]
+"#;
+
+fn send(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> reqwest::blocking::Response {
+    let request = app.req(method, path, Some(ADMIN));
+    match body {
+        Some(b) => request.json(&b),
+        None => request,
+    }
+    .send()
+    .expect("request")
+}
+
+fn add_domain(app: &TestApp, body: Value) -> Value {
+    let r = send(app, Method::POST, "/api/v1/domains", Some(body));
+    assert_eq!(r.status(), 201, "add domain");
+    r.json().expect("domain")
+}
+
+/// `GET path` with a `Host` header, as a browser (or as a JSON client).
+fn visit(app: &TestApp, host: &str, path: &str, json_client: bool) -> reqwest::blocking::Response {
+    app.client
+        .get(app.url(path))
+        .header("Host", host)
+        .header(
+            "Accept",
+            if json_client {
+                "application/json"
+            } else {
+                "text/html"
+            },
+        )
+        .send()
+        .expect("GET")
+}
+
+fn location(r: &reqwest::blocking::Response) -> String {
+    r.headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn domain_hosts(app: &TestApp) -> Vec<String> {
+    app.api_get("/api/v1/domains", ADMIN)["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|d| d["host"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
+    let app = TestApp::binary();
+    let added = add_domain(&app, json!({"host": "Go.A.com"}));
+    assert_eq!(added["host"], "go.a.com");
+    assert_eq!(added["default"], false);
+    let items = app.api_get("/api/v1/domains", ADMIN)["items"].clone();
+    assert_eq!(items[0]["host"], "sl.test");
+    assert_eq!(items[0]["default"], true);
+    assert_eq!(items[1]["host"], "go.a.com");
+    problem(
+        send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": "GO.a.COM"}))),
+        409,
+    );
+    let exists = problem(
+        send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": "sl.test"}))),
+        409,
+    );
+    assert_eq!(exists["code"], "domain_exists");
+
+    // The same custom code on two domains: two links.
+    let home = app.create(json!({"url": "https://home.example/", "code": "sale"}));
+    let away = app.create(json!({"url": "https://away.example/", "code": "sale", "domain": "go.a.com"}));
+    assert_ne!(home["id"], away["id"]);
+    assert_eq!(home["domain"], "sl.test");
+    assert_eq!(home["short_url"], "http://sl.test/sale");
+    assert_eq!(away["domain"], "go.a.com");
+    assert_eq!(away["short_url"], "http://go.a.com/sale");
+    let taken = problem(
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "https://x.example/", "code": "sale", "domain": "go.a.com"}),
+        ),
+        409,
+    );
+    assert_eq!(taken["code"], "code_taken");
+
+    // Routed by Host: port, trailing dot and case ignored; an unknown host is the default.
+    for (host, to) in [
+        ("sl.test", "https://home.example/"),
+        ("go.a.com", "https://away.example/"),
+        ("GO.A.COM.:8080", "https://away.example/"),
+        ("unknown.example", "https://home.example/"),
+    ] {
+        let r = visit(&app, host, "/sale", false);
+        assert_eq!(r.status(), 302, "{host}");
+        assert_eq!(location(&r), to, "{host}");
+    }
+    // A link answers on its own domain only.
+    app.create(json!({"url": "https://only.example/", "code": "only", "domain": "go.a.com"}));
+    assert_eq!(visit(&app, "sl.test", "/only", true).status(), 404);
+    assert_eq!(visit(&app, "go.a.com", "/only", true).status(), 302);
+
+    // The API addresses a link on a domain with ?domain=.
+    let got = app.api_get("/api/v1/links/sale?domain=go.a.com", ADMIN);
+    assert_eq!(got["url"], "https://away.example/");
+    assert_eq!(got["domain"], "go.a.com");
+    assert_eq!(app.api_get("/api/v1/links/sale", ADMIN)["url"], "https://home.example/");
+    problem(
+        send(&app, Method::GET, "/api/v1/links/sale?domain=nope.example", None),
+        404,
+    );
+    problem(send(&app, Method::GET, "/api/v1/links/only", None), 404);
+    app.api_get("/api/v1/links/only/stats?domain=go.a.com", ADMIN);
+    app.api_get("/api/v1/links/only/visits?domain=go.a.com", ADMIN);
+    let qr = send(&app, Method::GET, "/api/v1/links/only/qr?domain=go.a.com", None);
+    assert_eq!(qr.status(), 200);
+    let patched = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/links/sale?domain=go.a.com",
+        Some(json!({"url": "https://away.example/2"})),
+    );
+    assert_eq!(patched.status(), 200);
+    assert_eq!(location(&visit(&app, "go.a.com", "/sale", false)), "https://away.example/2");
+    assert_eq!(location(&visit(&app, "sl.test", "/sale", false)), "https://home.example/");
+
+    // Pooled codes on a domain; dedup per space and domain.
+    let first = app.create(json!({"url": "https://pooled.example/", "domain": "go.a.com"}));
+    let again = app.create(json!({"url": "https://pooled.example/", "domain": "go.a.com"}));
+    let home_one = app.create(json!({"url": "https://pooled.example/"}));
+    assert_eq!(first["id"], again["id"], "dedup on one domain");
+    assert_ne!(first["id"], home_one["id"], "no dedup across domains");
+    assert_ne!(first["code"], home_one["code"], "pooled codes never collide");
+    let code = first["code"].as_str().expect("code");
+    assert!(first["short_url"].as_str().unwrap_or("").starts_with("http://go.a.com/"));
+    assert_eq!(visit(&app, "go.a.com", &format!("/{code}"), true).status(), 302);
+    assert_eq!(visit(&app, "sl.test", &format!("/{code}"), true).status(), 404);
+
+    // An unconfigured domain in a create: 400 naming `domain`, nothing written.
+    let before = app.link_total();
+    let bad = problem(
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "https://x.example/", "domain": "nope.example"}),
+        ),
+        400,
+    );
+    assert_eq!(bad["field"], "domain");
+    assert_eq!(app.link_total(), before);
+
+    // Deleting: a domain in use, the default domain, an unknown one; a free one goes.
+    let in_use = problem(send(&app, Method::DELETE, "/api/v1/domains/go.a.com", None), 409);
+    assert_eq!(in_use["code"], "domain_in_use");
+    problem(send(&app, Method::DELETE, "/api/v1/domains/sl.test", None), 409);
+    problem(send(&app, Method::DELETE, "/api/v1/domains/nope.example", None), 404);
+    add_domain(&app, json!({"host": "free.example"}));
+    assert_eq!(send(&app, Method::DELETE, "/api/v1/domains/free.example", None).status(), 204);
+    problem(send(&app, Method::GET, "/api/v1/domains/free.example", None), 404);
+}
+
+#[test]
+fn bad_hosts_are_refused_naming_host_and_idns_become_punycode() {
+    let app = TestApp::binary();
+    let before = domain_hosts(&app);
+    for bad in [
+        "a.com:8080",
+        "a.com.",
+        "https://a.com",
+        "a.com/path",
+        "a..com",
+        "-a.com",
+        "a_b.com",
+        "",
+        "1.2.3.4",
+        "[::1]",
+        &format!("{}.com", "x".repeat(64)),
+    ] {
+        let p = problem(
+            send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": bad}))),
+            400,
+        );
+        assert_eq!(p["field"], "host", "{bad:?}");
+    }
+    assert_eq!(domain_hosts(&app), before, "nothing written");
+    assert_eq!(add_domain(&app, json!({"host": "Bücher.DE"}))["host"], "xn--bcher-kva.de");
+    let link = app.create(json!({"url": "https://b.example/", "code": "buch", "domain": "bücher.de"}));
+    assert_eq!(link["domain"], "xn--bcher-kva.de");
+    assert_eq!(visit(&app, "xn--bcher-kva.de", "/buch", true).status(), 302);
+    // Only admins manage domains.
+    let r = app
+        .req(Method::POST, "/api/v1/domains", Some(common::EDITOR))
+        .json(&json!({"host": "e.example"}))
+        .send()
+        .expect("POST");
+    problem(r, 403);
+}
+
+#[test]
+fn domains_answer_their_own_pages_and_well_known_files() {
+    let app = TestApp::binary_with("", &[("VSL_SERVER__NOT_FOUND_URL", "https://global.example/404")]);
+    add_domain(
+        &app,
+        json!({
+            "host": "go.b.com",
+            "root_url": "https://b.example/",
+            "not_found_url": "https://b.example/missing",
+            "other_url": "https://b.example/other",
+            "apple_app_site_association": {"applinks": {"apps": [], "details": []}},
+            "assetlinks": [{"relation": ["delegate_permission/common.handle_all_urls"]}]
+        }),
+    );
+    let r = visit(&app, "go.b.com", "/", false);
+    assert_eq!(r.status(), 302);
+    assert_eq!(location(&r), "https://b.example/");
+    assert_eq!(location(&visit(&app, "go.b.com", "/nosuch", false)), "https://b.example/missing");
+    assert_eq!(location(&visit(&app, "go.b.com", "/a/b/c", false)), "https://b.example/other");
+    // JSON clients still get 404 problem+json.
+    problem(visit(&app, "go.b.com", "/nosuch", true), 404);
+    // An ended link without a fallback: the domain's not_found_url.
+    app.create(json!({"url": "https://e.example/", "code": "ended", "domain": "go.b.com"}));
+    assert_eq!(send(&app, Method::DELETE, "/api/v1/links/ended?domain=go.b.com", None).status(), 204);
+    assert_eq!(location(&visit(&app, "go.b.com", "/ended", false)), "https://b.example/missing");
+    // The default domain has none set: the global not_found_url.
+    assert_eq!(location(&visit(&app, "sl.test", "/nosuch", false)), "https://global.example/404");
+    // Well-known files, on that domain only.
+    let r = visit(&app, "go.b.com", "/.well-known/apple-app-site-association", true);
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let body: Value = r.json().expect("json");
+    assert_eq!(body["applinks"]["apps"], json!([]));
+    let r = visit(&app, "go.b.com", "/.well-known/assetlinks.json", true);
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().expect("json")[0]["relation"][0], "delegate_permission/common.handle_all_urls");
+    assert_eq!(visit(&app, "sl.test", "/.well-known/assetlinks.json", true).status(), 404);
+    // Patched: null clears; the default domain can be patched too.
+    let patched = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/domains/go.b.com",
+        Some(json!({"root_url": null, "assetlinks": null})),
+    );
+    assert_eq!(patched.status(), 200);
+    let patched: Value = patched.json().expect("json");
+    assert_eq!(patched["root_url"], Value::Null);
+    assert_eq!(patched["not_found_url"], "https://b.example/missing");
+    assert_eq!(visit(&app, "go.b.com", "/.well-known/assetlinks.json", true).status(), 404);
+    let default = send(
+        &app,
+        Method::PATCH,
+        "/api/v1/domains/sl.test",
+        Some(json!({"root_url": "https://home.example/"})),
+    );
+    assert_eq!(default.status(), 200);
+    assert_eq!(location(&visit(&app, "sl.test", "/", false)), "https://home.example/");
+    assert_eq!(location(&visit(&app, "elsewhere.example", "/", false)), "https://home.example/");
+}
+
+#[test]
+fn a_team_domain_takes_its_team_links_and_plans_gate_domains() {
+    let app = TestApp::binary_with(PLANS, &[]);
+    for (slug, plan) in [("acme", "all"), ("other", "all"), ("poor", "bare")] {
+        let r = app.post_json("/api/v1/teams", ADMIN, &json!({"slug": slug, "plan": plan}));
+        assert_eq!(r.status(), 201, "team {slug}");
+    }
+    add_domain(&app, json!({"host": "go.acme.com", "team": "acme"}));
+    add_domain(&app, json!({"host": "go.open.com"}));
+    problem(
+        send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": "x.example", "team": "nobody"}))),
+        400,
+    );
+    let made = app.post_json(
+        "/api/v1/links",
+        ADMIN,
+        &json!({"url": "https://acme.example/", "code": "a1", "space": "acme", "domain": "go.acme.com"}),
+    );
+    assert_eq!(made.status(), 201);
+    let before = app.link_total();
+    let refused = problem(
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "https://other.example/", "code": "o1", "space": "other", "domain": "go.acme.com"}),
+        ),
+        403,
+    );
+    assert_eq!(refused["field"], "domain");
+    let gated = problem(
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "https://poor.example/", "space": "poor", "domain": "go.open.com"}),
+        ),
+        403,
+    );
+    assert_eq!(gated["code"], "feature_not_in_plan");
+    assert_eq!(gated["field"], "domain");
+    assert_eq!(app.link_total(), before, "nothing written");
+    // The default domain needs no feature.
+    let r = app.post_json(
+        "/api/v1/links",
+        ADMIN,
+        &json!({"url": "https://poor.example/", "space": "poor"}),
+    );
+    assert_eq!(r.status(), 201);
+}
+
+#[test]
+fn two_postgres_instances_see_a_new_domain_within_a_second() {
+    let Some(url) = common::postgres::fresh_database() else {
+        return;
+    };
+    let a = TestApp::start_on(&url, "", &[]);
+    let b = TestApp::start_on(&url, "", &[]);
+    // B has routed a request before the domain exists (nothing cached keeps it away after).
+    assert_eq!(visit(&b, "go.c.com", "/c1", true).status(), 404);
+    add_domain(&a, json!({"host": "go.c.com"}));
+    a.create(json!({"url": "https://c.example/", "code": "c1", "domain": "go.c.com"}));
+    let started = Instant::now();
+    let mut seen = false;
+    while started.elapsed() < Duration::from_secs(1) {
+        if visit(&b, "go.c.com", "/c1", true).status() == 302 {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(seen, "a domain added on one instance answers on the other within 1 s");
+    // And the default domain keeps its own `c1` apart.
+    assert_eq!(visit(&b, "sl.test", "/c1", true).status(), 404);
+    let hosts = domain_hosts(&b);
+    assert!(hosts.contains(&"go.c.com".to_string()));
+}
