@@ -353,3 +353,84 @@ fn two_postgres_instances_see_a_new_domain_within_a_second() {
     let hosts = domain_hosts(&b);
     assert!(hosts.contains(&"go.c.com".to_string()));
 }
+
+fn shlink(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> reqwest::blocking::Response {
+    let request = app.client.request(method, app.url(path)).header("X-Api-Key", ADMIN);
+    match body {
+        Some(b) => request.json(&b),
+        None => request,
+    }
+    .send()
+    .expect("request")
+}
+
+#[test]
+fn shlink_creates_lists_and_redirects_per_domain() {
+    let app = TestApp::binary();
+    add_domain(&app, json!({"host": "go.s.com", "root_url": "https://s.example/"}));
+    let r = shlink(
+        &app,
+        Method::POST,
+        "/rest/v3/short-urls",
+        Some(json!({"longUrl": "https://s.example/long", "customSlug": "s1", "domain": "go.s.com"})),
+    );
+    assert_eq!(r.status(), 200);
+    let made: Value = r.json().expect("json");
+    assert_eq!(made["shortUrl"], "http://go.s.com/s1");
+    assert_eq!(made["domain"], "go.s.com");
+    let home = shlink(
+        &app,
+        Method::POST,
+        "/rest/v3/short-urls",
+        Some(json!({"longUrl": "https://s.example/home", "customSlug": "s1"})),
+    );
+    assert_eq!(home.status(), 200);
+    assert_eq!(home.json::<Value>().expect("json")["domain"], Value::Null);
+    let r = shlink(
+        &app,
+        Method::POST,
+        "/rest/v3/short-urls",
+        Some(json!({"longUrl": "https://s.example/x", "domain": "nope.example"})),
+    );
+    assert_eq!(r.status(), 400);
+
+    let got = shlink(&app, Method::GET, "/rest/v3/short-urls/s1?domain=go.s.com", None);
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.json::<Value>().expect("json")["longUrl"], "https://s.example/long");
+    let got = shlink(&app, Method::GET, "/rest/v3/short-urls/s1", None);
+    assert_eq!(got.json::<Value>().expect("json")["longUrl"], "https://s.example/home");
+    let listed: Value = shlink(&app, Method::GET, "/rest/v3/short-urls?domain=go.s.com", None)
+        .json()
+        .expect("json");
+    let data = listed["shortUrls"]["data"].as_array().expect("data");
+    assert_eq!(data.len(), 1);
+    assert_eq!(data[0]["domain"], "go.s.com");
+
+    let domains: Value = shlink(&app, Method::GET, "/rest/v3/domains", None).json().expect("json");
+    let data = domains["domains"]["data"].as_array().expect("data");
+    assert_eq!(data[0]["isDefault"], true);
+    let ours = data.iter().find(|d| d["domain"] == "go.s.com").expect("go.s.com");
+    assert_eq!(ours["isDefault"], false);
+    assert_eq!(ours["redirects"]["baseUrlRedirect"], "https://s.example/");
+    assert_eq!(ours["redirects"]["regular404Redirect"], Value::Null);
+
+    let r = shlink(
+        &app,
+        Method::PATCH,
+        "/rest/v3/domains/redirects",
+        Some(json!({"domain": "go.s.com", "regular404Redirect": "https://s.example/404", "baseUrlRedirect": null})),
+    );
+    assert_eq!(r.status(), 200);
+    let redirects: Value = r.json().expect("json");
+    assert_eq!(redirects["regular404Redirect"], "https://s.example/404");
+    assert_eq!(redirects["baseUrlRedirect"], Value::Null);
+    assert_eq!(location(&visit(&app, "go.s.com", "/a/b", false)), "https://s.example/404");
+    assert_eq!(visit(&app, "go.s.com", "/", false).status(), 200, "no root_url: the home page");
+    let r = shlink(
+        &app,
+        Method::PATCH,
+        "/rest/v3/domains/redirects",
+        Some(json!({"domain": "nope.example", "regular404Redirect": "https://s.example/404"})),
+    );
+    assert_eq!(r.status(), 400);
+}

@@ -73,6 +73,8 @@ use crate::links::{CreateLink, UpdateLink};
         accounts::list_keys,
         accounts::revoke_key,
         accounts::audit,
+        shlink::domains,
+        shlink::set_redirects,
         super::domains::create_domain,
         super::domains::list_domains,
         super::domains::get_domain,

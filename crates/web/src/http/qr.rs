@@ -29,5 +29,5 @@ pub async fn link_qr(
 ) -> Result<Response, ApiError> {
     let link = crate::web::access::authorized_link(&state, &caller, &code, Role::Viewer)?;
     let params = QrParams::parse(&params)?;
-    qr_response(&state.links.short_url(&link.code), params)
+    qr_response(&state.links.short_url_of(&link), params)
 }

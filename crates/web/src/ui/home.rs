@@ -137,7 +137,7 @@ pub async fn shorten(
                     1,
                 );
             }
-            let short_url = state.links.short_url(&link.code);
+            let short_url = state.links.short_url_of(&link);
             let qr = crate::qr::svg(&short_url).unwrap_or_default();
             let result = context! {
                 code => link.code.clone(),
@@ -259,7 +259,7 @@ async fn shorten_many(
             Ok((link, created)) => BatchLine {
                 line: *line,
                 url: link.url.clone(),
-                short_url: Some(state.links.short_url(&link.code)),
+                short_url: Some(state.links.short_url_of(&link)),
                 code: Some(link.code),
                 created,
                 error: None,

@@ -60,7 +60,7 @@ pub(super) fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Res
 
 /// A link as the pages show it.
 fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
-    let short_url = state.links.short_url(&link.code);
+    let short_url = state.links.short_url_of(&link);
     // The short URL's host and path before the code, without the scheme: the page may shorten
     // it, never the code.
     let short_host = short_url
@@ -857,7 +857,7 @@ pub async fn qr(
     let result = (|| {
         let link = authorized_link(&state, &visitor.caller(), &code, Role::Viewer)?;
         let params = QrParams::parse(&query)?;
-        qr_response(&state.links.short_url(&link.code), params)
+        qr_response(&state.links.short_url_of(&link), params)
     })();
     let mut response = result.unwrap_or_else(IntoResponse::into_response);
     if matches!(query.get("download").map(String::as_str), Some("1"))
