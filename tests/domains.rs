@@ -434,3 +434,80 @@ fn shlink_creates_lists_and_redirects_per_domain() {
     );
     assert_eq!(r.status(), 400);
 }
+
+/// The domain and link lines of an export, as (kind, key fields) sorted, for comparing two.
+fn exported(path: &std::path::Path) -> (Vec<Value>, Vec<(String, String, String)>) {
+    let text = std::fs::read_to_string(path).expect("export");
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let first_link = records.iter().position(|r| r["type"] == "link");
+    let last_domain = records.iter().rposition(|r| r["type"] == "domain");
+    assert!(last_domain < first_link, "domains come before links");
+    let mut domains: Vec<Value> = records
+        .iter()
+        .filter(|r| r["type"] == "domain")
+        .map(|r| json!({"host": r["host"], "default": r["default"], "root_url": r["root_url"], "assetlinks": r["assetlinks"]}))
+        .collect();
+    domains.sort_by_key(|d| d["host"].as_str().unwrap_or("").to_string());
+    let mut links: Vec<(String, String, String)> = records
+        .iter()
+        .filter(|r| r["type"] == "link")
+        .map(|r| {
+            (
+                r["code"].as_str().unwrap_or("").to_string(),
+                r["domain"].as_str().unwrap_or("").to_string(),
+                r["url"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    links.sort();
+    (domains, links)
+}
+
+#[test]
+fn export_and_import_carry_domains_and_links_on_them() {
+    use common::cli::{offline_on_test_store, text, vsl};
+    let mut app = TestApp::binary();
+    add_domain(&app, json!({"host": "go.x.com", "root_url": "https://x.example/", "assetlinks": [{"a": 1}]}));
+    add_domain(&app, json!({"host": "go.y.com"}));
+    assert_eq!(
+        send(&app, Method::PATCH, "/api/v1/domains/sl.test", Some(json!({"root_url": "https://home.example/"}))).status(),
+        200
+    );
+    app.create(json!({"url": "https://home.example/same", "code": "same"}));
+    app.create(json!({"url": "https://x.example/same", "code": "same", "domain": "go.x.com"}));
+    app.create(json!({"url": "https://y.example/same", "code": "same", "domain": "go.y.com"}));
+    app.create(json!({"url": "https://x.example/pooled", "domain": "go.x.com"}));
+    assert!(app.terminate().success());
+    let first = app.dir.path().join("first.jsonl");
+    let out = vsl(&app.config_path(), &["export", "--output", first.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (domains, links) = exported(&first);
+    assert_eq!(domains.len(), 3, "{domains:?}");
+    assert_eq!(domains[0]["host"], "go.x.com");
+    assert_eq!(domains[0]["assetlinks"], json!([{"a": 1}]));
+    assert_eq!(domains[2]["host"], "sl.test");
+    assert_eq!(domains[2]["default"], true);
+    assert_eq!(links.iter().filter(|l| l.0 == "same").count(), 3);
+    assert!(links.contains(&("same".into(), "go.y.com".into(), "https://y.example/same".into())));
+    assert!(links.contains(&("same".into(), "".into(), "https://home.example/same".into())));
+
+    // Into a fresh store, and out again: the same domains and links.
+    let fresh = tempfile::tempdir().expect("dir");
+    let config = offline_on_test_store(fresh.path());
+    let out = vsl(&config, &["import", first.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("refused 0"), "{}", text(&out.stderr));
+    let second = fresh.path().join("second.jsonl");
+    let out = vsl(&config, &["export", "--output", second.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(exported(&second), (domains, links));
+    // Again: nothing new.
+    let out = vsl(&config, &["import", first.to_str().expect("path")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("created 0"), "{}", text(&out.stderr));
+    let out = vsl(&config, &["check"]);
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+}
