@@ -511,3 +511,58 @@ fn export_and_import_carry_domains_and_links_on_them() {
     let out = vsl(&config, &["check"]);
     assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
 }
+
+#[test]
+fn the_pages_add_list_and_use_domains_in_both_languages() {
+    use common::pages::{location as page_location, PageClient};
+    let app = TestApp::binary();
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/domains", 200);
+    assert!(html.contains("Add a domain") && html.contains("sl.test"));
+    // The create form has no domain select while there is one domain.
+    assert!(!admin.html("/", 200).contains("name=\"domain\""));
+    let r = admin.post_form("/ui/domains", &[("host", "Go.P.com"), ("root_url", "https://p.example/")]);
+    assert_eq!(r.status(), 303);
+    assert_eq!(page_location(&r), "/ui/domains?done=created");
+    let html = admin.html("/ui/domains?done=created", 200);
+    assert!(html.contains("go.p.com") && html.contains("The domain was added."));
+    let r = admin.post_form("/ui/domains", &[("host", "a.example:8080")]);
+    assert_eq!(r.status(), 400);
+    assert!(r.text().expect("body").contains("no scheme, port, path"));
+    assert_eq!(domain_hosts(&app).len(), 2, "nothing written");
+
+    // A create on the domain through the home page's select.
+    let home = admin.html("/", 200);
+    assert!(home.contains("name=\"domain\"") && home.contains("<option>go.p.com</option>"));
+    let r = admin.post_form("/", &[("url", "https://p.example/page"), ("code", "pg1"), ("domain", "go.p.com")]);
+    let body = r.text().expect("body");
+    assert!(body.contains("http:&#x2f;&#x2f;go.p.com&#x2f;pg1"), "{body}");
+    assert_eq!(visit(&app, "go.p.com", "/pg1", true).status(), 302);
+    // The list shows the domain; the link's page is reached by its own path.
+    let list = admin.html("/ui/links", 200);
+    assert!(list.contains("<td class=\"domain\">go.p.com</td>"));
+    let start = list.find("/ui/links/pg1%40").expect("a link to the page of pg1 on go.p.com");
+    let href: String = list[start..].chars().take_while(|c| *c != '"').collect();
+    let page = admin.html(&href, 200);
+    assert!(page.contains("go.p.com&#x2f;pg1"), "{page}");
+    // In use: not deleted, and the page says why.
+    let r = admin.post_form("/ui/domains/go.p.com", &[("action", "delete")]);
+    assert_eq!(r.status(), 409);
+    assert!(r.text().expect("body").contains("Links are on this domain"));
+    // Edited: the root URL cleared.
+    let r = admin.post_form(
+        "/ui/domains/go.p.com",
+        &[("action", "save"), ("root_url", ""), ("assetlinks", "[1]")],
+    );
+    assert_eq!(r.status(), 303);
+    assert_eq!(app.api_get("/api/v1/domains/go.p.com", ADMIN)["root_url"], Value::Null);
+    assert_eq!(app.api_get("/api/v1/domains/go.p.com", ADMIN)["assetlinks"], json!([1]));
+    // Simplified Chinese.
+    let r = admin.get("/ui/lang?set=zh-CN&back=%2Fui%2Fdomains");
+    assert!(r.status().is_redirection());
+    let html = admin.html("/ui/domains", 200);
+    assert!(html.contains("添加域名"), "{html}");
+    // Not for editors.
+    let editor = PageClient::signed_in(&app, common::EDITOR);
+    assert_eq!(editor.get("/ui/domains").status(), 403);
+}

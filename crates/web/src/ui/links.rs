@@ -72,6 +72,10 @@ fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
         .to_string();
     context! {
         code => link.code.clone(),
+        // What the pages' paths name the link by: its code on the default domain, its key
+        // (`code@id`) on another.
+        ref => link.key().into_owned(),
+        domain => state.links.domain_of(link),
         short_host => short_host,
         short_url => short_url,
         url => link.url.clone(),
@@ -307,6 +311,7 @@ pub async fn list(
         "links",
         context! {
             items => items,
+            many_domains => state.links.domains().any_other(),
             filtered => !keep.is_empty(),
             filter => ["q", "space", "status", "length"]
                 .iter()
@@ -498,7 +503,7 @@ async fn render_detail(
                 }
             }
         }
-        format!("/ui/links/{}?{q}{extra}", urlencoding(&link.code))
+        format!("/ui/links/{}?{q}{extra}", urlencoding(&link.key()))
     };
     let older_href = recent
         .next
