@@ -18,7 +18,12 @@ features = []
 [plans.all]
 "#;
 
-fn send(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> reqwest::blocking::Response {
+fn send(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::blocking::Response {
     let request = app.req(method, path, Some(ADMIN));
     match body {
         Some(b) => request.json(&b),
@@ -79,18 +84,29 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
     assert_eq!(items[0]["default"], true);
     assert_eq!(items[1]["host"], "go.a.com");
     problem(
-        send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": "GO.a.COM"}))),
+        send(
+            &app,
+            Method::POST,
+            "/api/v1/domains",
+            Some(json!({"host": "GO.a.COM"})),
+        ),
         409,
     );
     let exists = problem(
-        send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": "sl.test"}))),
+        send(
+            &app,
+            Method::POST,
+            "/api/v1/domains",
+            Some(json!({"host": "sl.test"})),
+        ),
         409,
     );
     assert_eq!(exists["code"], "domain_exists");
 
     // The same custom code on two domains: two links.
     let home = app.create(json!({"url": "https://home.example/", "code": "sale"}));
-    let away = app.create(json!({"url": "https://away.example/", "code": "sale", "domain": "go.a.com"}));
+    let away =
+        app.create(json!({"url": "https://away.example/", "code": "sale", "domain": "go.a.com"}));
     assert_ne!(home["id"], away["id"]);
     assert_eq!(home["domain"], "sl.test");
     assert_eq!(home["short_url"], "http://sl.test/sale");
@@ -126,15 +142,28 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
     let got = app.api_get("/api/v1/links/sale?domain=go.a.com", ADMIN);
     assert_eq!(got["url"], "https://away.example/");
     assert_eq!(got["domain"], "go.a.com");
-    assert_eq!(app.api_get("/api/v1/links/sale", ADMIN)["url"], "https://home.example/");
+    assert_eq!(
+        app.api_get("/api/v1/links/sale", ADMIN)["url"],
+        "https://home.example/"
+    );
     problem(
-        send(&app, Method::GET, "/api/v1/links/sale?domain=nope.example", None),
+        send(
+            &app,
+            Method::GET,
+            "/api/v1/links/sale?domain=nope.example",
+            None,
+        ),
         404,
     );
     problem(send(&app, Method::GET, "/api/v1/links/only", None), 404);
     app.api_get("/api/v1/links/only/stats?domain=go.a.com", ADMIN);
     app.api_get("/api/v1/links/only/visits?domain=go.a.com", ADMIN);
-    let qr = send(&app, Method::GET, "/api/v1/links/only/qr?domain=go.a.com", None);
+    let qr = send(
+        &app,
+        Method::GET,
+        "/api/v1/links/only/qr?domain=go.a.com",
+        None,
+    );
     assert_eq!(qr.status(), 200);
     let patched = send(
         &app,
@@ -143,8 +172,14 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
         Some(json!({"url": "https://away.example/2"})),
     );
     assert_eq!(patched.status(), 200);
-    assert_eq!(location(&visit(&app, "go.a.com", "/sale", false)), "https://away.example/2");
-    assert_eq!(location(&visit(&app, "sl.test", "/sale", false)), "https://home.example/");
+    assert_eq!(
+        location(&visit(&app, "go.a.com", "/sale", false)),
+        "https://away.example/2"
+    );
+    assert_eq!(
+        location(&visit(&app, "sl.test", "/sale", false)),
+        "https://home.example/"
+    );
 
     // Pooled codes on a domain; dedup per space and domain.
     let first = app.create(json!({"url": "https://pooled.example/", "domain": "go.a.com"}));
@@ -152,11 +187,23 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
     let home_one = app.create(json!({"url": "https://pooled.example/"}));
     assert_eq!(first["id"], again["id"], "dedup on one domain");
     assert_ne!(first["id"], home_one["id"], "no dedup across domains");
-    assert_ne!(first["code"], home_one["code"], "pooled codes never collide");
+    assert_ne!(
+        first["code"], home_one["code"],
+        "pooled codes never collide"
+    );
     let code = first["code"].as_str().expect("code");
-    assert!(first["short_url"].as_str().unwrap_or("").starts_with("http://go.a.com/"));
-    assert_eq!(visit(&app, "go.a.com", &format!("/{code}"), true).status(), 302);
-    assert_eq!(visit(&app, "sl.test", &format!("/{code}"), true).status(), 404);
+    assert!(first["short_url"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("http://go.a.com/"));
+    assert_eq!(
+        visit(&app, "go.a.com", &format!("/{code}"), true).status(),
+        302
+    );
+    assert_eq!(
+        visit(&app, "sl.test", &format!("/{code}"), true).status(),
+        404
+    );
 
     // An unconfigured domain in a create: 400 naming `domain`, nothing written.
     let before = app.link_total();
@@ -172,13 +219,28 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
     assert_eq!(app.link_total(), before);
 
     // Deleting: a domain in use, the default domain, an unknown one; a free one goes.
-    let in_use = problem(send(&app, Method::DELETE, "/api/v1/domains/go.a.com", None), 409);
+    let in_use = problem(
+        send(&app, Method::DELETE, "/api/v1/domains/go.a.com", None),
+        409,
+    );
     assert_eq!(in_use["code"], "domain_in_use");
-    problem(send(&app, Method::DELETE, "/api/v1/domains/sl.test", None), 409);
-    problem(send(&app, Method::DELETE, "/api/v1/domains/nope.example", None), 404);
+    problem(
+        send(&app, Method::DELETE, "/api/v1/domains/sl.test", None),
+        409,
+    );
+    problem(
+        send(&app, Method::DELETE, "/api/v1/domains/nope.example", None),
+        404,
+    );
     add_domain(&app, json!({"host": "free.example"}));
-    assert_eq!(send(&app, Method::DELETE, "/api/v1/domains/free.example", None).status(), 204);
-    problem(send(&app, Method::GET, "/api/v1/domains/free.example", None), 404);
+    assert_eq!(
+        send(&app, Method::DELETE, "/api/v1/domains/free.example", None).status(),
+        204
+    );
+    problem(
+        send(&app, Method::GET, "/api/v1/domains/free.example", None),
+        404,
+    );
 }
 
 #[test]
@@ -199,14 +261,23 @@ fn bad_hosts_are_refused_naming_host_and_idns_become_punycode() {
         &format!("{}.com", "x".repeat(64)),
     ] {
         let p = problem(
-            send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": bad}))),
+            send(
+                &app,
+                Method::POST,
+                "/api/v1/domains",
+                Some(json!({"host": bad})),
+            ),
             400,
         );
         assert_eq!(p["field"], "host", "{bad:?}");
     }
     assert_eq!(domain_hosts(&app), before, "nothing written");
-    assert_eq!(add_domain(&app, json!({"host": "Bücher.DE"}))["host"], "xn--bcher-kva.de");
-    let link = app.create(json!({"url": "https://b.example/", "code": "buch", "domain": "bücher.de"}));
+    assert_eq!(
+        add_domain(&app, json!({"host": "Bücher.DE"}))["host"],
+        "xn--bcher-kva.de"
+    );
+    let link =
+        app.create(json!({"url": "https://b.example/", "code": "buch", "domain": "bücher.de"}));
     assert_eq!(link["domain"], "xn--bcher-kva.de");
     assert_eq!(visit(&app, "xn--bcher-kva.de", "/buch", true).status(), 302);
     // Only admins manage domains.
@@ -220,7 +291,10 @@ fn bad_hosts_are_refused_naming_host_and_idns_become_punycode() {
 
 #[test]
 fn domains_answer_their_own_pages_and_well_known_files() {
-    let app = TestApp::binary_with("", &[("VSL_SERVER__NOT_FOUND_URL", "https://global.example/404")]);
+    let app = TestApp::binary_with(
+        "",
+        &[("VSL_SERVER__NOT_FOUND_URL", "https://global.example/404")],
+    );
     add_domain(
         &app,
         json!({
@@ -235,26 +309,58 @@ fn domains_answer_their_own_pages_and_well_known_files() {
     let r = visit(&app, "go.b.com", "/", false);
     assert_eq!(r.status(), 302);
     assert_eq!(location(&r), "https://b.example/");
-    assert_eq!(location(&visit(&app, "go.b.com", "/nosuch", false)), "https://b.example/missing");
-    assert_eq!(location(&visit(&app, "go.b.com", "/a/b/c", false)), "https://b.example/other");
+    assert_eq!(
+        location(&visit(&app, "go.b.com", "/nosuch", false)),
+        "https://b.example/missing"
+    );
+    assert_eq!(
+        location(&visit(&app, "go.b.com", "/a/b/c", false)),
+        "https://b.example/other"
+    );
     // JSON clients still get 404 problem+json.
     problem(visit(&app, "go.b.com", "/nosuch", true), 404);
     // An ended link without a fallback: the domain's not_found_url.
     app.create(json!({"url": "https://e.example/", "code": "ended", "domain": "go.b.com"}));
-    assert_eq!(send(&app, Method::DELETE, "/api/v1/links/ended?domain=go.b.com", None).status(), 204);
-    assert_eq!(location(&visit(&app, "go.b.com", "/ended", false)), "https://b.example/missing");
+    assert_eq!(
+        send(
+            &app,
+            Method::DELETE,
+            "/api/v1/links/ended?domain=go.b.com",
+            None
+        )
+        .status(),
+        204
+    );
+    assert_eq!(
+        location(&visit(&app, "go.b.com", "/ended", false)),
+        "https://b.example/missing"
+    );
     // The default domain has none set: the global not_found_url.
-    assert_eq!(location(&visit(&app, "sl.test", "/nosuch", false)), "https://global.example/404");
+    assert_eq!(
+        location(&visit(&app, "sl.test", "/nosuch", false)),
+        "https://global.example/404"
+    );
     // Well-known files, on that domain only.
-    let r = visit(&app, "go.b.com", "/.well-known/apple-app-site-association", true);
+    let r = visit(
+        &app,
+        "go.b.com",
+        "/.well-known/apple-app-site-association",
+        true,
+    );
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "application/json");
     let body: Value = r.json().expect("json");
     assert_eq!(body["applinks"]["apps"], json!([]));
     let r = visit(&app, "go.b.com", "/.well-known/assetlinks.json", true);
     assert_eq!(r.status(), 200);
-    assert_eq!(r.json::<Value>().expect("json")[0]["relation"][0], "delegate_permission/common.handle_all_urls");
-    assert_eq!(visit(&app, "sl.test", "/.well-known/assetlinks.json", true).status(), 404);
+    assert_eq!(
+        r.json::<Value>().expect("json")[0]["relation"][0],
+        "delegate_permission/common.handle_all_urls"
+    );
+    assert_eq!(
+        visit(&app, "sl.test", "/.well-known/assetlinks.json", true).status(),
+        404
+    );
     // Patched: null clears; the default domain can be patched too.
     let patched = send(
         &app,
@@ -266,7 +372,10 @@ fn domains_answer_their_own_pages_and_well_known_files() {
     let patched: Value = patched.json().expect("json");
     assert_eq!(patched["root_url"], Value::Null);
     assert_eq!(patched["not_found_url"], "https://b.example/missing");
-    assert_eq!(visit(&app, "go.b.com", "/.well-known/assetlinks.json", true).status(), 404);
+    assert_eq!(
+        visit(&app, "go.b.com", "/.well-known/assetlinks.json", true).status(),
+        404
+    );
     let default = send(
         &app,
         Method::PATCH,
@@ -274,8 +383,14 @@ fn domains_answer_their_own_pages_and_well_known_files() {
         Some(json!({"root_url": "https://home.example/"})),
     );
     assert_eq!(default.status(), 200);
-    assert_eq!(location(&visit(&app, "sl.test", "/", false)), "https://home.example/");
-    assert_eq!(location(&visit(&app, "elsewhere.example", "/", false)), "https://home.example/");
+    assert_eq!(
+        location(&visit(&app, "sl.test", "/", false)),
+        "https://home.example/"
+    );
+    assert_eq!(
+        location(&visit(&app, "elsewhere.example", "/", false)),
+        "https://home.example/"
+    );
 }
 
 #[test]
@@ -288,7 +403,12 @@ fn a_team_domain_takes_its_team_links_and_plans_gate_domains() {
     add_domain(&app, json!({"host": "go.acme.com", "team": "acme"}));
     add_domain(&app, json!({"host": "go.open.com"}));
     problem(
-        send(&app, Method::POST, "/api/v1/domains", Some(json!({"host": "x.example", "team": "nobody"}))),
+        send(
+            &app,
+            Method::POST,
+            "/api/v1/domains",
+            Some(json!({"host": "x.example", "team": "nobody"})),
+        ),
         400,
     );
     let made = app.post_json(
@@ -347,15 +467,26 @@ fn two_postgres_instances_see_a_new_domain_within_a_second() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(seen, "a domain added on one instance answers on the other within 1 s");
+    assert!(
+        seen,
+        "a domain added on one instance answers on the other within 1 s"
+    );
     // And the default domain keeps its own `c1` apart.
     assert_eq!(visit(&b, "sl.test", "/c1", true).status(), 404);
     let hosts = domain_hosts(&b);
     assert!(hosts.contains(&"go.c.com".to_string()));
 }
 
-fn shlink(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> reqwest::blocking::Response {
-    let request = app.client.request(method, app.url(path)).header("X-Api-Key", ADMIN);
+fn shlink(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> reqwest::blocking::Response {
+    let request = app
+        .client
+        .request(method, app.url(path))
+        .header("X-Api-Key", ADMIN);
     match body {
         Some(b) => request.json(&b),
         None => request,
@@ -367,12 +498,17 @@ fn shlink(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> req
 #[test]
 fn shlink_creates_lists_and_redirects_per_domain() {
     let app = TestApp::binary();
-    add_domain(&app, json!({"host": "go.s.com", "root_url": "https://s.example/"}));
+    add_domain(
+        &app,
+        json!({"host": "go.s.com", "root_url": "https://s.example/"}),
+    );
     let r = shlink(
         &app,
         Method::POST,
         "/rest/v3/short-urls",
-        Some(json!({"longUrl": "https://s.example/long", "customSlug": "s1", "domain": "go.s.com"})),
+        Some(
+            json!({"longUrl": "https://s.example/long", "customSlug": "s1", "domain": "go.s.com"}),
+        ),
     );
     assert_eq!(r.status(), 200);
     let made: Value = r.json().expect("json");
@@ -394,22 +530,43 @@ fn shlink_creates_lists_and_redirects_per_domain() {
     );
     assert_eq!(r.status(), 400);
 
-    let got = shlink(&app, Method::GET, "/rest/v3/short-urls/s1?domain=go.s.com", None);
+    let got = shlink(
+        &app,
+        Method::GET,
+        "/rest/v3/short-urls/s1?domain=go.s.com",
+        None,
+    );
     assert_eq!(got.status(), 200);
-    assert_eq!(got.json::<Value>().expect("json")["longUrl"], "https://s.example/long");
+    assert_eq!(
+        got.json::<Value>().expect("json")["longUrl"],
+        "https://s.example/long"
+    );
     let got = shlink(&app, Method::GET, "/rest/v3/short-urls/s1", None);
-    assert_eq!(got.json::<Value>().expect("json")["longUrl"], "https://s.example/home");
-    let listed: Value = shlink(&app, Method::GET, "/rest/v3/short-urls?domain=go.s.com", None)
-        .json()
-        .expect("json");
+    assert_eq!(
+        got.json::<Value>().expect("json")["longUrl"],
+        "https://s.example/home"
+    );
+    let listed: Value = shlink(
+        &app,
+        Method::GET,
+        "/rest/v3/short-urls?domain=go.s.com",
+        None,
+    )
+    .json()
+    .expect("json");
     let data = listed["shortUrls"]["data"].as_array().expect("data");
     assert_eq!(data.len(), 1);
     assert_eq!(data[0]["domain"], "go.s.com");
 
-    let domains: Value = shlink(&app, Method::GET, "/rest/v3/domains", None).json().expect("json");
+    let domains: Value = shlink(&app, Method::GET, "/rest/v3/domains", None)
+        .json()
+        .expect("json");
     let data = domains["domains"]["data"].as_array().expect("data");
     assert_eq!(data[0]["isDefault"], true);
-    let ours = data.iter().find(|d| d["domain"] == "go.s.com").expect("go.s.com");
+    let ours = data
+        .iter()
+        .find(|d| d["domain"] == "go.s.com")
+        .expect("go.s.com");
     assert_eq!(ours["isDefault"], false);
     assert_eq!(ours["redirects"]["baseUrlRedirect"], "https://s.example/");
     assert_eq!(ours["redirects"]["regular404Redirect"], Value::Null);
@@ -418,14 +575,23 @@ fn shlink_creates_lists_and_redirects_per_domain() {
         &app,
         Method::PATCH,
         "/rest/v3/domains/redirects",
-        Some(json!({"domain": "go.s.com", "regular404Redirect": "https://s.example/404", "baseUrlRedirect": null})),
+        Some(
+            json!({"domain": "go.s.com", "regular404Redirect": "https://s.example/404", "baseUrlRedirect": null}),
+        ),
     );
     assert_eq!(r.status(), 200);
     let redirects: Value = r.json().expect("json");
     assert_eq!(redirects["regular404Redirect"], "https://s.example/404");
     assert_eq!(redirects["baseUrlRedirect"], Value::Null);
-    assert_eq!(location(&visit(&app, "go.s.com", "/a/b", false)), "https://s.example/404");
-    assert_eq!(visit(&app, "go.s.com", "/", false).status(), 200, "no root_url: the home page");
+    assert_eq!(
+        location(&visit(&app, "go.s.com", "/a/b", false)),
+        "https://s.example/404"
+    );
+    assert_eq!(
+        visit(&app, "go.s.com", "/", false).status(),
+        200,
+        "no root_url: the home page"
+    );
     let r = shlink(
         &app,
         Method::PATCH,
@@ -470,10 +636,19 @@ fn exported(path: &std::path::Path) -> (Vec<Value>, Vec<(String, String, String)
 fn export_and_import_carry_domains_and_links_on_them() {
     use common::cli::{offline_on_test_store, text, vsl};
     let mut app = TestApp::binary();
-    add_domain(&app, json!({"host": "go.x.com", "root_url": "https://x.example/", "assetlinks": [{"a": 1}]}));
+    add_domain(
+        &app,
+        json!({"host": "go.x.com", "root_url": "https://x.example/", "assetlinks": [{"a": 1}]}),
+    );
     add_domain(&app, json!({"host": "go.y.com"}));
     assert_eq!(
-        send(&app, Method::PATCH, "/api/v1/domains/sl.test", Some(json!({"root_url": "https://home.example/"}))).status(),
+        send(
+            &app,
+            Method::PATCH,
+            "/api/v1/domains/sl.test",
+            Some(json!({"root_url": "https://home.example/"}))
+        )
+        .status(),
         200
     );
     app.create(json!({"url": "https://home.example/same", "code": "same"}));
@@ -482,7 +657,10 @@ fn export_and_import_carry_domains_and_links_on_them() {
     app.create(json!({"url": "https://x.example/pooled", "domain": "go.x.com"}));
     assert!(app.terminate().success());
     let first = app.dir.path().join("first.jsonl");
-    let out = vsl(&app.config_path(), &["export", "--output", first.to_str().expect("path")]);
+    let out = vsl(
+        &app.config_path(),
+        &["export", "--output", first.to_str().expect("path")],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (domains, links) = exported(&first);
     assert_eq!(domains.len(), 3, "{domains:?}");
@@ -491,7 +669,11 @@ fn export_and_import_carry_domains_and_links_on_them() {
     assert_eq!(domains[2]["host"], "sl.test");
     assert_eq!(domains[2]["default"], true);
     assert_eq!(links.iter().filter(|l| l.0 == "same").count(), 3);
-    assert!(links.contains(&("same".into(), "go.y.com".into(), "https://y.example/same".into())));
+    assert!(links.contains(&(
+        "same".into(),
+        "go.y.com".into(),
+        "https://y.example/same".into()
+    )));
     assert!(links.contains(&("same".into(), "".into(), "https://home.example/same".into())));
 
     // Into a fresh store, and out again: the same domains and links.
@@ -499,17 +681,33 @@ fn export_and_import_carry_domains_and_links_on_them() {
     let config = offline_on_test_store(fresh.path());
     let out = vsl(&config, &["import", first.to_str().expect("path")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("refused 0"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("refused 0"),
+        "{}",
+        text(&out.stderr)
+    );
     let second = fresh.path().join("second.jsonl");
-    let out = vsl(&config, &["export", "--output", second.to_str().expect("path")]);
+    let out = vsl(
+        &config,
+        &["export", "--output", second.to_str().expect("path")],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(exported(&second), (domains, links));
     // Again: nothing new.
     let out = vsl(&config, &["import", first.to_str().expect("path")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("created 0"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("created 0"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = vsl(&config, &["check"]);
-    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -521,7 +719,10 @@ fn the_pages_add_list_and_use_domains_in_both_languages() {
     assert!(html.contains("Add a domain") && html.contains("sl.test"));
     // The create form has no domain select while there is one domain.
     assert!(!admin.html("/", 200).contains("name=\"domain\""));
-    let r = admin.post_form("/ui/domains", &[("host", "Go.P.com"), ("root_url", "https://p.example/")]);
+    let r = admin.post_form(
+        "/ui/domains",
+        &[("host", "Go.P.com"), ("root_url", "https://p.example/")],
+    );
     assert_eq!(r.status(), 303);
     assert_eq!(page_location(&r), "/ui/domains?done=created");
     let html = admin.html("/ui/domains?done=created", 200);
@@ -534,14 +735,26 @@ fn the_pages_add_list_and_use_domains_in_both_languages() {
     // A create on the domain through the home page's select.
     let home = admin.html("/", 200);
     assert!(home.contains("name=\"domain\"") && home.contains("<option>go.p.com</option>"));
-    let r = admin.post_form("/", &[("url", "https://p.example/page"), ("code", "pg1"), ("domain", "go.p.com")]);
+    let r = admin.post_form(
+        "/",
+        &[
+            ("url", "https://p.example/page"),
+            ("code", "pg1"),
+            ("domain", "go.p.com"),
+        ],
+    );
     let body = r.text().expect("body");
-    assert!(body.contains("http:&#x2f;&#x2f;go.p.com&#x2f;pg1"), "{body}");
+    assert!(
+        body.contains("http:&#x2f;&#x2f;go.p.com&#x2f;pg1"),
+        "{body}"
+    );
     assert_eq!(visit(&app, "go.p.com", "/pg1", true).status(), 302);
     // The list shows the domain; the link's page is reached by its own path.
     let list = admin.html("/ui/links", 200);
     assert!(list.contains("<td class=\"domain\">go.p.com</td>"));
-    let start = list.find("/ui/links/pg1%40").expect("a link to the page of pg1 on go.p.com");
+    let start = list
+        .find("/ui/links/pg1%40")
+        .expect("a link to the page of pg1 on go.p.com");
     let href: String = list[start..].chars().take_while(|c| *c != '"').collect();
     let page = admin.html(&href, 200);
     assert!(page.contains("go.p.com&#x2f;pg1"), "{page}");
@@ -555,8 +768,14 @@ fn the_pages_add_list_and_use_domains_in_both_languages() {
         &[("action", "save"), ("root_url", ""), ("assetlinks", "[1]")],
     );
     assert_eq!(r.status(), 303);
-    assert_eq!(app.api_get("/api/v1/domains/go.p.com", ADMIN)["root_url"], Value::Null);
-    assert_eq!(app.api_get("/api/v1/domains/go.p.com", ADMIN)["assetlinks"], json!([1]));
+    assert_eq!(
+        app.api_get("/api/v1/domains/go.p.com", ADMIN)["root_url"],
+        Value::Null
+    );
+    assert_eq!(
+        app.api_get("/api/v1/domains/go.p.com", ADMIN)["assetlinks"],
+        json!([1])
+    );
     // Simplified Chinese.
     let r = admin.get("/ui/lang?set=zh-CN&back=%2Fui%2Fdomains");
     assert!(r.status().is_redirection());

@@ -2198,7 +2198,6 @@ fn concurrent_senders_take_each_item_once(make: Make) {
     assert_eq!(store.outbox_depth().unwrap(), 0);
 }
 
-
 fn domain(host: &str) -> vshortlink::model::Domain {
     let mut domain = vshortlink::model::Domain::default_of(host);
     domain.id = 99;
@@ -2221,7 +2220,10 @@ fn domains_are_records_with_ids_of_their_own(make: Make) {
         panic!("added");
     };
     assert!(a.id >= 1 && b.id > a.id, "{} {}", a.id, b.id);
-    assert_eq!(store.add_domain(&domain("a.example")).unwrap(), DomainAdded::Exists);
+    assert_eq!(
+        store.add_domain(&domain("a.example")).unwrap(),
+        DomainAdded::Exists
+    );
     // Written whole over its id; another id's host is refused.
     let mut patched = a.clone();
     patched.root_url = Some("https://a.example/root".into());
@@ -2268,16 +2270,34 @@ fn codes_are_unique_per_domain(make: Make) {
         new.domain = domain;
         new
     };
-    let home = created(store.create_link(&on(CodeChoice::Custom("sale".into()), "https://home.example/", 0)));
-    let away = created(store.create_link(&on(CodeChoice::Custom("sale".into()), "https://away.example/", 3)));
+    let home = created(store.create_link(&on(
+        CodeChoice::Custom("sale".into()),
+        "https://home.example/",
+        0,
+    )));
+    let away = created(store.create_link(&on(
+        CodeChoice::Custom("sale".into()),
+        "https://away.example/",
+        3,
+    )));
     assert_ne!(home.id, away.id);
     assert_eq!(away.key(), "sale@3");
-    match store.create_link(&on(CodeChoice::Custom("sale".into()), "https://x.example/", 3)) {
+    match store.create_link(&on(
+        CodeChoice::Custom("sale".into()),
+        "https://x.example/",
+        3,
+    )) {
         Err(StoreError::CodeTaken(_)) => {}
         other => panic!("the same code twice on one domain: {other:?}"),
     }
-    assert_eq!(store.resolve("sale").unwrap().unwrap().url, "https://home.example/");
-    assert_eq!(store.resolve("sale@3").unwrap().unwrap().url, "https://away.example/");
+    assert_eq!(
+        store.resolve("sale").unwrap().unwrap().url,
+        "https://home.example/"
+    );
+    assert_eq!(
+        store.resolve("sale@3").unwrap().unwrap().url,
+        "https://away.example/"
+    );
     assert!(store.resolve("sale@4").unwrap().is_none());
     assert!(store.may_exist("sale@3"));
     assert_eq!(store.link_by_code("sale@3").unwrap().unwrap().id, away.id);
@@ -2286,7 +2306,10 @@ fn codes_are_unique_per_domain(make: Make) {
         ..LinkPatch::default()
     };
     store.update_link("sale@3", &patch, T0 + 1).unwrap();
-    assert_eq!(store.resolve("sale").unwrap().unwrap().url, "https://home.example/");
+    assert_eq!(
+        store.resolve("sale").unwrap().unwrap().url,
+        "https://home.example/"
+    );
     store.delete_link("sale@3", T0 + 2).unwrap();
     assert!(store.resolve("sale@3").unwrap().is_none());
     assert!(store.resolve("sale").unwrap().is_some());
@@ -2294,12 +2317,20 @@ fn codes_are_unique_per_domain(make: Make) {
     fill(&*store, 6, &["100000", "100001"], T0);
     let pooled = created(store.create_link(&on(CodeChoice::Pool(6), "https://p.example/", 3)));
     assert_eq!(pooled.code, "100000");
-    let again = store.create_link(&on(CodeChoice::Pool(6), "https://p.example/", 3)).unwrap();
+    let again = store
+        .create_link(&on(CodeChoice::Pool(6), "https://p.example/", 3))
+        .unwrap();
     assert_eq!(again.link().id, pooled.id, "dedup on one domain");
     let home_pooled = created(store.create_link(&on(CodeChoice::Pool(6), "https://p.example/", 0)));
-    assert_eq!(home_pooled.code, "100001", "no dedup across domains, no code twice");
     assert_eq!(
-        store.dedup_target("default", 3, 6, "https://p.example/").unwrap().map(|l| l.id),
+        home_pooled.code, "100001",
+        "no dedup across domains, no code twice"
+    );
+    assert_eq!(
+        store
+            .dedup_target("default", 3, 6, "https://p.example/")
+            .unwrap()
+            .map(|l| l.id),
         Some(pooled.id)
     );
     // A code some domain owns is not pooled again.
@@ -2314,7 +2345,11 @@ fn codes_are_unique_per_domain(make: Make) {
         })
         .unwrap();
     assert_eq!(added.added, 1, "`sale` is owned (on two domains)");
-    let custom = created(store.create_link(&on(CodeChoice::Custom("only".into()), "https://o.example/", 5)));
+    let custom = created(store.create_link(&on(
+        CodeChoice::Custom("only".into()),
+        "https://o.example/",
+        5,
+    )));
     let added = store
         .pool_add(&PoolBatch {
             length: 4,
@@ -2332,7 +2367,10 @@ fn codes_are_unique_per_domain(make: Make) {
     record.domain = 3;
     let imported = store.import_links(&[record]).unwrap();
     assert!(matches!(&imported[0], Imported::Created(l) if l.domain == 3));
-    assert_eq!(store.resolve("imp777@3").unwrap().unwrap().url, "https://i.example/");
+    assert_eq!(
+        store.resolve("imp777@3").unwrap().unwrap().url,
+        "https://i.example/"
+    );
     assert!(store.resolve("imp777").unwrap().is_none());
 }
 

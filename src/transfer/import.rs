@@ -260,7 +260,9 @@ impl Importer<'_> {
                 here.assetlinks = domain.assetlinks;
                 here.created_at = domain.created_at;
                 here.updated_at = domain.updated_at;
-                domains.import(&here).map_err(|e| format!("line {line}: {e}"))?;
+                domains
+                    .import(&here)
+                    .map_err(|e| format!("line {line}: {e}"))?;
             }
             self.summary.unchanged += 1;
             return Ok(());
@@ -670,20 +672,20 @@ pub fn import(
                     Ok(Record::Link(record)) => match importer.on_domain(&record) {
                         Err(why) => importer.refuse_now(number, why)?,
                         Ok(domain) => match record.to_link() {
-                        Ok(mut link) => {
-                            link.domain = domain;
-                            let counted: Vec<(CapSlot, u64)> = record
-                                .counted
-                                .iter()
-                                .filter_map(|&(slot, n)| Some((CapSlot::of_stored(slot)?, n)))
-                                .collect();
-                            if !counted.is_empty() {
-                                importer.counted.insert(link.id, counted);
+                            Ok(mut link) => {
+                                link.domain = domain;
+                                let counted: Vec<(CapSlot, u64)> = record
+                                    .counted
+                                    .iter()
+                                    .filter_map(|&(slot, n)| Some((CapSlot::of_stored(slot)?, n)))
+                                    .collect();
+                                if !counted.is_empty() {
+                                    importer.counted.insert(link.id, counted);
+                                }
+                                importer.checked_link(number, link)?
                             }
-                            importer.checked_link(number, link)?
-                        }
-                        Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
-                    },
+                            Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
+                        },
                     },
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,
                     Ok(Record::Lead(record)) => importer.lead(number, record)?,

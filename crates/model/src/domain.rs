@@ -136,7 +136,9 @@ pub fn parse_host(raw: &str) -> Result<String, BadHost> {
             return bad("has an empty label");
         }
         if label.len() > MAX_LABEL_LEN {
-            return bad(&format!("has a label longer than {MAX_LABEL_LEN} characters"));
+            return bad(&format!(
+                "has a label longer than {MAX_LABEL_LEN} characters"
+            ));
         }
         if !label
             .bytes()

@@ -108,7 +108,10 @@ fn invalid(code: &'static str, field: &'static str, detail: impl Into<String>) -
 
 /// A redirect URL of a domain: absolute http(s).
 fn check_redirect(field: &'static str, value: Option<String>) -> Result<Option<String>, LinkError> {
-    let Some(value) = value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty()) else {
+    let Some(value) = value
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+    else {
         return Ok(None);
     };
     match url::Url::parse(&value) {
@@ -148,7 +151,10 @@ impl Domains {
     pub fn new(store: Arc<dyn Store>, base_url: &url::Url) -> Self {
         let domains = Self {
             store,
-            default_host: base_url.host_str().unwrap_or("localhost").to_ascii_lowercase(),
+            default_host: base_url
+                .host_str()
+                .unwrap_or("localhost")
+                .to_ascii_lowercase(),
             scheme: base_url.scheme().to_string(),
             table: RwLock::new(Table::default()),
             others: AtomicBool::new(false),
@@ -426,6 +432,10 @@ fn check_team(team: Option<String>) -> Result<Option<String>, LinkError> {
         {
             Ok(Some(t))
         }
-        Some(_) => Err(invalid("invalid_team", "team", "`team` is not a team's slug")),
+        Some(_) => Err(invalid(
+            "invalid_team",
+            "team",
+            "`team` is not a team's slug",
+        )),
     }
 }

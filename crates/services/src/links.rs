@@ -31,9 +31,9 @@ use url::Url;
 use crate::blocklist::BlockedHosts;
 use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
-use crate::domains::Domains;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
+use crate::domains::Domains;
 use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::model::{
     Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,
@@ -103,10 +103,7 @@ pub enum LinkError {
     DomainNotFound(String),
     /// The caller may not do this (403 `forbidden`), naming the field.
     #[error("{detail}")]
-    Forbidden {
-        field: &'static str,
-        detail: String,
-    },
+    Forbidden { field: &'static str, detail: String },
     #[error("storage failure")]
     Store(#[from] StoreError),
 }

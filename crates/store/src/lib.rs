@@ -27,6 +27,7 @@ pub(crate) use vshortlink_model as model;
 
 // The records and errors live in the model; the store persists them. Named here for the
 // backends only: everything above the store names them through the model.
+pub(crate) use crate::model::Domain;
 pub(crate) use crate::model::{
     is_keepable_id, DayCount, Dimension, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
     LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
@@ -37,7 +38,6 @@ pub(crate) use crate::model::{
     CapSlot, ClaimOutcome, Lead, LeadPage, LinkOptions, QueuedReview, Review, Trigger, Verdict,
     VisitClaim,
 };
-pub(crate) use crate::model::Domain;
 pub(crate) use crate::model::{DeliveryAttempt, DeliveryRecord, NewOutboxItem, OutboxItem};
 
 use serde::{Deserialize, Serialize};
@@ -340,8 +340,8 @@ impl<T> Store for T where
 /// The capability traits, for `use crate::prelude::*` wherever a [`Store`] is called.
 pub mod prelude {
     pub use super::{
-        AccountStore, CapStore, Cluster, DomainStore, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore,
-        QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
+        AccountStore, CapStore, Cluster, DomainStore, LeadStore, LinkStore, MetaStore, OutboxStore,
+        PoolStore, QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
     };
 }
 

@@ -93,10 +93,8 @@ pub struct DomainRecord {
 
 impl DomainRecord {
     pub fn from_domain(domain: &crate::model::Domain) -> Self {
-        let json = |text: &Option<String>| {
-            text.as_deref()
-                .and_then(|t| serde_json::from_str(t).ok())
-        };
+        let json =
+            |text: &Option<String>| text.as_deref().and_then(|t| serde_json::from_str(t).ok());
         Self {
             host: domain.host.clone(),
             default: domain.is_default(),
@@ -114,9 +112,8 @@ impl DomainRecord {
     /// The record as a domain (id 0 for the default one; others get theirs from the store
     /// that takes it).
     pub fn to_domain(&self) -> Result<crate::model::Domain, String> {
-        let time = |field: &str, text: &str| {
-            parse_rfc3339(text).map_err(|e| format!("`{field}`: {e}"))
-        };
+        let time =
+            |field: &str, text: &str| parse_rfc3339(text).map_err(|e| format!("`{field}`: {e}"));
         Ok(crate::model::Domain {
             id: 0,
             host: self.host.clone(),

@@ -19,10 +19,7 @@ impl DomainStore for PgStore {
                 .rows("SELECT record FROM domains ORDER BY id", &[])
                 .await
                 .map_err(db_error)?;
-            Ok(rows
-                .iter()
-                .map(|r| r.get::<_, Json<Domain>>(0).0)
-                .collect())
+            Ok(rows.iter().map(|r| r.get::<_, Json<Domain>>(0).0).collect())
         })
     }
 

@@ -470,7 +470,9 @@ impl LinkStore for PgStore {
                     // An archived record owns no code: it is matched by id.
                     by_id.get(&link.id).map(|e| (e, e == link))
                 } else {
-                    owners.get(link.key().as_ref()).map(|e| (e, e.url == link.url))
+                    owners
+                        .get(link.key().as_ref())
+                        .map(|e| (e, e.url == link.url))
                 };
                 if let Some((existing, same)) = existing {
                     results.push(if same {

@@ -8,7 +8,7 @@ use sled::Transactional;
 use super::errors::{backend, tx_error};
 use super::keys::{read_u64, u64_key};
 use super::SledStore;
-use crate::{DomainAdded, DomainStore, Domain, StoreError, StoreResult};
+use crate::{Domain, DomainAdded, DomainStore, StoreError, StoreResult};
 
 const SEQ: &[u8] = b"domain_seq";
 
@@ -110,10 +110,7 @@ impl DomainStore for SledStore {
                 }
                 domains.insert(record_key(id), bytes.as_slice())?;
                 domains.insert(host.as_slice(), &id.to_be_bytes()[..])?;
-                let next = counters
-                    .get(SEQ)?
-                    .and_then(|v| read_u64(&v))
-                    .unwrap_or(1);
+                let next = counters.get(SEQ)?.and_then(|v| read_u64(&v)).unwrap_or(1);
                 if u64::from(id) >= next {
                     counters.insert(SEQ, &u64_key(u64::from(id) + 1)[..])?;
                 }

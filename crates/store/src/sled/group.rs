@@ -173,7 +173,11 @@ impl SledStore {
         let alone = |new: &NewLink| self.create_from_pool(new, length);
         // Links of other domains than the default go alone: rare, and their keys enter the
         // code filter on the way ([`SledStore::create_tx`]).
-        if group.len() == 1 || group.iter().any(|n| n.domain != crate::model::DEFAULT_DOMAIN) {
+        if group.len() == 1
+            || group
+                .iter()
+                .any(|n| n.domain != crate::model::DEFAULT_DOMAIN)
+        {
             return group.iter().map(alone).collect();
         }
         let Some(pool) = self.pool(length) else {

@@ -115,7 +115,12 @@ impl SledStore {
                         LinkStatus::Active => {
                             codes.insert(key.as_bytes(), active_code_value(&record))?;
                             if !record.custom {
-                                let key = keys::dedup_key(&record.space, record.domain, length, &record.url);
+                                let key = keys::dedup_key(
+                                    &record.space,
+                                    record.domain,
+                                    length,
+                                    &record.url,
+                                );
                                 if dedup.get(&key)?.is_none() {
                                     dedup.insert(key, &id_key[..])?;
                                 }

@@ -318,7 +318,12 @@ pub(crate) fn host_of(headers: &HeaderMap) -> Option<&str> {
 
 /// What a domain answers itself (SPEC §26), before the router: `/` to its `root_url`, and
 /// its well-known files for apps. `None`: the request goes on as it would.
-pub fn domain_answer(state: &AppState, method: &Method, path: &str, headers: &HeaderMap) -> Option<Response> {
+pub fn domain_answer(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Option<Response> {
     if method != Method::GET && method != Method::HEAD {
         return None;
     }

@@ -15,9 +15,9 @@ use super::forms::{field, CheckedForm};
 use super::render::{message, page, see_other, Visitor};
 use super::PageState;
 use crate::domains::{DomainPatch, NewDomain};
-use crate::web::domains::DomainView;
 use crate::keys::Principal;
 use crate::web::access::blocking;
+use crate::web::domains::DomainView;
 use crate::web::error::ApiError;
 
 /// What the page shows besides the domains.
@@ -83,7 +83,9 @@ fn admin(state: &PageState, visitor: &Visitor) -> Result<std::sync::Arc<Principa
 
 /// A text field: empty is none.
 fn text(fields: &HashMap<String, String>, name: &str) -> Option<String> {
-    field(fields, name).map(str::to_string).filter(|v| !v.is_empty())
+    field(fields, name)
+        .map(str::to_string)
+        .filter(|v| !v.is_empty())
 }
 
 /// A JSON field: empty is none; anything else must be JSON (400 naming it).
@@ -227,7 +229,11 @@ pub async fn change(
                 Err(e) => Err(e),
                 Ok(mut patch) => {
                     // The default domain belongs to no team: its form has no team field.
-                    if links.domains().by_host(&host).is_some_and(|d| d.is_default()) {
+                    if links
+                        .domains()
+                        .by_host(&host)
+                        .is_some_and(|d| d.is_default())
+                    {
                         patch.team = None;
                     }
                     let host = host.clone();

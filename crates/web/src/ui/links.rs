@@ -60,7 +60,7 @@ pub(super) fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Res
 
 /// A link as the pages show it.
 fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
-    let short_url = state.links.short_url_of(&link);
+    let short_url = state.links.short_url_of(link);
     // The short URL's host and path before the code, without the scheme: the page may shorten
     // it, never the code.
     let short_host = short_url

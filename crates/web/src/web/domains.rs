@@ -25,10 +25,8 @@ pub struct DomainView {
 
 impl DomainView {
     pub fn new(domain: &Domain) -> Self {
-        let json = |text: &Option<String>| {
-            text.as_deref()
-                .and_then(|t| serde_json::from_str(t).ok())
-        };
+        let json =
+            |text: &Option<String>| text.as_deref().and_then(|t| serde_json::from_str(t).ok());
         let time = |ms: u64| (ms > 0).then(|| rfc3339(ms));
         Self {
             host: domain.host.clone(),
@@ -44,4 +42,3 @@ impl DomainView {
         }
     }
 }
-

@@ -331,9 +331,7 @@ impl From<LinkError> for ApiError {
                 detail,
             } => ApiError::new(StatusCode::CONFLICT, code, detail).with_field(field),
             LinkError::DomainNotFound(_) => ApiError::not_found(e.to_string()),
-            LinkError::Forbidden { field, detail } => {
-                ApiError::forbidden(detail).with_field(field)
-            }
+            LinkError::Forbidden { field, detail } => ApiError::forbidden(detail).with_field(field),
             LinkError::Store(inner) => ApiError::from(inner),
         }
     }

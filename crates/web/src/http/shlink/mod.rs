@@ -194,9 +194,7 @@ pub fn json_object(body: &Bytes) -> Result<Map<String, Value>, ShlinkError> {
 pub fn shlink_domain(state: &AppState, domain: Option<&str>) -> Option<u16> {
     match domain.map(str::trim) {
         None | Some("") | Some("DEFAULT") => Some(crate::model::DEFAULT_DOMAIN),
-        Some(d) if d.eq_ignore_ascii_case(&our_domain(state)) => {
-            Some(crate::model::DEFAULT_DOMAIN)
-        }
+        Some(d) if d.eq_ignore_ascii_case(&our_domain(state)) => Some(crate::model::DEFAULT_DOMAIN),
         Some(d) => state.links.domains().by_host(d).map(|d| d.id),
     }
 }

@@ -92,7 +92,7 @@ impl ShortUrl {
             _ => None,
         };
         ShortUrl {
-            short_url: state.links.short_url_of(&link),
+            short_url: state.links.short_url_of(link),
             short_code: link.code.clone(),
             long_url: link.url.clone(),
             date_created: atom(link.created_at),

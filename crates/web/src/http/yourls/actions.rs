@@ -341,7 +341,7 @@ fn expand(state: &AppState, principal: &Principal, params: &Params) -> Result<An
 /// One link as `url-stats` and `stats` show it.
 fn link_stats(state: &AppState, link: &Link, clicks: u64) -> Obj {
     Obj::default()
-        .s("shorturl", state.links.short_url_of(&link))
+        .s("shorturl", state.links.short_url_of(link))
         .s("url", link.url.as_str())
         .s("title", title_of(link))
         .s("timestamp", yourls_date(link.created_at))
