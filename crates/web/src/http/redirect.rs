@@ -132,7 +132,12 @@ pub fn answer(
     // The request's domain (SPEC §26): its codes are kept under keys of their own. Nothing is
     // read while no other domain than the default is configured, and a default-domain key is
     // the code itself.
-    let domain = state.links.domains().route(host_of(headers));
+    let domains = state.links.domains();
+    let domain = if domains.any_other() {
+        domains.route(host_of(headers))
+    } else {
+        crate::model::DEFAULT_DOMAIN
+    };
     if let Some(code) = code.strip_suffix('+') {
         return preview(&asked, code, &code_key(domain, code)).into();
     }
