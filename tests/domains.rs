@@ -785,3 +785,99 @@ fn the_pages_add_list_and_use_domains_in_both_languages() {
     let editor = PageClient::signed_in(&app, common::EDITOR);
     assert_eq!(editor.get("/ui/domains").status(), 403);
 }
+
+/// The `hash` strategy (the default configuration's tier 7) computes the same code for a URL on
+/// every domain, each taken on its own domain; dedup keeps one link per domain.
+#[test]
+fn hash_codes_are_the_same_on_every_domain_and_taken_per_domain() {
+    let app = TestApp::binary();
+    add_domain(&app, json!({"host": "go.h.com"}));
+    let url = "https://hash.example/some/page";
+    let home = app.create(json!({"url": url, "length": 7}));
+    let away = app.create(json!({"url": url, "length": 7, "domain": "go.h.com"}));
+    let again = app.create(json!({"url": url, "length": 7, "domain": "go.h.com"}));
+    assert_eq!(
+        home["code"], away["code"],
+        "the same candidates on every domain"
+    );
+    assert_ne!(home["id"], away["id"], "taken per domain");
+    assert_eq!(away["id"], again["id"], "dedup per domain");
+    let code = home["code"].as_str().expect("code");
+    assert_eq!(
+        location(&visit(&app, "sl.test", &format!("/{code}"), false)),
+        url
+    );
+    assert_eq!(
+        location(&visit(&app, "go.h.com", &format!("/{code}"), false)),
+        url
+    );
+}
+
+/// A backup of the running server holds the domains before the links; `backup --verify`
+/// accepts it, and a restore serves each link on its domain again and passes `check`.
+#[test]
+fn a_backup_carries_domains_and_a_restore_serves_links_on_them() {
+    use common::cli::{text, vsl};
+    let source = TestApp::binary();
+    add_domain(
+        &source,
+        json!({"host": "go.r.com", "not_found_url": "https://r.example/404"}),
+    );
+    source.create(json!({"url": "https://r.example/home", "code": "rr"}));
+    source.create(json!({"url": "https://r.example/away", "code": "rr", "domain": "go.r.com"}));
+    let r = source
+        .req(Method::GET, "/api/v1/backup", Some(ADMIN))
+        .send()
+        .expect("backup");
+    assert_eq!(r.status(), 200);
+    let body = r.text().expect("body");
+    let kinds: Vec<String> = body
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("json")["type"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    let domain_at = kinds
+        .iter()
+        .position(|k| k == "domain")
+        .expect("a domain record");
+    let link_at = kinds
+        .iter()
+        .position(|k| k == "link")
+        .expect("a link record");
+    assert!(domain_at < link_at, "{kinds:?}");
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("all.jsonl");
+    std::fs::write(&file, &body).expect("write");
+    let file = file.to_str().expect("path");
+
+    let mut target = TestApp::binary();
+    target.terminate();
+    let verified = vsl(&target.config_path(), &["backup", "--verify", file]);
+    assert!(verified.status.success(), "{}", text(&verified.stderr));
+    let restored = vsl(&target.config_path(), &["restore", file]);
+    assert!(restored.status.success(), "{}", text(&restored.stderr));
+    let checked = vsl(&target.config_path(), &["check"]);
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+    target.respawn();
+    assert_eq!(
+        location(&visit(&target, "go.r.com", "/rr", false)),
+        "https://r.example/away"
+    );
+    assert_eq!(
+        location(&visit(&target, "sl.test", "/rr", false)),
+        "https://r.example/home"
+    );
+    assert_eq!(
+        location(&visit(&target, "go.r.com", "/nope", false)),
+        "https://r.example/404"
+    );
+}
