@@ -205,6 +205,17 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
         404
     );
 
+    // A URL on a configured domain is this server: a loop (SPEC §16), refused.
+    let looped = problem(
+        app.post_json(
+            "/api/v1/links",
+            ADMIN,
+            &json!({"url": "http://go.a.com/sale"}),
+        ),
+        400,
+    );
+    assert_eq!(looped["field"], "url");
+
     // An unconfigured domain in a create: 400 naming `domain`, nothing written.
     let before = app.link_total();
     let bad = problem(

@@ -1298,7 +1298,14 @@ impl Links {
             .base
             .host_str()
             .is_some_and(|b| url.host_str().is_some_and(|h| h.eq_ignore_ascii_case(b)));
-        if base_host && (on_listen_port || Some(port) == self.base.port_or_known_default()) {
+        // Every configured domain is this server too (SPEC §26).
+        let our_domain = !base_host
+            && url
+                .host_str()
+                .is_some_and(|h| self.domains.by_host(h).is_some());
+        if (base_host || our_domain)
+            && (on_listen_port || Some(port) == self.base.port_or_known_default())
+        {
             return true;
         }
         let machine = match url.host() {
