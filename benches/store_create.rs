@@ -54,6 +54,7 @@ fn run(durability: Durability, writers: usize, seconds: u64) -> Outcome {
                         title: None,
                         tags: vec![],
                         options: None,
+                        domain: 0,
                         dedup: true,
                         now: SystemClock.now(),
                     };

@@ -39,6 +39,7 @@ fn main() {
                         title: None,
                         tags: vec![],
                         options: None,
+                        domain: 0,
                         dedup: true,
                         now: SystemClock.now(),
                     };

@@ -12,7 +12,7 @@ SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then
-  TARGETS=(url code config records query yourls hll local_path import_row link_rules lead_form api_key sign_in_form)
+  TARGETS=(url code config records query yourls hll local_path import_row link_rules lead_form api_key sign_in_form host)
 fi
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1

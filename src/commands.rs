@@ -185,7 +185,7 @@ pub struct CreateArgs {
 fn link_json(links: &Links, link: &Link, created: Option<bool>) -> Value {
     let mut v = json!({
         "code": link.code,
-        "short_url": links.short_url(&link.code),
+        "short_url": links.short_url_of(link),
         "url": link.url,
         "space": link.space,
         "length": link.length(),

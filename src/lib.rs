@@ -664,6 +664,8 @@ fn wire_webhooks(
     use crate::webhooks::events::{self, Event, EventKind};
     let base = config.server.base_url.trim_end_matches('/').to_string();
     let told = webhooks.clone();
+    // The domains, not the link service: the hook lives in the link service.
+    let domains = links.domains().clone();
     links.on_change(Arc::new(move |change, link| {
         let kind = match change {
             LinkChange::Created => EventKind::LinkCreated,
@@ -672,7 +674,10 @@ fn wire_webhooks(
             LinkChange::Ended => EventKind::LinkEnded,
         };
         if told.wants(kind) {
-            let short_url = format!("{base}/{}", link.code);
+            let short_url = domains.short_url(&base, link.domain, &link.code);
+            let host = domains
+                .host_of(link.domain)
+                .unwrap_or_else(|| domains.default_host().to_string());
             let at = match change {
                 LinkChange::Created => link.created_at,
                 _ => link.updated_at,
@@ -681,7 +686,7 @@ fn wire_webhooks(
                 kind,
                 link.id,
                 at,
-                events::link_data(link, &short_url),
+                events::link_data(link, &short_url, &host),
             ));
         }
     }));

@@ -37,6 +37,7 @@ fn new_link(length: u8, url: &str, now: u64) -> NewLink {
         title: None,
         tags: vec![],
         options: None,
+        domain: 0,
         dedup: true,
         now,
     }

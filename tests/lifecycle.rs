@@ -66,6 +66,7 @@ fn take(w: &World, length: u8, i: u64) -> Result<String, StoreError> {
         title: None,
         tags: vec![],
         options: None,
+        domain: 0,
         dedup: false,
         now: w.clock.now(),
     };

@@ -285,6 +285,67 @@ out.mercure = await attempt(() => api.mercureInfo());
     assert_eq!(out["mercure"]["error"]["status"], 501);
 }
 
+/// Domains through the SDK (SPEC §26): a short URL made on a domain, read there and not on the
+/// default domain, the domains listed with their redirects, and redirects set.
+#[test]
+fn the_sdk_makes_short_urls_on_domains_and_sets_their_redirects() {
+    let Some(dir) = sdk_dir() else { return };
+    let app = TestApp::start();
+    let added = app.post_json(
+        "/api/v1/domains",
+        ADMIN,
+        &json!({"host": "go.sdk.com", "root_url": "https://sdk.example/"}),
+    );
+    assert_eq!(added.status(), 201);
+    let out = run_sdk(
+        &dir,
+        &app,
+        "domains",
+        r#"
+out.made = await api.createShortUrl({ longUrl: 'https://sdk.example/long', customSlug: 'dom-slug', domain: 'go.sdk.com' });
+out.home = await api.createShortUrl({ longUrl: 'https://sdk.example/home', customSlug: 'dom-slug' });
+out.got = await api.getShortUrl({ shortCode: 'dom-slug', domain: 'go.sdk.com' });
+out.gotHome = await api.getShortUrl({ shortCode: 'dom-slug' });
+out.edited = await api.updateShortUrl({ shortCode: 'dom-slug', domain: 'go.sdk.com' }, { title: 'On the domain' });
+out.unknown = await attempt(() => api.getShortUrl({ shortCode: 'dom-slug', domain: 'nope.example' }));
+out.domains = await api.listDomains();
+out.redirects = await api.editDomainRedirects({ domain: 'go.sdk.com', regular404Redirect: 'https://sdk.example/404' });
+out.after = await api.listDomains();
+"#,
+    );
+    assert_eq!(
+        out["made"]["shortUrl"], "http://go.sdk.com/dom-slug",
+        "{out}"
+    );
+    assert_eq!(out["made"]["domain"], "go.sdk.com");
+    assert_eq!(out["home"]["domain"], Value::Null);
+    assert_eq!(out["got"]["longUrl"], "https://sdk.example/long");
+    assert_eq!(out["gotHome"]["longUrl"], "https://sdk.example/home");
+    assert_eq!(out["edited"]["title"], "On the domain");
+    assert_eq!(out["gotHome"]["title"], Value::Null);
+    assert_eq!(out["unknown"]["error"]["status"], 404);
+    let data = out["domains"]["data"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(data.len(), 2, "{data:?}");
+    assert_eq!(data[0]["isDefault"], true);
+    assert_eq!(data[1]["domain"], "go.sdk.com");
+    assert_eq!(
+        data[1]["redirects"]["baseUrlRedirect"],
+        "https://sdk.example/"
+    );
+    assert_eq!(
+        out["redirects"]["regular404Redirect"],
+        "https://sdk.example/404"
+    );
+    assert_eq!(out["redirects"]["baseUrlRedirect"], "https://sdk.example/");
+    assert_eq!(
+        out["after"]["data"][1]["redirects"]["regular404Redirect"],
+        "https://sdk.example/404"
+    );
+}
+
 /// A request with `X-Api-Key` (the header Shlink clients send).
 fn rest(
     app: &TestApp,

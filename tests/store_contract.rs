@@ -27,7 +27,7 @@ use vshortlink::model::{
 use vshortlink::store::postgres::{PgOptions, PgStore};
 use vshortlink::store::sled::{SledStore, StoreOptions};
 use vshortlink::store::{
-    CodeChoice, Created, Imported, NewLink, PoolAdded, PoolBatch, Store, StoreChange,
+    CodeChoice, Created, DomainAdded, Imported, NewLink, PoolAdded, PoolBatch, Store, StoreChange,
 };
 
 const T0: u64 = 1_800_000_000_000;
@@ -83,6 +83,7 @@ fn new_link(code: CodeChoice, url: &str) -> NewLink {
         title: None,
         tags: Vec::new(),
         options: None,
+        domain: 0,
         now: T0,
     }
 }
@@ -306,7 +307,7 @@ fn expire_links_takes_only_due_active_links(make: Make) {
     assert!(store.resolve(&never.code).unwrap().is_some());
     assert!(
         store
-            .dedup_target("default", 6, &due.url)
+            .dedup_target("default", 0, 6, &due.url)
             .unwrap()
             .is_none(),
         "its dedup entry is gone"
@@ -469,6 +470,7 @@ fn import_keeps_records_and_is_idempotent(make: Make) {
         options: None,
         ended_by: None,
         review: None,
+        domain: 0,
     };
     let batch = [
         record(40, "imp001", "https://x.example/1", LinkStatus::Active),
@@ -962,6 +964,7 @@ fn import_record(id: u64, code: &str, url: &str, status: LinkStatus) -> Link {
         options: None,
         ended_by: None,
         review: None,
+        domain: 0,
     }
 }
 
@@ -1694,7 +1697,7 @@ fn watch_reports_links_other_instances_change(make: Make) {
                     seen = true;
                     break;
                 }
-                Ok(StoreChange::All | StoreChange::Accounts) => {}
+                Ok(StoreChange::All | StoreChange::Accounts | StoreChange::Domains) => {}
                 Err(_) => break,
             }
         }
@@ -2195,6 +2198,182 @@ fn concurrent_senders_take_each_item_once(make: Make) {
     assert_eq!(store.outbox_depth().unwrap(), 0);
 }
 
+fn domain(host: &str) -> vshortlink::model::Domain {
+    let mut domain = vshortlink::model::Domain::default_of(host);
+    domain.id = 99;
+    domain.created_at = T0;
+    domain.updated_at = T0;
+    domain
+}
+
+/// Domains (SPEC §26): added with ids the store gives (never 0, never twice, even after a
+/// delete), one per host; written whole over their id; deleted; in use while a link that is
+/// not archived is on them.
+fn domains_are_records_with_ids_of_their_own(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    assert!(store.domains().unwrap().is_empty());
+    let DomainAdded::Added(a) = store.add_domain(&domain("a.example")).unwrap() else {
+        panic!("added");
+    };
+    let DomainAdded::Added(b) = store.add_domain(&domain("b.example")).unwrap() else {
+        panic!("added");
+    };
+    assert!(a.id >= 1 && b.id > a.id, "{} {}", a.id, b.id);
+    assert_eq!(
+        store.add_domain(&domain("a.example")).unwrap(),
+        DomainAdded::Exists
+    );
+    // Written whole over its id; another id's host is refused.
+    let mut patched = a.clone();
+    patched.root_url = Some("https://a.example/root".into());
+    assert!(store.put_domain(&patched).unwrap());
+    let mut clash = b.clone();
+    clash.host = "a.example".into();
+    assert!(!store.put_domain(&clash).unwrap());
+    // The default domain's settings are a record of id 0.
+    let mut default = domain("sl.test");
+    default.id = 0;
+    default.not_found_url = Some("https://sl.test/missing".into());
+    assert!(store.put_domain(&default).unwrap());
+    let mut all = store.domains().unwrap();
+    all.sort_by_key(|d| d.id);
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0], default);
+    assert_eq!(all[1], patched);
+    // In use while a link on it is not archived.
+    assert!(!store.domain_in_use(b.id).unwrap());
+    let mut on_b = new_link(CodeChoice::Custom("onb".into()), "https://b.example/x");
+    on_b.domain = b.id;
+    let link = created(store.create_link(&on_b));
+    assert_eq!(link.domain, b.id);
+    assert!(store.domain_in_use(b.id).unwrap());
+    assert!(!store.domain_in_use(a.id).unwrap());
+    // Deleted; its id is never given again.
+    assert!(store.delete_domain(a.id).unwrap());
+    assert!(!store.delete_domain(a.id).unwrap());
+    let DomainAdded::Added(c) = store.add_domain(&domain("a.example")).unwrap() else {
+        panic!("added again");
+    };
+    assert!(c.id > b.id, "ids are never reused: {} after {}", c.id, b.id);
+}
+
+/// A code is unique per domain: the same custom code on two domains is two links, each read,
+/// resolved, changed and deleted by its own key; pooled codes are one pool for every domain;
+/// dedup is per domain; `may_exist` never denies a key that exists.
+fn codes_are_unique_per_domain(make: Make) {
+    use vshortlink::model::code_key;
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    let on = |code: CodeChoice, url: &str, domain: u16| {
+        let mut new = new_link(code, url);
+        new.domain = domain;
+        new
+    };
+    let home = created(store.create_link(&on(
+        CodeChoice::Custom("sale".into()),
+        "https://home.example/",
+        0,
+    )));
+    let away = created(store.create_link(&on(
+        CodeChoice::Custom("sale".into()),
+        "https://away.example/",
+        3,
+    )));
+    assert_ne!(home.id, away.id);
+    assert_eq!(away.key(), "sale@3");
+    match store.create_link(&on(
+        CodeChoice::Custom("sale".into()),
+        "https://x.example/",
+        3,
+    )) {
+        Err(StoreError::CodeTaken(_)) => {}
+        other => panic!("the same code twice on one domain: {other:?}"),
+    }
+    assert_eq!(
+        store.resolve("sale").unwrap().unwrap().url,
+        "https://home.example/"
+    );
+    assert_eq!(
+        store.resolve("sale@3").unwrap().unwrap().url,
+        "https://away.example/"
+    );
+    assert!(store.resolve("sale@4").unwrap().is_none());
+    assert!(store.may_exist("sale@3"));
+    assert_eq!(store.link_by_code("sale@3").unwrap().unwrap().id, away.id);
+    let patch = LinkPatch {
+        url: Some("https://away.example/2".into()),
+        ..LinkPatch::default()
+    };
+    store.update_link("sale@3", &patch, T0 + 1).unwrap();
+    assert_eq!(
+        store.resolve("sale").unwrap().unwrap().url,
+        "https://home.example/"
+    );
+    store.delete_link("sale@3", T0 + 2).unwrap();
+    assert!(store.resolve("sale@3").unwrap().is_none());
+    assert!(store.resolve("sale").unwrap().is_some());
+    // One pool for every domain: a code taken on one is gone for all.
+    fill(&*store, 6, &["100000", "100001"], T0);
+    let pooled = created(store.create_link(&on(CodeChoice::Pool(6), "https://p.example/", 3)));
+    assert_eq!(pooled.code, "100000");
+    let again = store
+        .create_link(&on(CodeChoice::Pool(6), "https://p.example/", 3))
+        .unwrap();
+    assert_eq!(again.link().id, pooled.id, "dedup on one domain");
+    let home_pooled = created(store.create_link(&on(CodeChoice::Pool(6), "https://p.example/", 0)));
+    assert_eq!(
+        home_pooled.code, "100001",
+        "no dedup across domains, no code twice"
+    );
+    assert_eq!(
+        store
+            .dedup_target("default", 3, 6, "https://p.example/")
+            .unwrap()
+            .map(|l| l.id),
+        Some(pooled.id)
+    );
+    // A code some domain owns is not pooled again.
+    let added = store
+        .pool_add(&PoolBatch {
+            length: 4,
+            codes: vec!["sale".into(), "salf".into()],
+            score: T0,
+            now: T0,
+            state: None,
+            shuffle: false,
+        })
+        .unwrap();
+    assert_eq!(added.added, 1, "`sale` is owned (on two domains)");
+    let custom = created(store.create_link(&on(
+        CodeChoice::Custom("only".into()),
+        "https://o.example/",
+        5,
+    )));
+    let added = store
+        .pool_add(&PoolBatch {
+            length: 4,
+            codes: vec!["only".into()],
+            score: T0,
+            now: T0,
+            state: None,
+            shuffle: false,
+        })
+        .unwrap();
+    assert_eq!(added.added, 0, "`only` is owned on domain 5 alone");
+    assert_eq!(custom.key(), code_key(5, "only"));
+    // Imported records keep their domain.
+    let mut record = import_record(700, "imp777", "https://i.example/", LinkStatus::Active);
+    record.domain = 3;
+    let imported = store.import_links(&[record]).unwrap();
+    assert!(matches!(&imported[0], Imported::Created(l) if l.domain == 3));
+    assert_eq!(
+        store.resolve("imp777@3").unwrap().unwrap().url,
+        "https://i.example/"
+    );
+    assert!(store.resolve("imp777").unwrap().is_none());
+}
+
 macro_rules! backend {
     ($backend:ident; $($case:ident),+ $(,)?) => {
         mod $backend {
@@ -2434,6 +2613,8 @@ fn audit_entries_page_newest_first_and_prune(make: Make) {
 }
 
 contract!(
+    domains_are_records_with_ids_of_their_own,
+    codes_are_unique_per_domain,
     account_writes_name_their_version,
     account_writes_race_and_one_wins,
     audit_entries_page_newest_first_and_prune,

@@ -501,6 +501,7 @@ fn every_event_arrives_signed() {
     assert_eq!(made["data"]["id"], id);
     assert_eq!(made["data"]["url"], "https://example.com/hooked");
     assert_eq!(made["data"]["short_url"], short_url.as_str());
+    assert_eq!(made["data"]["domain"], "sl.test");
     assert_eq!(made["data"]["title"], "Hooked");
     assert_eq!(made["data"]["status"], "active");
     let changed = body("link.updated", &code);

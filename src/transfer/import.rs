@@ -9,7 +9,10 @@ use std::sync::Arc;
 use super::csv::{Columns, Row};
 use super::options::{Format, ImportOptions};
 use super::progress::Progress;
-use crate::backup::{parse_rfc3339, KeyRecord, LeadRecord, Record, VisitRecord, CARRIED_KEYS};
+use crate::backup::{
+    parse_rfc3339, DomainRecord, KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord,
+    CARRIED_KEYS,
+};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::links::{CreateLink, LinkError, Links, DEFAULT_SPACE};
@@ -73,6 +76,9 @@ struct Importer<'a> {
     accounts: Vec<(u64, crate::model::AccountRecord)>,
     /// What each pending line took from its team's quotas (its plan), by line.
     held: HashMap<u64, crate::plans::Held>,
+    /// Hosts of the file's domains this run wrote (a dry run writes none, but its links may
+    /// name them).
+    planned_domains: std::collections::HashSet<String>,
     report: &'a mut dyn Write,
 }
 
@@ -114,7 +120,7 @@ impl Importer<'_> {
 
     fn link(&mut self, line: u64, link: Link) -> Result<(), BoxError> {
         if self.dry_run {
-            match self.store.link_by_code(&link.code)? {
+            match self.store.link_by_code(&link.key())? {
                 Some(existing) if existing.url == link.url => self.summary.unchanged += 1,
                 Some(existing) => self.refuse(
                     line,
@@ -191,6 +197,68 @@ impl Importer<'_> {
             self.store.sync()?;
         }
         Ok(())
+    }
+
+    /// A domain record (SPEC §26): the default domain's settings go to this store's default
+    /// domain; another domain is added unless a domain of its host is here (then it is
+    /// unchanged: the settings here stay).
+    fn domain(&mut self, line: u64, record: DomainRecord) -> Result<(), BoxError> {
+        let domain = match record.to_domain() {
+            Ok(domain) => domain,
+            Err(why) => return self.refuse_now(line, format!("malformed: {why}")),
+        };
+        let domains = self.links.domains();
+        if record.default {
+            if !self.dry_run {
+                let mut here = (*domains.default()).clone();
+                here.team = None;
+                here.root_url = domain.root_url;
+                here.not_found_url = domain.not_found_url;
+                here.other_url = domain.other_url;
+                here.apple_app_site_association = domain.apple_app_site_association;
+                here.assetlinks = domain.assetlinks;
+                here.created_at = domain.created_at;
+                here.updated_at = domain.updated_at;
+                domains
+                    .import(&here)
+                    .map_err(|e| format!("line {line}: {e}"))?;
+            }
+            self.summary.unchanged += 1;
+            return Ok(());
+        }
+        let host = match crate::model::domain::parse_host(&domain.host) {
+            Ok(host) => host,
+            Err(why) => return self.refuse_now(line, why),
+        };
+        if domains.by_host(&host).is_some() {
+            self.summary.unchanged += 1;
+            return Ok(());
+        }
+        if self.dry_run {
+            self.planned_domains.insert(host);
+            self.summary.created += 1;
+            return Ok(());
+        }
+        let record = crate::model::Domain { host, ..domain };
+        match self.store.add_domain(&record)? {
+            crate::store::DomainAdded::Added(_) => self.summary.created += 1,
+            crate::store::DomainAdded::Exists => self.summary.unchanged += 1,
+        }
+        domains.reload();
+        Ok(())
+    }
+
+    /// The id here of the domain a link record names (the default domain when it names none);
+    /// a host no domain has here is refused, naming `domain`.
+    fn on_domain(&self, record: &LinkRecord) -> Result<u16, String> {
+        let Some(host) = record.domain.as_deref() else {
+            return Ok(crate::model::DEFAULT_DOMAIN);
+        };
+        match self.links.domains().by_host(host) {
+            Some(domain) => Ok(domain.id),
+            None if self.planned_domains.contains(host) => Ok(crate::model::DEFAULT_DOMAIN),
+            None => Err(format!("`domain`: `{host}` is no domain here")),
+        }
     }
 
     /// An account record: checked (a password hash must not ask more than this server's
@@ -480,6 +548,7 @@ impl Importer<'_> {
             options: None,
             ended_by: None,
             review: None,
+            domain: crate::model::DEFAULT_DOMAIN,
         };
         self.checked_link(line, link)
     }
@@ -532,6 +601,7 @@ pub fn import(
         counted: HashMap::new(),
         accounts: Vec::new(),
         held: HashMap::new(),
+        planned_domains: Default::default(),
         report,
     };
     let mut progress = Progress::new("importing", None);
@@ -558,19 +628,24 @@ pub fn import(
                 progress.tick(1);
                 match record {
                     Ok(Record::End(_)) => {}
-                    Ok(Record::Link(record)) => match record.to_link() {
-                        Ok(link) => {
-                            let counted: Vec<(CapSlot, u64)> = record
-                                .counted
-                                .iter()
-                                .filter_map(|&(slot, n)| Some((CapSlot::of_stored(slot)?, n)))
-                                .collect();
-                            if !counted.is_empty() {
-                                importer.counted.insert(link.id, counted);
+                    Ok(Record::Domain(record)) => importer.domain(number, record)?,
+                    Ok(Record::Link(record)) => match importer.on_domain(&record) {
+                        Err(why) => importer.refuse_now(number, why)?,
+                        Ok(domain) => match record.to_link() {
+                            Ok(mut link) => {
+                                link.domain = domain;
+                                let counted: Vec<(CapSlot, u64)> = record
+                                    .counted
+                                    .iter()
+                                    .filter_map(|&(slot, n)| Some((CapSlot::of_stored(slot)?, n)))
+                                    .collect();
+                                if !counted.is_empty() {
+                                    importer.counted.insert(link.id, counted);
+                                }
+                                importer.checked_link(number, link)?
                             }
-                            importer.checked_link(number, link)?
-                        }
-                        Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
+                            Err(why) => importer.refuse_now(number, format!("malformed: {why}"))?,
+                        },
                     },
                     Ok(Record::Visit(record)) => importer.visit(number, record)?,
                     Ok(Record::Lead(record)) => importer.lead(number, record)?,

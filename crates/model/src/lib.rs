@@ -5,6 +5,7 @@
 //! touches a disk.
 
 pub mod account;
+pub mod domain;
 mod error;
 pub mod gates;
 pub mod hll;
@@ -21,6 +22,7 @@ pub use account::{
     AccountRecord, AccountWrite, AccountsSnapshot, AuditEntry, AuditPage, AuditQuery, Directory,
     Grants, Identity, Maker, Member, RecordAddress, Role, RunKey, Team, TeamRole, User, UserRole,
 };
+pub use domain::{code_key, split_key, Domain, DEFAULT_DOMAIN};
 pub use error::{StorageFault, StoreError, StoreResult};
 pub use gates::{InApp, Lead, LeadForm, LeadPage, SocialPreview};
 pub use link::{

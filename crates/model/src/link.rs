@@ -100,9 +100,18 @@ pub struct Link {
     /// The latest verdict of the review of its destinations; `None`: never reviewed.
     #[serde(default)]
     pub review: Option<ReviewMark>,
+    /// The domain the link answers on ([`crate::domain`]): 0, the default domain, for every
+    /// link made before domains existed.
+    #[serde(default)]
+    pub domain: u16,
 }
 
 impl Link {
+    /// The key its code is stored and cached under ([`crate::domain::code_key`]).
+    pub fn key(&self) -> std::borrow::Cow<'_, str> {
+        crate::domain::code_key(self.domain, &self.code)
+    }
+
     /// A review blocked it: it redirects no one.
     pub fn is_review_blocked(&self) -> bool {
         self.review

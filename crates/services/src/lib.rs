@@ -36,6 +36,7 @@ pub mod blocklist;
 pub mod clock;
 pub mod config;
 pub mod csv_safe;
+pub mod domains;
 pub mod health;
 pub mod jobs;
 pub mod keys;

@@ -36,6 +36,7 @@ use crate::blocklist::BlockedHosts;
 use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
+use crate::domains::Domains;
 use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::model::{
     Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,
@@ -81,6 +82,19 @@ pub enum LinkError {
     /// field or the quota.
     #[error(transparent)]
     Plan(Refusal),
+    /// A conflict with what exists (409): `domain_exists`, `domain_in_use`, ….
+    #[error("{detail}")]
+    Conflict {
+        code: &'static str,
+        field: &'static str,
+        detail: String,
+    },
+    /// No domain has this host (404).
+    #[error("no domain has the host `{0}`")]
+    DomainNotFound(String),
+    /// The caller may not do this (403 `forbidden`), naming the field.
+    #[error("{detail}")]
+    Forbidden { field: &'static str, detail: String },
     #[error("storage failure")]
     Store(#[from] StoreError),
 }
@@ -142,6 +156,9 @@ pub struct CreateLink {
     pub code: Option<String>,
     #[serde(default)]
     pub space: Option<String>,
+    /// The host of the domain the link answers on (SPEC §26); absent: the default domain.
+    #[serde(default)]
+    pub domain: Option<String>,
     /// Seconds.
     #[serde(default)]
     pub ttl: Option<i64>,
@@ -371,6 +388,8 @@ pub struct Links {
     /// The teams' plans ([`Links::use_plans`]): checked by every create and change; none set
     /// (tools that make no links in teams), nothing is checked.
     plans: OnceLock<Arc<Plans>>,
+    /// The configured domains (SPEC §26): which a create lands on, which a request names.
+    domains: Arc<Domains>,
 }
 
 /// What the link service may hold in memory: its share of `memory.budget`, derived by the
@@ -414,6 +433,7 @@ impl Links {
             }
         }
         Ok(Self {
+            domains: Arc::new(Domains::new(store.clone(), &base)),
             check_lengths,
             review_hook: OnceLock::new(),
             change_hook: OnceLock::new(),
@@ -493,7 +513,25 @@ impl Links {
         }
     }
 
-    /// The short URL of a code.
+    /// The domains service.
+    pub fn domains(&self) -> &Arc<Domains> {
+        &self.domains
+    }
+
+    /// The short URL of a link, on its domain.
+    pub fn short_url_of(&self, link: &Link) -> String {
+        self.domains
+            .short_url(&self.config.server.base_url, link.domain, &link.code)
+    }
+
+    /// The host of a link's domain, as views show it.
+    pub fn domain_of(&self, link: &Link) -> String {
+        self.domains
+            .host_of(link.domain)
+            .unwrap_or_else(|| self.domains.default_host().to_string())
+    }
+
+    /// The short URL of a code on the default domain.
     pub fn short_url(&self, code: &str) -> String {
         format!(
             "{}/{code}",
@@ -801,6 +839,7 @@ impl Links {
             title,
             tags,
         } = self.check_content(&req.url, req.space.as_deref(), req.title, req.tags)?;
+        let domain = self.create_domain(req.domain.as_deref(), &space, plan.as_deref())?;
         let code = match req.code {
             Some(code) => {
                 check_custom_code(&code)?;
@@ -916,8 +955,49 @@ impl Links {
             title,
             tags,
             options,
+            domain,
             now,
         })
+    }
+
+    /// The domain a create lands on: the default unless `domain` names a configured one (an
+    /// unconfigured host: 400 naming `domain`); another domain needs the team plan's `domains`
+    /// feature, and a domain given to a team takes links of that team's spaces only.
+    fn create_domain(
+        &self,
+        host: Option<&str>,
+        space: &str,
+        plan: Option<&crate::plans::Plan>,
+    ) -> Result<u16> {
+        let Some(host) = host.map(str::trim).filter(|h| !h.is_empty()) else {
+            return Ok(crate::model::DEFAULT_DOMAIN);
+        };
+        let Some(domain) = self.domains.by_host(host) else {
+            return Err(LinkError::invalid(
+                "invalid_domain",
+                "domain",
+                format!("`{host}` is no configured domain"),
+            ));
+        };
+        if domain.is_default() {
+            return Ok(domain.id);
+        }
+        if let Some(plan) = plan {
+            plan.require("domains", "domain")?;
+        }
+        if let Some(team) = &domain.team {
+            let owner = self.bound(space).map(|b| b.team);
+            if owner.as_deref() != Some(team.as_str()) {
+                return Err(LinkError::Forbidden {
+                    field: "domain",
+                    detail: format!(
+                        "the domain `{}` belongs to the team `{team}`: links on it go in its spaces",
+                        domain.host
+                    ),
+                });
+            }
+        }
+        Ok(domain.id)
     }
 
     /// Where a code leads, for the redirect path: cache, then the code filter, then the
@@ -970,7 +1050,9 @@ impl Links {
         }
     }
 
-    fn resolve_target(&self, code: &str) -> Result<Resolution> {
+    fn resolve_target(&self, key: &str) -> Result<Resolution> {
+        // `key` is the code on the default domain, `code@id` on another.
+        let code = crate::model::split_key(key).0;
         if !is_code_syntax(code) {
             return Ok(Resolution::NotFound);
         }
@@ -980,6 +1062,7 @@ impl Links {
             return Ok(Resolution::NotFound);
         }
         let now = self.clock.now();
+        let code = key;
         if let Some(hit) = self.cache.get(code, now) {
             if hit.blocked {
                 return Ok(Resolution::Blocked);
@@ -1059,13 +1142,15 @@ impl Links {
             .and_then(|link| plans.in_app_from(&link.space, link.created_at)))
     }
 
-    /// The link that owns a code.
-    pub fn get(&self, code: &str) -> Result<Link> {
+    /// The link that owns a code on the default domain, or the key of a code on another
+    /// ([`crate::model::code_key`]).
+    pub fn get(&self, key: &str) -> Result<Link> {
+        let code = crate::model::split_key(key).0;
         if !is_code_syntax(code) {
             return Err(LinkError::NotFound(code.to_string()));
         }
         self.store
-            .link_by_code(code)?
+            .link_by_code(key)?
             .ok_or_else(|| LinkError::NotFound(code.to_string()))
     }
 
@@ -1144,14 +1229,17 @@ impl Links {
             StoreChange::Code(code) => self.invalidate(code),
             // The accounts service reloads its own records.
             StoreChange::Accounts => {}
+            StoreChange::Domains => self.domains.reload(),
             StoreChange::All => {
                 self.epoch.fetch_add(1, Ordering::AcqRel);
                 self.cache.clear();
+                self.domains.reload();
             }
         }
     }
 
-    fn map_write_error(&self, code: &str, e: StoreError) -> LinkError {
+    fn map_write_error(&self, key: &str, e: StoreError) -> LinkError {
+        let code = crate::model::split_key(key).0;
         match e {
             StoreError::NotFound => LinkError::NotFound(code.to_string()),
             StoreError::WrongStatus(LinkStatus::Archived) => LinkError::NotFound(code.to_string()),
@@ -1222,7 +1310,14 @@ impl Links {
             .base
             .host_str()
             .is_some_and(|b| url.host_str().is_some_and(|h| h.eq_ignore_ascii_case(b)));
-        if base_host && (on_listen_port || Some(port) == self.base.port_or_known_default()) {
+        // Every configured domain is this server too (SPEC §26).
+        let our_domain = !base_host
+            && url
+                .host_str()
+                .is_some_and(|h| self.domains.by_host(h).is_some());
+        if (base_host || our_domain)
+            && (on_listen_port || Some(port) == self.base.port_or_known_default())
+        {
             return true;
         }
         let machine = match url.host() {

@@ -27,6 +27,7 @@ pub(crate) use vshortlink_model as model;
 
 // The records and errors live in the model; the store persists them. Named here for the
 // backends only: everything above the store names them through the model.
+pub(crate) use crate::model::Domain;
 pub(crate) use crate::model::{
     is_keepable_id, DayCount, Dimension, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery,
     LinkStatus, Millis, NewVisit, PoolCounts, StorageFault, StoreError, StoreResult,
@@ -104,7 +105,10 @@ pub struct NewLink {
     pub title: Option<String>,
     pub tags: Vec<String>,
     pub options: Option<Box<LinkOptions>>,
-    /// Return an existing active generated link of the same space, length and URL (and no
+    /// The domain the link answers on (0: the default domain); its code is unique there
+    /// ([`crate::model::code_key`]).
+    pub domain: u16,
+    /// Return an existing active generated link of the same space, domain, length and URL (and no
     /// options: [`Link::is_dedup_target`]) instead of taking a code. False for a create that
     /// asks for options. Only meaningful with [`CodeChoice::Pool`] and [`CodeChoice::Computed`].
     pub dedup: bool,
@@ -150,6 +154,7 @@ impl NewLink {
             options: self.options.clone(),
             ended_by: None,
             review: None,
+            domain: self.domain,
         }
     }
 }
@@ -228,6 +233,8 @@ pub enum StoreChange {
     Code(String),
     /// Account records changed: reload them.
     Accounts,
+    /// Domains changed (added, patched, deleted): reload them.
+    Domains,
     /// Changes may have been missed (the notification channel was lost and is back): forget
     /// everything cached.
     All,
@@ -308,6 +315,7 @@ pub trait Store:
     + MetaStore
     + AccountStore
     + QuotaStore
+    + DomainStore
     + StoreOps
 {
 }
@@ -323,6 +331,7 @@ impl<T> Store for T where
         + MetaStore
         + AccountStore
         + QuotaStore
+        + DomainStore
         + StoreOps
         + ?Sized
 {
@@ -331,8 +340,8 @@ impl<T> Store for T where
 /// The capability traits, for `use crate::prelude::*` wherever a [`Store`] is called.
 pub mod prelude {
     pub use super::{
-        AccountStore, CapStore, Cluster, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore,
-        QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
+        AccountStore, CapStore, Cluster, DomainStore, LeadStore, LinkStore, MetaStore, OutboxStore,
+        PoolStore, QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
     };
 }
 
@@ -421,8 +430,15 @@ pub trait LinkStore: Send + Sync + 'static {
     /// the lifecycle writes: the caller ends a run with [`StoreOps::sync`].
     fn import_links(&self, links: &[Link]) -> StoreResult<Vec<Imported>>;
 
-    /// The active generated link the dedup index holds for this space, length and URL.
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>>;
+    /// The active generated link the dedup index holds for this space, domain, length and
+    /// URL.
+    fn dedup_target(
+        &self,
+        space: &str,
+        domain: u16,
+        length: u8,
+        url: &str,
+    ) -> StoreResult<Option<Link>>;
 
     /// Link counts by status.
     fn link_counts(&self) -> StoreResult<LinkCounts>;
@@ -732,6 +748,38 @@ pub trait QuotaStore: Send + Sync {
     /// Forgets every counter, so that each is counted again from the records when next used:
     /// at the start of a store only this process uses, and after an import or a restore.
     fn quota_clear(&self) -> StoreResult<()>;
+}
+
+/// What [`DomainStore::add_domain`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DomainAdded {
+    /// Written, with the id the store gave it.
+    Added(Domain),
+    /// A domain of that host exists: nothing written.
+    Exists,
+}
+
+/// Domains (SPEC §26): few records, read whole by the services, which keep them in memory.
+/// Ids are the store's to give: never 0 (the default domain's, whose record is written with
+/// [`DomainStore::put_domain`]), never given twice, even after a delete.
+pub trait DomainStore: Send + Sync {
+    /// Every domain record, by id.
+    fn domains(&self) -> StoreResult<Vec<Domain>>;
+
+    /// Writes a new domain with the next id (`domain.id` ignored), durably, unless its host is
+    /// taken.
+    fn add_domain(&self, domain: &Domain) -> StoreResult<DomainAdded>;
+
+    /// Writes a domain record whole over the one of its id (a patch; the default domain's
+    /// record; an import, which keeps ids), durably; ids [`DomainStore::add_domain`] gives
+    /// later are above it. `false` (nothing written) when another id has its host.
+    fn put_domain(&self, domain: &Domain) -> StoreResult<bool>;
+
+    /// Removes a domain record, durably; `false` when there was none.
+    fn delete_domain(&self, id: u16) -> StoreResult<bool>;
+
+    /// Whether a link that is not archived is on this domain.
+    fn domain_in_use(&self, id: u16) -> StoreResult<bool>;
 }
 
 /// Running the store: durability, health, shutdown, and the handle of a shared store.

@@ -18,6 +18,6 @@ pub mod web;
 // The layers below, under the names the handlers use.
 pub(crate) use vshortlink_model as model;
 pub(crate) use vshortlink_services::{
-    accounts, backup, clock, config, csv_safe, health, jobs, keys, leads, limits, links, metrics,
-    plans, pools, qr, records, review, visits, webhooks,
+    accounts, backup, clock, config, csv_safe, domains, health, jobs, keys, leads, limits, links,
+    metrics, plans, pools, qr, records, review, visits, webhooks,
 };

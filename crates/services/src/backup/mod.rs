@@ -30,7 +30,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use crate::store::Store;
 
 pub use self::records::{
-    parse_rfc3339, EndRecord, KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord, CARRIED_KEYS,
+    parse_rfc3339, DomainRecord, EndRecord, KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord,
+    CARRIED_KEYS,
 };
 pub use self::sections::{write_sections, BackupOptions, Counts, Section};
 pub use self::stream::{write_backup, Chunk};

@@ -21,6 +21,8 @@ use crate::model::{Link, LinkStatus, Millis, NewVisit, Visit};
 #[allow(clippy::large_enum_variant)]
 pub enum Record {
     Key(KeyRecord),
+    /// A configured domain (SPEC §26), before the links that name it.
+    Domain(DomainRecord),
     Link(LinkRecord),
     Visit(VisitRecord),
     Lead(LeadRecord),
@@ -64,6 +66,72 @@ pub struct KeyRecord {
     pub value: String,
 }
 
+/// A domain: its host and settings (the well-known files as JSON values). The default
+/// domain's record (`default: true`) carries its settings; an import gives them to the
+/// importing store's own default domain, whatever its host.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DomainRecord {
+    pub host: String,
+    #[serde(default)]
+    pub default: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_found_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apple_app_site_association: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assetlinks: Option<serde_json::Value>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl DomainRecord {
+    pub fn from_domain(domain: &crate::model::Domain) -> Self {
+        let json =
+            |text: &Option<String>| text.as_deref().and_then(|t| serde_json::from_str(t).ok());
+        Self {
+            host: domain.host.clone(),
+            default: domain.is_default(),
+            team: domain.team.clone(),
+            root_url: domain.root_url.clone(),
+            not_found_url: domain.not_found_url.clone(),
+            other_url: domain.other_url.clone(),
+            apple_app_site_association: json(&domain.apple_app_site_association),
+            assetlinks: json(&domain.assetlinks),
+            created_at: rfc3339(domain.created_at),
+            updated_at: rfc3339(domain.updated_at),
+        }
+    }
+
+    /// The record as a domain (id 0 for the default one; others get theirs from the store
+    /// that takes it).
+    pub fn to_domain(&self) -> Result<crate::model::Domain, String> {
+        let time =
+            |field: &str, text: &str| parse_rfc3339(text).map_err(|e| format!("`{field}`: {e}"));
+        Ok(crate::model::Domain {
+            id: 0,
+            host: self.host.clone(),
+            team: self.team.clone(),
+            root_url: self.root_url.clone(),
+            not_found_url: self.not_found_url.clone(),
+            other_url: self.other_url.clone(),
+            apple_app_site_association: self
+                .apple_app_site_association
+                .as_ref()
+                .map(|v| v.to_string()),
+            assetlinks: self.assetlinks.as_ref().map(|v| v.to_string()),
+            created_at: time("created_at", &self.created_at)?,
+            updated_at: time("updated_at", &self.updated_at)?,
+        })
+    }
+}
+
 /// The keys an export carries (and an import accepts).
 pub const CARRIED_KEYS: &[&str] = &[crate::links::HASH_SECRET_KEY];
 
@@ -100,6 +168,10 @@ pub struct LinkRecord {
     /// The latest review verdict: a blocked link stays blocked where it moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewMark>,
+    /// The host of the link's domain (SPEC §26); absent: the default domain. The writer
+    /// fills it (a record knows no hosts), and the reader maps it back to a domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
 }
 
 /// Every field of a visit; `link_id` is the id of the link line it belongs to.
@@ -147,6 +219,7 @@ impl LinkRecord {
             ended_by: link.ended_by,
             counted: Vec::new(),
             review: link.review.clone(),
+            domain: None,
         }
     }
 
@@ -173,6 +246,8 @@ impl LinkRecord {
             options: self.options.clone().map(Box::new),
             ended_by: self.ended_by,
             review: self.review.clone(),
+            // The reader maps `domain` to the id it has here.
+            domain: crate::model::DEFAULT_DOMAIN,
         })
     }
 }

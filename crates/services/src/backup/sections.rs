@@ -6,7 +6,9 @@
 
 use std::io::Write;
 
-use super::records::{KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord, CARRIED_KEYS};
+use super::records::{
+    DomainRecord, KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord, CARRIED_KEYS,
+};
 use crate::links::rfc3339;
 use crate::model::LinkQuery;
 use crate::store::Store;
@@ -35,6 +37,8 @@ pub struct BackupOptions {
 pub enum Section {
     /// The store's generated keys that decide codes (the `hash` strategy's secret).
     Keys,
+    /// The configured domains (SPEC §26), before the links that name them.
+    Domains,
     Links,
     Visits,
     Leads,
@@ -49,6 +53,7 @@ impl BackupOptions {
     pub fn sections(&self) -> Vec<Section> {
         [
             (Section::Keys, true),
+            (Section::Domains, true),
             (Section::Links, true),
             (Section::Visits, self.visits),
             (Section::Leads, self.leads),
@@ -64,6 +69,7 @@ impl BackupOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     pub keys: u64,
+    pub domains: u64,
     pub links: u64,
     pub visits: u64,
     pub leads: u64,
@@ -73,7 +79,7 @@ pub struct Counts {
 impl Counts {
     /// Every record written.
     pub fn total(&self) -> u64 {
-        self.keys + self.links + self.visits + self.leads + self.accounts
+        self.keys + self.domains + self.links + self.visits + self.leads + self.accounts
     }
 }
 
@@ -91,6 +97,7 @@ impl Lines<'_> {
         self.out.write_all(b"\n")?;
         match record {
             Record::Key(_) => self.counts.keys += 1,
+            Record::Domain(_) => self.counts.domains += 1,
             Record::Link(_) => self.counts.links += 1,
             Record::Visit(_) => self.counts.visits += 1,
             Record::Lead(_) => self.counts.leads += 1,
@@ -128,6 +135,12 @@ impl Section {
     fn write(self, store: &dyn Store, lines: &mut Lines<'_>) -> Result<(), BoxError> {
         match self {
             Section::Keys => keys(store, lines),
+            Section::Domains => {
+                for domain in store.domains()? {
+                    lines.put(&Record::Domain(DomainRecord::from_domain(&domain)))?;
+                }
+                Ok(())
+            }
             Section::Links => links(store, lines),
             Section::Visits => each_link(store, lines, visits_of),
             Section::Leads => {
@@ -172,6 +185,12 @@ fn keys(store: &dyn Store, lines: &mut Lines<'_>) -> Result<(), BoxError> {
 }
 
 fn links(store: &dyn Store, lines: &mut Lines<'_>) -> Result<(), BoxError> {
+    // A link names its domain by host: ids are this store's own.
+    let hosts: std::collections::HashMap<u16, String> = store
+        .domains()?
+        .into_iter()
+        .map(|d| (d.id, d.host))
+        .collect();
     let mut after = None;
     loop {
         let page = store.list_links(&LinkQuery {
@@ -181,6 +200,10 @@ fn links(store: &dyn Store, lines: &mut Lines<'_>) -> Result<(), BoxError> {
         })?;
         for link in &page.items {
             let mut record = LinkRecord::from_link(link);
+            // (Only archived links can outlive their domain, which owns none of their codes.)
+            if link.domain != crate::model::DEFAULT_DOMAIN {
+                record.domain = hosts.get(&link.domain).cloned();
+            }
             if link.options.as_ref().is_some_and(|o| o.is_capped()) {
                 record.counted = store
                     .counted(link.id)?

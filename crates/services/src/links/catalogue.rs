@@ -54,6 +54,8 @@ pub struct CatalogueQuery {
     pub exclude_expired: bool,
     pub order: SortField,
     pub descending: bool,
+    /// Keep links of this domain only (SPEC §26); `None`: every domain.
+    pub domain: Option<u16>,
 }
 
 impl Default for CatalogueQuery {
@@ -69,6 +71,7 @@ impl Default for CatalogueQuery {
             created_to: None,
             exclude_capped: false,
             exclude_expired: false,
+            domain: None,
             order: SortField::DateCreated,
             descending: true,
         }
@@ -196,6 +199,9 @@ impl Links {
         let mut kept: Vec<(Link, VisitTotals)> = Vec::new();
         let mut total = 0u64;
         self.each_listed(query.spaces.as_deref(), query.search.as_deref(), |link| {
+            if query.domain.is_some_and(|d| d != link.domain) {
+                return Ok(());
+            }
             if !query.tags.is_empty() && !tags_match(&link.tags, &query.tags, query.all_tags) {
                 return Ok(());
             }
@@ -291,8 +297,13 @@ impl Links {
         if !find {
             return self.create_without_dedup(req).map(|link| (link, true));
         }
-        if let Some(code) = req.code.as_deref() {
-            match self.get(code) {
+        // The code on the create's domain (an unknown domain: the create refuses it).
+        let key = req
+            .code
+            .as_deref()
+            .and_then(|code| self.domains().key_of(req.domain.as_deref(), code).ok());
+        if let (Some(code), Some(key)) = (req.code.as_deref(), key.as_deref()) {
+            match self.get(key) {
                 Ok(existing) => {
                     let url = self.check_url(&req.url)?;
                     let space = req.space.as_deref().unwrap_or(super::DEFAULT_SPACE);

@@ -204,7 +204,10 @@ impl Links {
         let url = self.check_url(url)?;
         let now = self.clock.now();
         for length in self.pools.lengths() {
-            if let Some(link) = self.store.dedup_target(space, length, &url)? {
+            if let Some(link) =
+                self.store
+                    .dedup_target(space, crate::model::DEFAULT_DOMAIN, length, &url)?
+            {
                 if !link.is_expired_at(now) {
                     return Ok(Some(link));
                 }

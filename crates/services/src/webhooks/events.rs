@@ -45,10 +45,11 @@ impl Event {
 
 /// A link as its events carry it. `visit` events name the link by `code`; the ip and user
 /// agent of a visit stay out (a receiver gets what the statistics show, not personal data).
-pub fn link_data(link: &Link, short_url: &str) -> Value {
+pub fn link_data(link: &Link, short_url: &str, domain: &str) -> Value {
     json!({
         "id": link.id,
         "code": link.code,
+        "domain": domain,
         "short_url": short_url,
         "url": link.url,
         "space": link.space,

@@ -16,7 +16,7 @@ use super::{
 };
 use tokio_postgres::types::Json;
 
-use crate::model::LinkOptions;
+use crate::model::{code_key, split_key, LinkOptions};
 use crate::{
     is_keepable_id, ActiveEntry, CodeChoice, CreateDone, Created, Imported, Link, LinkCounts,
     LinkPage, LinkPatch, LinkQuery, LinkStatus, LinkStore, Millis, NewLink, StoreError,
@@ -33,8 +33,8 @@ const TAKE: &str = "DELETE FROM pool WHERE code = (
 /// Inserts a link row unless its id or its code is taken (either makes it return no row).
 const INSERT: &str = "INSERT INTO links
         (id, code, url, space, custom, created_at, expires_at, status, title, tags, updated_at,
-         deleted_at, recycle_from, options, ended_by)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         deleted_at, recycle_from, options, ended_by, domain)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
     ON CONFLICT DO NOTHING RETURNING id";
 
 /// Why an insert returned no row.
@@ -69,6 +69,7 @@ async fn insert_link(client: &impl GenericClient, link: &Link) -> StoreResult<Op
                     .map(sql_ms),
                 &options_json(link),
                 &ended_by_code(link.ended_by),
+                &i32::from(link.domain),
             ],
         )
         .await
@@ -76,19 +77,23 @@ async fn insert_link(client: &impl GenericClient, link: &Link) -> StoreResult<Op
     if inserted.is_some() {
         return Ok(None);
     }
-    Ok(Some(if owner(client, &link.code).await?.is_some() {
+    Ok(Some(if owner(client, &link.key()).await?.is_some() {
         Refused::CodeOwned
     } else {
         Refused::IdTaken
     }))
 }
 
-/// The live (not archived) link that owns a code.
-async fn owner(client: &impl GenericClient, code: &str) -> StoreResult<Option<Link>> {
+/// The live (not archived) link that owns a code on its domain (a key of
+/// [`crate::model::code_key`]).
+async fn owner(client: &impl GenericClient, key: &str) -> StoreResult<Option<Link>> {
+    let (code, domain) = split_key(key);
     client
         .row_opt(
-            &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND status <> 3"),
-            &[&code],
+            &format!(
+                "SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND domain = $2 AND status <> 3"
+            ),
+            &[&code, &i32::from(domain)],
         )
         .await
         .map_err(db_error)?
@@ -97,11 +102,15 @@ async fn owner(client: &impl GenericClient, code: &str) -> StoreResult<Option<Li
 }
 
 /// The owner of a code, locked until the transaction ends.
-async fn owner_for_update(client: &impl GenericClient, code: &str) -> StoreResult<Link> {
+async fn owner_for_update(client: &impl GenericClient, key: &str) -> StoreResult<Link> {
+    let (code, domain) = split_key(key);
     client
         .row_opt(
-            &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND status <> 3 FOR UPDATE"),
-            &[&code],
+            &format!(
+                "SELECT {LINK_COLUMNS} FROM links
+                 WHERE code = $1 AND domain = $2 AND status <> 3 FOR UPDATE"
+            ),
+            &[&code, &i32::from(domain)],
         )
         .await
         .map_err(db_error)?
@@ -139,14 +148,15 @@ impl LinkStore for PgStore {
         runtime.spawn(async move { done(shared.create_link(&new).await) });
     }
 
-    fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
+    fn resolve(&self, key: &str) -> StoreResult<Option<ActiveEntry>> {
+        let (code, domain) = split_key(key);
         self.block(async {
             let client = self.shared.client().await?;
             let row = client
                 .row_opt(
                     "SELECT id, url, expires_at, options, review->>'verdict' = 'blocked'
-                     FROM links WHERE code = $1 AND status = 0",
-                    &[&code],
+                     FROM links WHERE code = $1 AND domain = $2 AND status = 0",
+                    &[&code, &i32::from(domain)],
                 )
                 .await
                 .map_err(db_error)?;
@@ -321,7 +331,7 @@ impl LinkStore for PgStore {
                 ],
             )
             .await?;
-            notify(&tx, &old.code).await?;
+            notify(&tx, &old.key()).await?;
             tx.commit().await.map_err(db_error)?;
             let mut link = old;
             link.status = LinkStatus::Archived;
@@ -434,7 +444,7 @@ impl LinkStore for PgStore {
                 .map_err(db_error)?
             {
                 let link = link_of(&row)?;
-                owners.insert(link.code.clone(), link);
+                owners.insert(link.key().into_owned(), link);
             }
             let ids: Vec<i64> = batch
                 .iter()
@@ -460,7 +470,9 @@ impl LinkStore for PgStore {
                     // An archived record owns no code: it is matched by id.
                     by_id.get(&link.id).map(|e| (e, e == link))
                 } else {
-                    owners.get(&link.code).map(|e| (e, e.url == link.url))
+                    owners
+                        .get(link.key().as_ref())
+                        .map(|e| (e, e.url == link.url))
                 };
                 if let Some((existing, same)) = existing {
                     results.push(if same {
@@ -480,7 +492,7 @@ impl LinkStore for PgStore {
                 // Later records of this batch see this one as taken.
                 by_id.insert(record.id, record.clone());
                 if record.status != LinkStatus::Archived {
-                    owners.insert(record.code.clone(), record.clone());
+                    owners.insert(record.key().into_owned(), record.clone());
                 }
                 results.push(Imported::Created(record.clone()));
                 fresh.push(record);
@@ -502,14 +514,15 @@ impl LinkStore for PgStore {
                 .exec(
                     "INSERT INTO links
                          (id, code, url, space, custom, created_at, expires_at, status, title, tags,
-                          updated_at, deleted_at, recycle_from, options, ended_by, review)
+                          updated_at, deleted_at, recycle_from, options, ended_by, review, domain)
                      SELECT id, code, url, space, custom, created_at, expires_at, status, title,
-                            tags, updated_at, deleted_at, recycle_from, options, ended_by, review
+                            tags, updated_at, deleted_at, recycle_from, options, ended_by, review,
+                            domain
                      FROM jsonb_to_recordset($1::jsonb) AS r(
                          id bigint, code text, url text, space text, custom boolean,
                          created_at bigint, expires_at bigint, status smallint, title text,
                          tags text[], updated_at bigint, deleted_at bigint, recycle_from bigint,
-                         options jsonb, ended_by smallint, review jsonb)",
+                         options jsonb, ended_by smallint, review jsonb, domain integer)",
                     &[&serde_json::Value::Array(rows)],
                 )
                 .await
@@ -520,9 +533,14 @@ impl LinkStore for PgStore {
                     fresh.len()
                 )));
             }
+            let live_keys: Vec<String> = fresh
+                .iter()
+                .filter(|l| l.status != LinkStatus::Archived)
+                .map(|l| l.key().into_owned())
+                .collect();
             tx.exec(
                 "SELECT pg_notify($1, code) FROM unnest($2::text[]) AS code",
-                &[&super::CHANNEL, &live],
+                &[&super::CHANNEL, &live_keys],
             )
             .await
             .map_err(db_error)?;
@@ -548,10 +566,16 @@ impl LinkStore for PgStore {
         })
     }
 
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+    fn dedup_target(
+        &self,
+        space: &str,
+        domain: u16,
+        length: u8,
+        url: &str,
+    ) -> StoreResult<Option<Link>> {
         self.block(async {
             let client = self.shared.client().await?;
-            dedup_in(&client, space, length, url, None).await
+            dedup_in(&client, space, domain, length, url, None).await
         })
     }
 
@@ -583,12 +607,16 @@ impl Shared {
                 let length = new.length();
                 tx.exec(
                     "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                    &[&format!("dedup:{}:{length}:{}", new.space, new.url)],
+                    &[&format!(
+                        "dedup:{}:{length}:{}",
+                        code_key(new.domain, &new.space),
+                        new.url
+                    )],
                 )
                 .await
                 .map_err(db_error)?;
                 if let Some(link) =
-                    dedup_in(&tx, &new.space, length, &new.url, Some(new.now)).await?
+                    dedup_in(&tx, &new.space, new.domain, length, &new.url, Some(new.now)).await?
                 {
                     tx.commit().await.map_err(db_error)?;
                     return Ok(Created::Existing(link));
@@ -684,7 +712,7 @@ impl Shared {
             ],
         )
         .await?;
-        notify(&tx, &link.code).await?;
+        notify(&tx, &link.key()).await?;
         tx.commit().await.map_err(db_error)?;
         Ok(Some(link))
     }
@@ -725,6 +753,7 @@ fn import_row(link: &Link) -> serde_json::Value {
         "options": link.options,
         "ended_by": ended_by_code(link.ended_by),
         "review": link.review,
+        "domain": i32::from(link.domain),
     })
 }
 
@@ -733,6 +762,7 @@ fn import_row(link: &Link) -> serde_json::Value {
 async fn dedup_in(
     client: &impl GenericClient,
     space: &str,
+    domain: u16,
     length: u8,
     url: &str,
     now: Option<Millis>,
@@ -741,11 +771,11 @@ async fn dedup_in(
         .rows(
             &format!(
                 "SELECT {LINK_COLUMNS} FROM links
-                 WHERE space = $1 AND md5(url) = md5($2) AND url = $2 AND length(code) = $3
-                   AND status = 0 AND NOT custom
+                 WHERE space = $1 AND domain = $4 AND md5(url) = md5($2) AND url = $2
+                   AND length(code) = $3 AND status = 0 AND NOT custom
                  ORDER BY id LIMIT 8"
             ),
-            &[&space, &url, &i32::from(length)],
+            &[&space, &url, &i32::from(length), &i32::from(domain)],
         )
         .await
         .map_err(db_error)?;

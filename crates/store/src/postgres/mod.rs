@@ -42,6 +42,7 @@
 mod accounts;
 mod check;
 mod claims;
+mod domains;
 mod leads;
 mod links;
 mod outbox;
@@ -173,7 +174,7 @@ fn status_of(code: i16) -> StoreResult<LinkStatus> {
 /// The columns every link query selects, in [`link_of`]'s order.
 const LINK_COLUMNS: &str =
     "id, code, url, space, custom, created_at, expires_at, status, title, tags, \
-     updated_at, deleted_at, options, ended_by, review";
+     updated_at, deleted_at, options, ended_by, review, domain";
 
 fn link_of(row: &Row) -> StoreResult<Link> {
     Ok(Link {
@@ -196,6 +197,7 @@ fn link_of(row: &Row) -> StoreResult<Link> {
         review: row
             .get::<_, Option<Json<ReviewMark>>>(14)
             .map(|Json(review)| review),
+        domain: u16::try_from(row.get::<_, i32>(15)).unwrap_or(0),
     })
 }
 

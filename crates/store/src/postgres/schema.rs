@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (6, include_str!("migrations/0006_outbox.sql")),
     (7, include_str!("migrations/0007_accounts.sql")),
     (8, include_str!("migrations/0008_quotas.sql")),
+    (9, include_str!("migrations/0009_domains.sql")),
 ];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";

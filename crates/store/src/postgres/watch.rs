@@ -65,6 +65,8 @@ async fn session(
     while let Some(Some(payload)) = rx.recv().await {
         if payload == super::accounts::ACCOUNTS_CHANGED {
             on_change(StoreChange::Accounts);
+        } else if payload == super::domains::DOMAINS_CHANGED {
+            on_change(StoreChange::Domains);
         } else {
             on_change(StoreChange::Code(payload));
         }

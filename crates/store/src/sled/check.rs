@@ -115,7 +115,7 @@ impl SledStore {
                 *by_status.entry(link.status).or_default() += 1;
                 let value = self
                     .codes
-                    .get(link.code.as_bytes())
+                    .get(link.key().as_bytes())
                     .map_err(backend)?
                     .map(|v| decode_code_value(&v));
                 if link.status != LinkStatus::Archived {
@@ -161,7 +161,7 @@ impl SledStore {
                     _ => {}
                 }
                 if link.status == LinkStatus::Active && !link.custom {
-                    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+                    let key = keys::dedup_key(&link.space, link.domain, link.length(), &link.url);
                     let target = self
                         .dedup
                         .get(key)
@@ -205,7 +205,7 @@ impl SledStore {
                     .and_then(|b| decode_link(&b).ok());
                 // Whether it redirects as its owner's status says is checked from the links.
                 let fine = owner.is_some_and(|l| {
-                    l.code.as_bytes() == code.as_ref() && l.status != LinkStatus::Archived
+                    l.key().as_bytes() == code.as_ref() && l.status != LinkStatus::Archived
                 });
                 if !fine {
                     stray += 1;

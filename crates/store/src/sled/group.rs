@@ -171,8 +171,14 @@ impl SledStore {
             return group.iter().map(|_| Err(e.clone())).collect();
         }
         let alone = |new: &NewLink| self.create_from_pool(new, length);
-        if group.len() == 1 {
-            return vec![alone(&group[0])];
+        // Links of other domains than the default go alone: rare, and their keys enter the
+        // code filter on the way ([`SledStore::create_tx`]).
+        if group.len() == 1
+            || group
+                .iter()
+                .any(|n| n.domain != crate::model::DEFAULT_DOMAIN)
+        {
+            return group.iter().map(alone).collect();
         }
         let Some(pool) = self.pool(length) else {
             return group.iter().map(alone).collect();
@@ -238,7 +244,7 @@ impl SledStore {
     ) -> Result<Vec<Created>, TransactionError<Abort>> {
         let dedup_keys: Vec<Vec<u8>> = group
             .iter()
-            .map(|new| keys::dedup_key(&new.space, length, &new.url))
+            .map(|new| keys::dedup_key(&new.space, new.domain, length, &new.url))
             .collect();
         let trees = (
             &self.links,

@@ -45,7 +45,8 @@ impl SledStore {
         }
         let pool = self.pool(length).ok_or(StoreError::NotFound)?;
         // Into the filter before the commit, like a custom create.
-        self.filter_insert(batch.iter().map(|l| l.code.as_str()));
+        let keys: Vec<std::borrow::Cow<'_, str>> = batch.iter().map(Link::key).collect();
+        self.filter_insert(keys.iter().map(|k| k.as_ref()));
         let committing = self.flusher.committing();
         let mut members = self.members(length).ok_or(StoreError::NotFound)?;
         let held = &*members;
@@ -71,7 +72,8 @@ impl SledStore {
                 let mut days: Vec<(u64, i64)> = Vec::new();
                 for link in batch {
                     let code = link.code.as_str();
-                    if let Some(value) = codes.get(code.as_bytes())? {
+                    let key = link.key();
+                    if let Some(value) = codes.get(key.as_bytes())? {
                         let id = tx_code_owner(&value)?;
                         let Some(bytes) = links.get(&keys::u64_key(id)[..])? else {
                             return abort(Abort::Corrupt(
@@ -111,9 +113,14 @@ impl SledStore {
                     links.insert(&id_key[..], encode(&record))?;
                     match record.status {
                         LinkStatus::Active => {
-                            codes.insert(code.as_bytes(), active_code_value(&record))?;
+                            codes.insert(key.as_bytes(), active_code_value(&record))?;
                             if !record.custom {
-                                let key = keys::dedup_key(&record.space, length, &record.url);
+                                let key = keys::dedup_key(
+                                    &record.space,
+                                    record.domain,
+                                    length,
+                                    &record.url,
+                                );
                                 if dedup.get(&key)?.is_none() {
                                     dedup.insert(key, &id_key[..])?;
                                 }
@@ -123,7 +130,7 @@ impl SledStore {
                             }
                         }
                         LinkStatus::Expired | LinkStatus::Deleted => {
-                            codes.insert(code.as_bytes(), &id_key[..])?;
+                            codes.insert(key.as_bytes(), &id_key[..])?;
                             if let Some(at) = record.ended_at() {
                                 ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
                             }

@@ -40,8 +40,10 @@ pub fn read_u64(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
 }
 
-pub fn dedup_key(space: &str, length: u8, url: &str) -> Vec<u8> {
+pub fn dedup_key(space: &str, domain: u16, length: u8, url: &str) -> Vec<u8> {
     let digest = Sha256::digest(url.as_bytes());
+    // Per space and domain: the default domain's keys are what they were before domains.
+    let space = crate::model::code_key(domain, space);
     let mut key = Vec::with_capacity(space.len() + 2 + URL_HASH_LEN);
     key.extend_from_slice(space.as_bytes());
     key.push(0);
@@ -167,9 +169,10 @@ mod tests {
     #[test]
     fn dedup_key_separates_spaces_and_lengths() {
         let u = "https://example.com/";
-        assert_ne!(dedup_key("a", 6, u), dedup_key("a", 5, u));
-        assert_ne!(dedup_key("a", 6, u), dedup_key("ab", 6, u));
-        assert_eq!(dedup_key("a", 6, u), dedup_key("a", 6, u));
+        assert_ne!(dedup_key("a", 0, 6, u), dedup_key("a", 0, 5, u));
+        assert_ne!(dedup_key("a", 0, 6, u), dedup_key("ab", 0, 6, u));
+        assert_ne!(dedup_key("a", 0, 6, u), dedup_key("a", 1, 6, u));
+        assert_eq!(dedup_key("a", 0, 6, u), dedup_key("a", 0, 6, u));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub(super) fn insert_active(
 ) -> Result<(), UnabortableTransactionError> {
     let id_key = keys::u64_key(link.id);
     links.insert(&id_key[..], encode(link))?;
-    codes.insert(link.code.as_bytes(), active_code_value(link))?;
+    codes.insert(link.key().as_bytes(), active_code_value(link))?;
     if let Some(key) = dedup_key {
         // A link with options is no dedup target: it takes the entry only where there is
         // none, so that a plain link of the URL keeps it and plain creates keep finding it.
@@ -57,7 +57,7 @@ pub(super) fn unlink_dedup(
     if link.custom {
         return Ok(());
     }
-    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+    let key = keys::dedup_key(&link.space, link.domain, link.length(), &link.url);
     if dedup.get(&key)?.and_then(|v| read_u64(&v)) == Some(link.id) {
         dedup.remove(key)?;
     }
@@ -96,7 +96,7 @@ impl SledStore {
     }
 
     pub(super) fn find_dedup(&self, new: &NewLink, length: u8) -> StoreResult<Option<Link>> {
-        let key = keys::dedup_key(&new.space, length, &new.url);
+        let key = keys::dedup_key(&new.space, new.domain, length, &new.url);
         let Some(id) = self.dedup.get(key).map_err(backend)? else {
             return Ok(None);
         };
@@ -117,7 +117,13 @@ impl SledStore {
             .pool(length)
             .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
         let dedup_key = (!matches!(new.code, CodeChoice::Custom(_)))
-            .then(|| keys::dedup_key(&new.space, length, &new.url));
+            .then(|| keys::dedup_key(&new.space, new.domain, length, &new.url));
+        // Where the code is kept on its domain; into the filter before the commit, like every
+        // code (a pooled code is there already, not its key on another domain).
+        let key = crate::model::code_key(new.domain, code);
+        if new.domain != crate::model::DEFAULT_DOMAIN {
+            self.filter_insert([key.as_ref()]);
+        }
         let mut members = self
             .members(length)
             .ok_or(TransactionError::Abort(Abort::CodeTaken))?;
@@ -147,7 +153,7 @@ impl SledStore {
                     if pool.remove(pool_key)?.is_none() {
                         return abort(Abort::Raced);
                     }
-                    if codes.get(code.as_bytes())?.is_some() {
+                    if codes.get(key.as_bytes())?.is_some() {
                         // Never reachable when the trees agree; if they ever disagree,
                         // refuse to give one code to two links.
                         return abort(Abort::Owned);
@@ -155,7 +161,7 @@ impl SledStore {
                     bump(counters, &counter::pool_size(length), -1)?;
                 }
                 None => {
-                    if codes.get(code.as_bytes())?.is_some() {
+                    if codes.get(key.as_bytes())?.is_some() {
                         return abort(Abort::CodeTaken);
                     }
                     match take_out_of_pool(held, pool, code)? {
@@ -398,7 +404,7 @@ impl LinkStore for SledStore {
                 let link = patch.apply(&old, now);
                 if link.url != old.url && !link.custom {
                     unlink_dedup(dedup, &old)?;
-                    let key = keys::dedup_key(&link.space, link.length(), &link.url);
+                    let key = keys::dedup_key(&link.space, link.domain, link.length(), &link.url);
                     // Another active link may already be the dedup target for the new URL.
                     if dedup.get(&key)?.is_none() {
                         dedup.insert(key, &keys::u64_key(link.id)[..])?;
@@ -498,7 +504,7 @@ impl LinkStore for SledStore {
                         expiry.remove(&keys::time_id_key(at, id)[..])?;
                         continue;
                     }
-                    codes.insert(old.code.as_bytes(), &owned_code_value(id)[..])?;
+                    codes.insert(old.key().as_bytes(), &owned_code_value(id)[..])?;
                     unlink_dedup(dedup, &old)?;
                     expiry.remove(&keys::time_id_key(at, id)[..])?;
                     ended.insert(&keys::time_id_key(at, id)[..], &[][..])?;
@@ -538,7 +544,7 @@ impl LinkStore for SledStore {
                 if let Some(at) = old.ended_at() {
                     ended.remove(&keys::time_id_key(at, id)[..])?;
                 }
-                let owned = match codes.get(old.code.as_bytes())? {
+                let owned = match codes.get(old.key().as_bytes())? {
                     Some(value) => tx_code_owner(&value)? == id,
                     None => false,
                 };
@@ -550,7 +556,7 @@ impl LinkStore for SledStore {
                     bump_status(counters, Some(old.status), LinkStatus::Archived)?;
                     return Ok(Some((link, false)));
                 }
-                codes.remove(old.code.as_bytes())?;
+                codes.remove(old.key().as_bytes())?;
                 // Recycled codes have scores of their own: no tiebreak needed.
                 pool.insert(keys::pool_key(score, 0, &old.code), &[][..])?;
                 let mut link = old.clone();
@@ -658,10 +664,16 @@ impl LinkStore for SledStore {
             .collect()
     }
 
-    fn dedup_target(&self, space: &str, length: u8, url: &str) -> StoreResult<Option<Link>> {
+    fn dedup_target(
+        &self,
+        space: &str,
+        domain: u16,
+        length: u8,
+        url: &str,
+    ) -> StoreResult<Option<Link>> {
         let Some(id) = self
             .dedup
-            .get(keys::dedup_key(space, length, url))
+            .get(keys::dedup_key(space, domain, length, url))
             .map_err(backend)?
         else {
             return Ok(None);

@@ -122,6 +122,7 @@ impl SledStore {
             outbox_state,
             accounts: tree("accounts")?,
             audit: tree("audit")?,
+            domains: tree("domains")?,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),
@@ -263,8 +264,14 @@ impl SledStore {
         let mut filter = CodeFilter::new(capacity, self.filter_fp_rate);
         for item in self.codes.iter().keys() {
             let key = item.map_err(backend)?;
-            if let Ok(code) = std::str::from_utf8(&key) {
-                filter.insert(code);
+            if let Ok(key) = std::str::from_utf8(&key) {
+                filter.insert(key);
+                // A code of another domain: its bare code too, so that a pool refill's check
+                // (`pool_add`) looks it up.
+                let (code, domain) = crate::model::split_key(key);
+                if domain != crate::model::DEFAULT_DOMAIN {
+                    filter.insert(code);
+                }
             }
         }
         for members in &self.members {
@@ -279,6 +286,12 @@ impl SledStore {
         let mut filter = self.filter.write();
         for code in codes {
             filter.insert(code);
+            // A key of another domain (`code@id`): its bare code too, so that a pool
+            // refill's check (`pool_add`) looks it up.
+            let (bare, domain) = crate::model::split_key(code);
+            if domain != crate::model::DEFAULT_DOMAIN {
+                filter.insert(bare);
+            }
         }
     }
 }

@@ -176,8 +176,7 @@ impl PoolStore for SledStore {
                     if length_of(code) == Some(length)
                         && offered.insert(code.as_str())
                         && !members.contains(code)
-                        && (!filter.check(code)
-                            || !self.codes.contains_key(code.as_bytes()).map_err(backend)?)
+                        && (!filter.check(code) || !self.owned_anywhere(code)?)
                     {
                         // Drawn here, not in the transaction closure, which may run more
                         // than once.
@@ -298,6 +297,17 @@ impl PoolStore for SledStore {
 }
 
 impl SledStore {
+    /// Whether a link owns `code` on any domain: its own key (the default domain's) or a
+    /// `code@id` key of another. A range read, reached only when the filter says maybe.
+    fn owned_anywhere(&self, code: &str) -> StoreResult<bool> {
+        if self.codes.contains_key(code.as_bytes()).map_err(backend)? {
+            return Ok(true);
+        }
+        let mut prefix = code.as_bytes().to_vec();
+        prefix.push(b'@');
+        Ok(self.codes.scan_prefix(prefix).next().is_some())
+    }
+
     pub(super) fn pool(&self, length: u8) -> Option<&sled::Tree> {
         self.pools.get(usize::from(length).checked_sub(1)?)
     }

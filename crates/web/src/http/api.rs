@@ -54,6 +54,8 @@ impl From<&ReviewMark> for ReviewMarkView {
 pub struct LinkView {
     pub id: u64,
     pub code: String,
+    /// The host of the link's domain (SPEC §26).
+    pub domain: String,
     pub short_url: String,
     pub url: String,
     pub space: String,
@@ -116,7 +118,8 @@ impl LinkView {
         Self {
             id: link.id,
             code: link.code.clone(),
-            short_url: state.links.short_url(&link.code),
+            domain: state.links.domain_of(link),
+            short_url: state.links.short_url_of(link),
             url: link.url.clone(),
             space: link.space.clone(),
             length: link.code.len(),
@@ -153,21 +156,33 @@ impl LinkView {
     }
 }
 
-/// The `{code}` of an API path; one that does not decode is an unknown code (404).
+/// The `{code}` of an API path on the domain its `?domain=HOST` names (the default domain
+/// when absent), as the key the services address it by ([`crate::model::code_key`]); a path
+/// that does not decode is an unknown code, an unconfigured HOST an unknown domain (404).
 pub struct CodePath(pub String);
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CodePath {
+impl axum::extract::FromRequestParts<AppState> for CodePath {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        state: &S,
+        state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        Path::<String>::from_request_parts(parts, state)
+        let Path(code) = Path::<String>::from_request_parts(parts, state)
             .await
-            .map(|Path(code)| CodePath(code))
-            .map_err(|_| ApiError::not_found("no link has this code"))
+            .map_err(|_| ApiError::not_found("no link has this code"))?;
+        let host = domain_param(parts.uri.query());
+        Ok(CodePath(
+            state.links.domains().key_of(host.as_deref(), &code)?,
+        ))
     }
+}
+
+/// The `domain` parameter of a query string, if any.
+pub fn domain_param(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "domain")
+        .map(|(_, v)| v.into_owned())
 }
 
 /// `cursor` and `limit` of a listing (a limit over [`MAX_PAGE`] is clamped).
@@ -218,7 +233,7 @@ fn request_ip(state: &AppState, request: &Request) -> IpAddr {
     responses((status = 201, description = "Created", body = LinkView),
         (status = 200, description = "The existing link of this URL (dedup: a create that sets no option, of the same space, length and URL as an active generated link without options; a create that sets any option always makes a link of its own)", body = LinkView),
         (status = 400, description = "Invalid input, or an unknown field (`unknown_field`), as problem+json naming the field"),
-        (status = 403, description = "The space's team's plan (SPEC §25) lacks a feature the request uses (`feature_not_in_plan`, naming the field: `password`, `length`, `code`, …), or the create is past one of its limits (`quota_exceeded` with `quota` — `links_per_month`, `active_links`, `max_ttl` — `limit` and `used`); nothing is written"),
+        (status = 403, description = "The space's team's plan (SPEC §25) lacks a feature the request uses (`feature_not_in_plan`, naming the field: `password`, `length`, `code`, `domain` for a domain other than the default, …), or `domain` belongs to another team (`forbidden`, field `domain`), or the create is past one of its limits (`quota_exceeded` with `quota` — `links_per_month`, `active_links`, `max_ttl` — `limit` and `used`); nothing is written"),
         (status = 409, description = "The code is taken (problem+json)"),
         (status = 415, description = "The body is not sent as `application/json` (problem+json)"),
         (status = 429, description = "Over a rate limit, or past `auth_per_ip` after failed keys (problem+json, `Retry-After`)"),
@@ -411,7 +426,7 @@ pub async fn list_links(
     })))
 }
 
-#[utoipa::path(get, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), security(("api_key" = [])),
     responses((status = 200, description = "The link and `visits_total`", body = LinkView), (status = 404, description = "No such link")))]
 pub async fn get_link(
     State(state): State<AppState>,
@@ -435,7 +450,7 @@ pub async fn get_link(
     Ok(Json(view))
 }
 
-#[utoipa::path(patch, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), request_body = UpdateLink, security(("api_key" = [])),
+#[utoipa::path(patch, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), request_body = UpdateLink, security(("api_key" = [])),
     responses((status = 200, description = "The updated link", body = LinkView), (status = 400, description = "Invalid value or unknown field (problem+json naming it)"),
         (status = 403, description = "The link's team's plan lacks a feature the change sets (`feature_not_in_plan`, naming the field), or an `expires_at` past its `max_ttl` (`quota_exceeded`); nothing is written"),
         (status = 404, description = "No such link"), (status = 415, description = "The body is not sent as `application/json` (problem+json)")))]
@@ -454,7 +469,7 @@ pub async fn update_link(
     Ok(Json(LinkView::new(&state, &updated)))
 }
 
-#[utoipa::path(delete, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/links/{code}", tag = "links", params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), security(("api_key" = [])),
     responses((status = 204, description = "Deleted; redirects stop at once"), (status = 404, description = "No such link")))]
 pub async fn delete_link(
     State(state): State<AppState>,

@@ -73,6 +73,14 @@ impl Front {
             count_redirect(&self.state, started, response.status());
             return response;
         }
+        if let Some(response) = redirect::domain_answer(
+            &self.state,
+            request.method(),
+            request.uri().path(),
+            request.headers(),
+        ) {
+            return response;
+        }
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));

@@ -165,9 +165,16 @@ pub fn in_app_page(asked: &Asked<'_>, link_id: u64, code: &str, url: &str, app: 
         .and_then(|u| u.host_str().map(str::to_string))
         .unwrap_or_default();
     let state = asked.state;
-    state
-        .pages
-        .in_app(&state.links.short_url(code), &host, app, asked.headers)
+    // The short URL on the domain the visitor came on.
+    let domain = state
+        .links
+        .domains()
+        .route(super::redirect::host_of(asked.headers));
+    let short_url = state
+        .links
+        .domains()
+        .short_url(&state.config.server.base_url, domain, code);
+    state.pages.in_app(&short_url, &host, app, asked.headers)
 }
 
 /// The `og:` page for a link-preview crawler; the visit is recorded (as a bot, by its agent).
@@ -175,10 +182,15 @@ pub fn crawler_page(asked: &Asked<'_>, link: &LinkState) -> Response {
     let Some(preview) = &link.options.preview else {
         return ApiError::internal("a crawler preview without a preview").into_response();
     };
-    asked.record(link.id, &link.code, Some(Route::CrawlerPreview));
+    // A link's state holds its key (`code@id` on a domain other than the default).
+    let (code, domain) = crate::model::split_key(&link.code);
+    asked.record(link.id, code, Some(Route::CrawlerPreview));
     let state = asked.state;
     state.pages.crawler_preview(
-        &state.links.short_url(&link.code),
+        &state
+            .links
+            .domains()
+            .short_url(&state.config.server.base_url, domain, code),
         &link.url,
         preview,
         asked.headers,

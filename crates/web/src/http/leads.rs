@@ -56,7 +56,7 @@ pub struct LeadPageView {
 
 /// `GET /api/v1/links/{code}/leads?cursor&limit`, or `?format=csv` for all of them.
 #[utoipa::path(get, path = "/api/v1/links/{code}/leads", tag = "links",
-    params(("code" = String, Path, description = "The link's code"),
+    params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404"),
         ("cursor" = Option<String>, Query, description = "From a previous page's `next_cursor`"),
         ("limit" = Option<usize>, Query, description = "1 to 1000 (default 100)"),
         ("format" = Option<String>, Query, description = "`json` (default) or `csv`")),

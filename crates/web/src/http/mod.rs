@@ -9,6 +9,7 @@
 //!   preview) on the same path
 //! - `leads` — a link's leads (`/api/v1/links/{code}/leads`); `reviews` — the review of
 //!   destinations (`/api/v1/reviews`, a link's reviews and overrides)
+//! - `domains` — `/api/v1/domains`, the configured domains (admins)
 //! - `backup` — `/api/v1/backup`, a backup of the running server, streamed
 //! - `stats` — visits, statistics and `/metrics`
 //! - `observe` — request metrics
@@ -28,6 +29,7 @@ pub mod accounts;
 pub mod api;
 pub mod asked;
 pub mod backup;
+pub mod domains;
 pub mod front;
 pub mod gates;
 pub mod leads;
@@ -112,6 +114,16 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
         .route("/keys", post(accounts::create_key).get(accounts::list_keys))
         .route("/keys/{id}", delete(accounts::revoke_key))
         .route("/audit", get(accounts::audit))
+        .route(
+            "/domains",
+            post(domains::create_domain).get(domains::list_domains),
+        )
+        .route(
+            "/domains/{host}",
+            get(domains::get_domain)
+                .patch(domains::update_domain)
+                .delete(domains::delete_domain),
+        )
         .route("/backup", get(backup::backup))
         .route("/openapi.json", get(openapi::spec))
         .fallback(api::not_found)

@@ -73,9 +73,16 @@ use crate::links::{CreateLink, UpdateLink};
         accounts::list_keys,
         accounts::revoke_key,
         accounts::audit,
+        shlink::domains,
+        shlink::set_redirects,
+        super::domains::create_domain,
+        super::domains::list_domains,
+        super::domains::get_domain,
+        super::domains::update_domain,
+        super::domains::delete_domain,
         spec,
     ),
-    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination, accounts::UserView, accounts::TeamView, accounts::MemberView, accounts::KeyView, accounts::NewKeyView, accounts::PasswordChange, accounts::MemberRole, accounts::AuditView, crate::plans::Usage, crate::plans::Meter)),
+    components(schemas(CreateLink, UpdateLink, api::LinkView, api::BatchRequest, leads::LeadView, leads::LeadPageView, reviews::ReviewView, reviews::Decision, shlink::shapes::ShortUrl, shlink::shapes::Meta, shlink::shapes::VisitsSummary, shlink::shapes::Pagination, accounts::UserView, accounts::TeamView, accounts::MemberView, accounts::KeyView, accounts::NewKeyView, accounts::PasswordChange, accounts::MemberRole, accounts::AuditView, crate::plans::Usage, crate::plans::Meter, super::domains::DomainView, crate::domains::NewDomain, crate::domains::DomainPatch)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

@@ -15,7 +15,7 @@ use crate::web::state::AppState;
 
 /// `GET /api/v1/links/{code}/qr` (viewer role).
 #[utoipa::path(get, path = "/api/v1/links/{code}/qr", tag = "links", security(("api_key" = [])),
-    params(("code" = String, Path, description = "The link's code"),
+    params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404"),
         ("format" = Option<String>, Query, description = "`svg` (default) or `png`"),
         ("size" = Option<u32>, Query, description = "PNG width and height in pixels, 64–2048 (default 256)")),
     responses((status = 200, description = "The QR code of the short URL", content_type = "image/svg+xml"),
@@ -29,5 +29,5 @@ pub async fn link_qr(
 ) -> Result<Response, ApiError> {
     let link = crate::web::access::authorized_link(&state, &caller, &code, Role::Viewer)?;
     let params = QrParams::parse(&params)?;
-    qr_response(&state.links.short_url(&link.code), params)
+    qr_response(&state.links.short_url_of(&link), params)
 }

@@ -27,7 +27,7 @@ use super::observe::count_unmatched;
 use crate::limits::Limit;
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed, Unlock};
 use crate::model::options::App;
-use crate::model::{gate, Gate, InApp, LinkOptions, Passed, Route};
+use crate::model::{code_key, gate, Gate, InApp, LinkOptions, Passed, Route};
 use crate::web::error::ApiError;
 use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
@@ -129,10 +129,19 @@ pub fn answer(
     let Some(code) = code else {
         return not_found(&asked, "").into();
     };
+    // The request's domain (SPEC §26): its codes are kept under keys of their own. Nothing is
+    // read while no other domain than the default is configured, and a default-domain key is
+    // the code itself.
+    let domains = state.links.domains();
+    let domain = if domains.any_other() {
+        domains.route(host_of(headers))
+    } else {
+        crate::model::DEFAULT_DOMAIN
+    };
     if let Some(code) = code.strip_suffix('+') {
-        return preview(&asked, code).into();
+        return preview(&asked, code, &code_key(domain, code)).into();
     }
-    match state.links.resolve(code) {
+    match state.links.resolve(&code_key(domain, code)) {
         Ok(Resolution::Found {
             id,
             url,
@@ -288,11 +297,63 @@ fn found(asked: &Asked<'_>, id: u64, code: &str, url: &str, route: Option<Route>
     response
 }
 
-/// A link whose time has passed: to its `fallback_url` if it has one (no visit), else 410.
+/// A link whose time has passed: to its `fallback_url` if it has one (no visit), else a
+/// browser to its domain's `not_found_url` when set, else 410.
 fn gone(asked: &Asked<'_>, code: &str, fallback: Option<Arc<str>>) -> Response {
-    fallback
-        .and_then(|url| redirect_to(StatusCode::FOUND, &url))
-        .unwrap_or_else(|| missing(asked, StatusCode::GONE, code))
+    if let Some(response) = fallback.and_then(|url| redirect_to(StatusCode::FOUND, &url)) {
+        return response;
+    }
+    if !asked.wants_json() {
+        let domain = asked.state.links.domains().routed(host_of(asked.headers));
+        if let Some(response) = domain
+            .not_found_url
+            .as_deref()
+            .and_then(|url| redirect_to(StatusCode::FOUND, url))
+        {
+            return response;
+        }
+    }
+    missing(asked, StatusCode::GONE, code)
+}
+
+/// The `Host` a request names, if it is text.
+pub(crate) fn host_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::HOST).and_then(|v| v.to_str().ok())
+}
+
+/// What a domain answers itself (SPEC §26), before the router: `/` to its `root_url`, and
+/// its well-known files for apps. `None`: the request goes on as it would.
+pub fn domain_answer(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    if method != Method::GET && method != Method::HEAD {
+        return None;
+    }
+    let routed = || state.links.domains().routed(host_of(headers));
+    match path {
+        "/" => {
+            let domain = routed();
+            redirect_to(StatusCode::FOUND, domain.root_url.as_deref()?)
+        }
+        "/.well-known/apple-app-site-association" | "/.well-known/assetlinks.json" => {
+            let domain = routed();
+            let body = if path.ends_with(".json") {
+                domain.assetlinks.clone()?
+            } else {
+                domain.apple_app_site_association.clone()?
+            };
+            let mut response = body.into_response();
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Some(response)
+        }
+        _ => None,
+    }
 }
 
 /// The redirect of a link with options that waits for something: a password to check, a
@@ -468,9 +529,9 @@ const PASSWORD_HEADER: &str = "x-link-password";
 /// shows only what a visitor reaches without a gate: a link before its `valid_from` is as
 /// unknown as on `/{code}`, and the destination of a link behind a password or a form is not
 /// shown (a blocked link answers 403 like the redirect).
-fn preview(asked: &Asked<'_>, code: &str) -> Response {
+fn preview(asked: &Asked<'_>, code: &str, key: &str) -> Response {
     let state = asked.state;
-    match state.links.resolve(code) {
+    match state.links.resolve(key) {
         Ok(Resolution::Found {
             url, state: link, ..
         }) => {
@@ -487,7 +548,10 @@ fn preview(asked: &Asked<'_>, code: &str) -> Response {
                 }
             });
             let shown = match hidden {
-                Some(_) => state.links.short_url(code),
+                Some(_) => match state.links.get(key) {
+                    Ok(link) => state.links.short_url_of(&link),
+                    Err(_) => state.links.short_url(code),
+                },
                 None => url.to_string(),
             };
             let mut response = state.pages.preview(&shown, hidden, asked.headers);
@@ -553,18 +617,41 @@ pub async fn fallback(
     let response = if own {
         missing(&asked, StatusCode::NOT_FOUND, "")
     } else {
-        not_found(&asked, "")
+        not_found_as(&asked, "", Missing::Other)
     };
     count_unmatched(&state, &method, response.status());
     response
 }
 
-/// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429. A
-/// browser goes to `server.not_found_url` instead, when it is set.
+/// What a 404 is for: a code no link has, or another path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    Code,
+    Other,
+}
+
+/// A 404 for a code no link has ([`not_found_as`]).
 fn not_found(asked: &Asked<'_>, code: &str) -> Response {
+    not_found_as(asked, code, Missing::Code)
+}
+
+/// A 404, unless this address has had too many of them (`not_found_per_ip`): then 429. A
+/// browser goes to its domain's `not_found_url` (a code) or `other_url` (another path)
+/// instead, when set, else to `server.not_found_url`, when set.
+fn not_found_as(asked: &Asked<'_>, code: &str, what: Missing) -> Response {
     let state = asked.state;
     if let Err(e) = state.limits.check_ip(Limit::NotFoundPerIp, asked.ip(), 1) {
         return asked.rate_limited(e);
+    }
+    if !asked.wants_json() {
+        let domain = state.links.domains().routed(host_of(asked.headers));
+        let url = match what {
+            Missing::Code => domain.not_found_url.as_deref(),
+            Missing::Other => domain.other_url.as_deref(),
+        };
+        if let Some(response) = url.and_then(|url| redirect_to(StatusCode::FOUND, url)) {
+            return response;
+        }
     }
     let elsewhere = state.config.server.not_found_url.trim();
     if !elsewhere.is_empty() && !asked.wants_json() {

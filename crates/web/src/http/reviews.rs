@@ -68,7 +68,7 @@ struct ReviewList {
 
 /// `GET /api/v1/links/{code}/reviews`: the link's reviews, newest first (at most 100).
 #[utoipa::path(get, path = "/api/v1/links/{code}/reviews", tag = "review",
-    params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+    params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), security(("api_key" = [])),
     responses((status = 200, description = "`{items: [{id, at, trigger, checks, score, reason, verdict, final_url, title, description, screenshot, by}]}`: `title` and `description` are the fetched page's `<title>` and meta description"),
         (status = 403, description = "The key may not use the link's space"),
         (status = 404, description = "No such code")))]
@@ -98,7 +98,7 @@ pub struct Decision {
 /// `POST /api/v1/links/{code}/review`: with no body, queue the link for review (editors of
 /// its space; 202); with `{"verdict": "ok"|"blocked"}`, an admin's verdict (200, the review).
 #[utoipa::path(post, path = "/api/v1/links/{code}/review", tag = "review",
-    params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+    params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), security(("api_key" = [])),
     request_body(content = Option<Decision>, description = "None: review it; `{\"verdict\"}`: an admin's verdict"),
     responses((status = 202, description = "Queued (`{\"queued\": true}`, or false when it already waits)"),
         (status = 200, description = "The admin's verdict, kept as a review"),

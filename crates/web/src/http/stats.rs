@@ -42,7 +42,7 @@ fn parse_time(params: &HashMap<String, String>, field: &str) -> Result<Option<Mi
 }
 
 /// `GET /api/v1/links/{code}/stats?from&to&granularity=hour|day`.
-#[utoipa::path(get, path = "/api/v1/links/{code}/stats", tag = "statistics", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/links/{code}/stats", tag = "statistics", params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), security(("api_key" = [])),
     responses((status = 200, description = "`{total, unique_visitors, bots, series, top}`")))]
 pub async fn link_stats(
     State(state): State<AppState>,
@@ -91,7 +91,7 @@ struct VisitPageView {
 }
 
 /// `GET /api/v1/links/{code}/visits?cursor&limit`, or `?format=csv` for all of them streamed.
-#[utoipa::path(get, path = "/api/v1/links/{code}/visits", tag = "statistics", params(("code" = String, Path, description = "The link's code")), security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/links/{code}/visits", tag = "statistics", params(("code" = String, Path, description = "The link's code"), ("domain" = Option<String>, Query, description = "The host of the link's domain (SPEC §26); absent: the default domain; an unconfigured one: 404")), security(("api_key" = [])),
     responses((status = 200, description = "`{items, next_cursor}`, or CSV with `format=csv`")))]
 pub async fn link_visits(
     State(state): State<AppState>,

@@ -20,7 +20,7 @@ use crate::web::error::ApiError;
 
 /// Every field of the form (absent ones render empty).
 const FIELDS: &[&str] = &[
-    "url", "urls", "code", "length", "validity", "until", "space", "title", "tags",
+    "url", "urls", "code", "length", "validity", "until", "space", "title", "tags", "domain",
 ];
 
 /// Most lines of one "many at once" request (the API's batch limit).
@@ -137,10 +137,11 @@ pub async fn shorten(
                     1,
                 );
             }
-            let short_url = state.links.short_url(&link.code);
+            let short_url = state.links.short_url_of(&link);
             let qr = crate::qr::svg(&short_url).unwrap_or_default();
             let result = context! {
                 code => link.code.clone(),
+                ref => link.key().into_owned(),
                 short_url => short_url,
                 url => link.url.clone(),
                 created => created,
@@ -161,6 +162,7 @@ pub async fn shorten(
 /// The options a form shares between one URL and many.
 struct Options {
     space: Option<String>,
+    domain: Option<String>,
     length: Option<u8>,
     ttl: Option<i64>,
     expires_at: Option<Option<String>>,
@@ -174,6 +176,7 @@ impl Options {
             length: self.length,
             code: None,
             space: self.space.clone(),
+            domain: self.domain.clone(),
             ttl: self.ttl,
             expires_at: self.expires_at.clone(),
             title: None,
@@ -194,6 +197,7 @@ fn options(fields: &Fields) -> Result<Options, FormError> {
     let (ttl, expires_at) = forms::validity(fields)?.to_request();
     Ok(Options {
         space: field(fields, "space").map(str::to_string),
+        domain: field(fields, "domain").map(str::to_string),
         length,
         ttl,
         expires_at,
@@ -259,7 +263,7 @@ async fn shorten_many(
             Ok((link, created)) => BatchLine {
                 line: *line,
                 url: link.url.clone(),
-                short_url: Some(state.links.short_url(&link.code)),
+                short_url: Some(state.links.short_url_of(&link)),
                 code: Some(link.code),
                 created,
                 error: None,
@@ -346,6 +350,8 @@ struct HomeContext {
     lengths: Vec<u8>,
     default_length: u8,
     spaces: Option<Vec<String>>,
+    /// The domains a create may land on, the default first, when there is more than one.
+    domains: Vec<String>,
     validity_choices: Vec<Value>,
     more_open: bool,
     max_lines: usize,
@@ -389,6 +395,17 @@ fn base_context(
         lengths,
         default_length: state.config.codes.default_length,
         spaces,
+        domains: if state.links.domains().any_other() {
+            state
+                .links
+                .domains()
+                .list()
+                .iter()
+                .map(|d| d.host.clone())
+                .collect()
+        } else {
+            Vec::new()
+        },
         validity_choices: VALIDITY_CHOICES
             .iter()
             .map(|(v, k)| context! { value => *v, key => *k })

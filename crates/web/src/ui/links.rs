@@ -50,7 +50,7 @@ fn notice(query: &HashMap<String, String>) -> Option<String> {
 
 /// A link as the pages show it.
 fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
-    let short_url = state.links.short_url(&link.code);
+    let short_url = state.links.short_url_of(link);
     // The short URL's host and path before the code, without the scheme: the page may shorten
     // it, never the code.
     let short_host = short_url
@@ -62,6 +62,10 @@ fn link_view(state: &PageState, link: &Link, visits: Option<u64>) -> Value {
         .to_string();
     context! {
         code => link.code.clone(),
+        // What the pages' paths name the link by: its code on the default domain, its key
+        // (`code@id`) on another.
+        ref => link.key().into_owned(),
+        domain => state.links.domain_of(link),
         short_host => short_host,
         short_url => short_url,
         url => link.url.clone(),
@@ -297,6 +301,7 @@ pub async fn list(
         "links",
         context! {
             items => items,
+            many_domains => state.links.domains().any_other(),
             filtered => !keep.is_empty(),
             filter => ["q", "space", "status", "length"]
                 .iter()
@@ -488,7 +493,7 @@ async fn render_detail(
                 }
             }
         }
-        format!("/ui/links/{}?{q}{extra}", urlencoding(&link.code))
+        format!("/ui/links/{}?{q}{extra}", urlencoding(&link.key()))
     };
     let older_href = recent
         .next
@@ -847,7 +852,7 @@ pub async fn qr(
     let result = (|| {
         let link = authorized_link(&state, &visitor.caller(), &code, Role::Viewer)?;
         let params = QrParams::parse(&query)?;
-        qr_response(&state.links.short_url(&link.code), params)
+        qr_response(&state.links.short_url_of(&link), params)
     })();
     let mut response = result.unwrap_or_else(IntoResponse::into_response);
     if matches!(query.get("download").map(String::as_str), Some("1"))

@@ -23,6 +23,7 @@ pub mod audit;
 pub mod batch;
 pub mod chart;
 pub mod dashboard;
+pub mod domains;
 pub mod errors;
 pub mod forms;
 pub mod gates;
@@ -127,6 +128,8 @@ pub fn router(state: PageState) -> Router<AppState> {
         .route("/ui/admin/users", get(users::list).post(users::create))
         .route("/ui/admin/users/{id}", post(users::change))
         .route("/ui/admin/audit", get(audit::list))
+        .route("/ui/domains", get(domains::list).post(domains::create))
+        .route("/ui/domains/{host}", post(domains::change))
         .route("/ui/teams", get(teams::list).post(teams::create))
         .route("/ui/teams/{slug}", get(teams::show))
         .route("/ui/teams/{slug}/members", post(teams::members))

@@ -107,6 +107,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../../assets/templates/audit.html"),
     ),
     (
+        "domains.html",
+        include_str!("../../../../assets/templates/domains.html"),
+    ),
+    (
         "oidc_failed.html",
         include_str!("../../../../assets/templates/oidc_failed.html"),
     ),

@@ -143,6 +143,11 @@ fn title(code: &str, status: StatusCode) -> &'static str {
         "role_not_allowed" => "Role not allowed",
         "key_expired" => "Key expired",
         "invalid_code" => "Invalid code",
+        "invalid_host" => "Invalid host",
+        "invalid_domain" => "Invalid domain",
+        "domain_exists" => "Domain exists",
+        "domain_in_use" => "Domain in use",
+        "domain_is_default" => "Default domain",
         "invalid_length" => "Invalid length",
         "invalid_ttl" => "Invalid ttl",
         "invalid_expires_at" => "Invalid expiry time",
@@ -327,6 +332,13 @@ impl From<LinkError> for ApiError {
                 error.extra.insert("used".into(), used.into());
                 error
             }
+            LinkError::Conflict {
+                code,
+                field,
+                detail,
+            } => ApiError::new(StatusCode::CONFLICT, code, detail).with_field(field),
+            LinkError::DomainNotFound(_) => ApiError::not_found(e.to_string()),
+            LinkError::Forbidden { field, detail } => ApiError::forbidden(detail).with_field(field),
             LinkError::Store(inner) | LinkError::Plan(Refusal::Store(inner)) => {
                 ApiError::from(inner)
             }

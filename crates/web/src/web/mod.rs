@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod caller;
 pub mod cookies;
 pub mod csv;
+pub mod domains;
 pub mod error;
 pub mod pages;
 pub mod qr;

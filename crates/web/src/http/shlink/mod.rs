@@ -34,7 +34,7 @@ use serde_json::{json, Map, Value};
 
 use crate::config::Role;
 use crate::health::HealthStatus;
-use crate::model::{Link, LinkStatus};
+use crate::model::{code_key, Link, LinkStatus};
 use crate::web::access::authorized_link;
 use crate::web::caller::Caller;
 use crate::web::state::AppState;
@@ -88,6 +88,7 @@ fn versioned() -> Router<AppState> {
         .route("/tags", get(tags::list))
         .route("/tags/stats", get(tags::stats))
         .route("/domains", get(domains))
+        .route("/domains/redirects", axum::routing::patch(set_redirects))
         .route("/mercure-info", get(mercure_info))
         // Shlink answers a method a path does not allow as an unknown route.
         .method_not_allowed_fallback(not_answered)
@@ -132,10 +133,11 @@ impl ShlinkCaller {
         target: &ShortCode,
         role: Role,
     ) -> Result<Link, ShlinkError> {
-        if !is_our_domain(state, target.params.get("domain")) {
+        let Some(domain) = shlink_domain(state, target.params.get("domain")) else {
             return Err(ShlinkError::short_url_not_found(&target.code));
-        }
-        self.link(state, &target.code, role)
+        };
+        let link = self.link(state, &code_key(domain, &target.code), role)?;
+        Ok(link)
     }
 
     /// The link of `code` when the key may act on it with `role`. As in Shlink, a link outside
@@ -187,11 +189,13 @@ pub fn json_object(body: &Bytes) -> Result<Map<String, Value>, ShlinkError> {
     }
 }
 
-/// Whether a `domain` a client names is ours: absent, `DEFAULT`, or the host of our base URL.
-pub fn is_our_domain(state: &AppState, domain: Option<&str>) -> bool {
-    match domain {
-        None | Some("") | Some("DEFAULT") => true,
-        Some(d) => d.eq_ignore_ascii_case(&our_domain(state)),
+/// The domain a `domain` a client names: absent, `DEFAULT` or the authority of our base URL
+/// is the default domain; a configured domain's host is that domain; anything else `None`.
+pub fn shlink_domain(state: &AppState, domain: Option<&str>) -> Option<u16> {
+    match domain.map(str::trim) {
+        None | Some("") | Some("DEFAULT") => Some(crate::model::DEFAULT_DOMAIN),
+        Some(d) if d.eq_ignore_ascii_case(&our_domain(state)) => Some(crate::model::DEFAULT_DOMAIN),
+        Some(d) => state.links.domains().by_host(d).map(|d| d.id),
     }
 }
 
@@ -281,23 +285,104 @@ pub async fn health(State(state): State<AppState>) -> Response {
     response
 }
 
-/// `GET /rest/v3/domains`: our one domain, the default, with no redirects of Shlink's kind.
-async fn domains(
+/// A domain's redirects as Shlink names them.
+fn redirects_of(domain: &crate::model::Domain) -> Value {
+    json!({
+        "baseUrlRedirect": domain.root_url,
+        "regular404Redirect": domain.other_url,
+        "invalidShortUrlRedirect": domain.not_found_url,
+    })
+}
+
+/// `GET /rest/v3/domains`: every domain (the default first, as our base URL's authority),
+/// each with its redirects; `defaultRedirects` are the default domain's.
+#[utoipa::path(get, path = "/rest/v3/domains", tag = "shlink", security(("api_key" = [])),
+    responses((status = 200, description = "`{domains: {data: [{domain, isDefault, redirects: {baseUrlRedirect, regular404Redirect, invalidShortUrlRedirect}}], defaultRedirects}}`")))]
+pub async fn domains(
     State(state): State<AppState>,
     caller: ShlinkCaller,
 ) -> Result<Response, ShlinkError> {
     caller.require(Role::Viewer)?;
-    let redirects = json!({
-        "baseUrlRedirect": null,
-        "regular404Redirect": null,
-        "invalidShortUrlRedirect": null,
-    });
+    let all = state.links.domains().list();
+    let default = state.links.domains().default();
+    let data: Vec<Value> = all
+        .iter()
+        .map(|d| {
+            json!({
+                "domain": if d.is_default() { our_domain(&state) } else { d.host.clone() },
+                "isDefault": d.is_default(),
+                "redirects": redirects_of(d),
+            })
+        })
+        .collect();
     Ok(json_ok(json!({
         "domains": {
-            "data": [{ "domain": our_domain(&state), "isDefault": true, "redirects": redirects }],
-            "defaultRedirects": redirects,
+            "data": data,
+            "defaultRedirects": redirects_of(&default),
         }
     })))
+}
+
+/// `PATCH /rest/v3/domains/redirects`: `{domain, baseUrlRedirect?, regular404Redirect?,
+/// invalidShortUrlRedirect?}` sets a domain's `root_url`, `other_url` and `not_found_url`
+/// (`null` clears one; an absent one stays); admins. Answers the domain's redirects.
+#[utoipa::path(patch, path = "/rest/v3/domains/redirects", tag = "shlink", request_body = inline(Object), security(("api_key" = [])),
+    responses((status = 200, description = "`{baseUrlRedirect, regular404Redirect, invalidShortUrlRedirect}`"),
+        (status = 400, description = "`invalid-data`: no `domain`, an unknown one, or a redirect that is no http(s) URL")))]
+pub async fn set_redirects(
+    State(state): State<AppState>,
+    caller: ShlinkCaller,
+    body: Bytes,
+) -> Result<Response, ShlinkError> {
+    let principal = caller.require(Role::Admin)?;
+    if !principal.everywhere() {
+        return Err(from_api(crate::web::error::ApiError::forbidden(
+            "domains are for admins of every space",
+        )));
+    }
+    let body = json_object(&body)?;
+    let field = |name: &str| -> Result<Option<Option<String>>, ()> {
+        match body.get(name) {
+            None => Ok(None),
+            Some(Value::Null) => Ok(Some(None)),
+            Some(Value::String(s)) => Ok(Some(Some(s.clone()))),
+            Some(_) => Err(()),
+        }
+    };
+    let mut bad = Vec::new();
+    let domain = match body.get("domain").and_then(Value::as_str) {
+        Some(d) => match shlink_domain(&state, Some(d)) {
+            Some(id) => state.links.domains().by_id(id),
+            None => None,
+        },
+        None => None,
+    };
+    if domain.is_none() {
+        bad.push("domain");
+    }
+    let mut patch = crate::domains::DomainPatch::default();
+    for (name, slot) in [
+        ("baseUrlRedirect", &mut patch.root_url),
+        ("regular404Redirect", &mut patch.other_url),
+        ("invalidShortUrlRedirect", &mut patch.not_found_url),
+    ] {
+        match field(name) {
+            Ok(value) => *slot = value,
+            Err(()) => bad.push(name),
+        }
+    }
+    let Some(domain) = domain.filter(|_| bad.is_empty()) else {
+        return Err(ShlinkError::invalid(&bad, "Provided data is not valid"));
+    };
+    let links = state.links.clone();
+    let host = domain.host.clone();
+    let patched = crate::web::access::blocking(move || {
+        let now = links.now();
+        links.domains().patch(&host, patch, now)
+    })
+    .await
+    .map_err(from_api)?;
+    Ok(json_ok(redirects_of(&patched)))
 }
 
 /// `GET /rest/v3/mercure-info`: 501, as Shlink without a Mercure hub; clients poll.

@@ -71,7 +71,7 @@ pub struct ShortUrl {
     pub date_created: String,
     pub tags: Vec<String>,
     pub meta: Meta,
-    /// Always `null`: the default (and only) domain.
+    /// `null` on the default domain, else the link's domain's host (as Shlink).
     pub domain: Option<String>,
     pub title: Option<String>,
     /// Always false: `robots.txt` is ours.
@@ -92,7 +92,7 @@ impl ShortUrl {
             _ => None,
         };
         ShortUrl {
-            short_url: state.links.short_url(&link.code),
+            short_url: state.links.short_url_of(link),
             short_code: link.code.clone(),
             long_url: link.url.clone(),
             date_created: atom(link.created_at),
@@ -102,7 +102,8 @@ impl ShortUrl {
                 valid_until: valid_until.map(atom),
                 max_visits: options.and_then(|o| o.max_visits),
             },
-            domain: None,
+            domain: (link.domain != crate::model::DEFAULT_DOMAIN)
+                .then(|| state.links.domain_of(link)),
             title: link.title.clone(),
             crawlable: false,
             forward_query: false,

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use super::shapes::{parse_date, Paginated, Pagination, Params, ShortUrl};
-use super::{is_our_domain, json_object, json_ok, ShlinkCaller, ShlinkError, ShortCode};
+use super::{json_object, json_ok, shlink_domain, ShlinkCaller, ShlinkError, ShortCode};
 use crate::config::Role;
 use crate::links::{rfc3339, CatalogueQuery, CreateLink, SortField, UpdateLink, DEFAULT_SPACE};
 use crate::web::access::{authorize_create, blocking, check_create_rate};
@@ -179,9 +179,14 @@ pub async fn create(
     let tags = fields.tags();
     let find = fields.flag("findIfExists");
     let domain = fields.string("domain").flatten();
-    if !is_our_domain(&state, domain.as_deref()) {
+    let domain_id = shlink_domain(&state, domain.as_deref());
+    if domain_id.is_none() {
         fields.bad.push("domain");
     }
+    // The domain's host, for the create (the default domain: none).
+    let domain = domain_id
+        .filter(|id| *id != crate::model::DEFAULT_DOMAIN)
+        .and_then(|id| state.links.domains().host_of(id));
     if fields
         .string("pathPrefix")
         .flatten()
@@ -208,6 +213,7 @@ pub async fn create(
         tags,
         max_visits,
         valid_from: valid_since,
+        domain,
         ..CreateLink::default()
     };
     let (links, stats) = (state.links.clone(), state.stats.clone());
@@ -322,8 +328,14 @@ pub async fn list(
         exclude_expired: params.flag("excludePastValidUntil"),
         order,
         descending,
+        domain: None,
     };
-    let ours = is_our_domain(&state, params.get("domain"));
+    // `domain` keeps that domain's short URLs (an unknown one has none here).
+    let asked = params.get("domain").filter(|d| !d.trim().is_empty());
+    let chosen = asked.map(|d| shlink_domain(&state, Some(d)));
+    let ours = !matches!(chosen, Some(None));
+    let mut catalogue = catalogue;
+    catalogue.domain = chosen.flatten();
     let take = per_page.unwrap_or(MOST_AT_ONCE);
     let links = state.links.clone();
     let numbered = if ours {

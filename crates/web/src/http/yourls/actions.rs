@@ -236,7 +236,7 @@ fn shorturl(
         }
         Err(e) => return Err(e),
     };
-    let short = state.links.short_url(&link.code);
+    let short = state.links.short_url_of(&link);
     if !created {
         let clicks = state.links.clicks(&link)?;
         let site = state
@@ -322,7 +322,7 @@ fn expand(state: &AppState, principal: &Principal, params: &Params) -> Result<An
         Some(link) => Answer::new(
             Obj::default()
                 .s("keyword", keyword.as_str())
-                .s("shorturl", state.links.short_url(&link.code))
+                .s("shorturl", state.links.short_url_of(&link))
                 .s("longurl", link.url.as_str())
                 .s("title", title_of(&link))
                 .s("message", "success")
@@ -342,7 +342,7 @@ fn expand(state: &AppState, principal: &Principal, params: &Params) -> Result<An
 /// One link as `url-stats` and `stats` show it.
 fn link_stats(state: &AppState, link: &Link, clicks: u64) -> Obj {
     Obj::default()
-        .s("shorturl", state.links.short_url(&link.code))
+        .s("shorturl", state.links.short_url_of(link))
         .s("url", link.url.as_str())
         .s("title", title_of(link))
         .s("timestamp", yourls_date(link.created_at))

@@ -1,0 +1,267 @@
+//! `/ui/domains` (admins of the whole instance, SPEC §26): every domain, a form to add one
+//! (host, team, the three redirects), and per domain: change its team and redirects and its
+//! well-known files, or delete it (behind a confirmation; never the default domain). A refused
+//! change is shown next to its field. The rules are the domains service's.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use minijinja::{context, Value};
+
+use super::account::{signed_in, Refusal};
+use super::forms::{field, CheckedForm};
+use super::render::{message, page, see_other, Visitor};
+use super::PageState;
+use crate::domains::{DomainPatch, NewDomain};
+use crate::keys::Principal;
+use crate::web::access::blocking;
+use crate::web::domains::DomainView;
+use crate::web::error::ApiError;
+
+/// What the page shows besides the domains.
+#[derive(Default)]
+struct Shown {
+    /// The add form's errors by field, and a row's (`row.<host>`).
+    errors: BTreeMap<String, &'static str>,
+    form: BTreeMap<String, String>,
+    notice: Option<&'static str>,
+}
+
+fn render(state: &PageState, visitor: &Visitor, status: StatusCode, shown: Shown) -> Response {
+    let rows: Vec<Value> = state
+        .links
+        .domains()
+        .list()
+        .iter()
+        .map(|d| {
+            let view = DomainView::new(d);
+            let text = |v: &Option<serde_json::Value>| {
+                v.as_ref()
+                    .and_then(|v| serde_json::to_string_pretty(v).ok())
+                    .unwrap_or_default()
+            };
+            context! {
+                aasa => text(&view.apple_app_site_association),
+                assetlinks => text(&view.assetlinks),
+                d => Value::from_serialize(view),
+            }
+        })
+        .collect();
+    let dir = state.accounts.directory();
+    let mut teams: Vec<String> = dir.teams().map(|t| t.slug.clone()).collect();
+    teams.sort();
+    page(
+        state,
+        visitor,
+        status,
+        "domains.html",
+        "domains",
+        context! {
+            rows => rows,
+            teams => teams,
+            errors => shown.errors,
+            form => shown.form,
+            notice => shown.notice,
+        },
+    )
+}
+
+fn admin(state: &PageState, visitor: &Visitor) -> Result<std::sync::Arc<Principal>, Box<Response>> {
+    let p = signed_in(visitor)?;
+    if !p.everywhere() {
+        return Err(Box::new(message(
+            state,
+            visitor,
+            StatusCode::FORBIDDEN,
+            "msg.forbidden",
+        )));
+    }
+    Ok(p)
+}
+
+/// A text field: empty is none.
+fn text(fields: &HashMap<String, String>, name: &str) -> Option<String> {
+    field(fields, name)
+        .map(str::to_string)
+        .filter(|v| !v.is_empty())
+}
+
+/// A JSON field: empty is none; anything else must be JSON (400 naming it).
+fn json_field(
+    fields: &HashMap<String, String>,
+    name: &'static str,
+) -> Result<Option<serde_json::Value>, ApiError> {
+    match text(fields, name) {
+        None => Ok(None),
+        Some(raw) => serde_json::from_str(&raw)
+            .map(Some)
+            .map_err(|_| ApiError::bad_request("invalid_json", name, "not JSON")),
+    }
+}
+
+/// A team the domain goes to must exist.
+fn check_team(state: &PageState, team: Option<&str>) -> Result<(), ApiError> {
+    match team {
+        Some(slug) if state.accounts.directory().team(slug).is_none() => Err(
+            ApiError::bad_request("invalid_team", "team", format!("no team `{slug}`")),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `GET /ui/domains` (`?done=` after a change).
+pub async fn list(
+    State(state): State<PageState>,
+    visitor: Visitor,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = admin(&state, &visitor) {
+        return *r;
+    }
+    let notice = match query.get("done").map(String::as_str) {
+        Some("created") => Some("created"),
+        Some("changed") => Some("changed"),
+        Some("deleted") => Some("deleted"),
+        _ => None,
+    };
+    render(
+        &state,
+        &visitor,
+        StatusCode::OK,
+        Shown {
+            notice,
+            ..Shown::default()
+        },
+    )
+}
+
+/// `POST /ui/domains` (`host`, `team`, `root_url`, `not_found_url`, `other_url`): adds a
+/// domain.
+pub async fn create(
+    State(state): State<PageState>,
+    visitor: Visitor,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    if let Err(r) = admin(&state, &visitor) {
+        return *r;
+    }
+    let new = NewDomain {
+        host: text(&fields, "host").unwrap_or_default(),
+        team: text(&fields, "team"),
+        root_url: text(&fields, "root_url"),
+        not_found_url: text(&fields, "not_found_url"),
+        other_url: text(&fields, "other_url"),
+        apple_app_site_association: None,
+        assetlinks: None,
+    };
+    let result = match check_team(&state, new.team.as_deref()) {
+        Err(e) => Err(e),
+        Ok(()) => {
+            let links = state.links.clone();
+            blocking(move || {
+                let now = links.now();
+                links.domains().add(new, now)
+            })
+            .await
+        }
+    };
+    match result {
+        Ok(_) => see_other("/ui/domains?done=created"),
+        Err(e) => {
+            let refusal = Refusal::of(e);
+            let form = ["host", "team", "root_url", "not_found_url", "other_url"]
+                .iter()
+                .filter_map(|k| Some((k.to_string(), fields.get(*k)?.clone())))
+                .collect();
+            let status = refusal.status;
+            render(
+                &state,
+                &visitor,
+                status,
+                Shown {
+                    errors: refusal.errors(""),
+                    form,
+                    notice: None,
+                },
+            )
+        }
+    }
+}
+
+/// `POST /ui/domains/{host}` with `action`: `save` (team, redirects, well-known files; an
+/// empty field clears it) or `delete`.
+pub async fn change(
+    State(state): State<PageState>,
+    visitor: Visitor,
+    Path(host): Path<String>,
+    CheckedForm(fields): CheckedForm,
+) -> Response {
+    if let Err(r) = admin(&state, &visitor) {
+        return *r;
+    }
+    let links = state.links.clone();
+    let result: Result<&str, ApiError> = match field(&fields, "action").unwrap_or_default() {
+        "delete" => {
+            let host = host.clone();
+            blocking(move || links.domains().delete(&host))
+                .await
+                .map(|()| "deleted")
+        }
+        "save" => {
+            let patch = (|| {
+                let team = text(&fields, "team");
+                check_team(&state, team.as_deref())?;
+                Ok::<_, ApiError>(DomainPatch {
+                    team: Some(team),
+                    root_url: Some(text(&fields, "root_url")),
+                    not_found_url: Some(text(&fields, "not_found_url")),
+                    other_url: Some(text(&fields, "other_url")),
+                    apple_app_site_association: Some(json_field(
+                        &fields,
+                        "apple_app_site_association",
+                    )?),
+                    assetlinks: Some(json_field(&fields, "assetlinks")?),
+                })
+            })();
+            match patch {
+                Err(e) => Err(e),
+                Ok(mut patch) => {
+                    // The default domain belongs to no team: its form has no team field.
+                    if links
+                        .domains()
+                        .by_host(&host)
+                        .is_some_and(|d| d.is_default())
+                    {
+                        patch.team = None;
+                    }
+                    let host = host.clone();
+                    blocking(move || {
+                        let now = links.now();
+                        links.domains().patch(&host, patch, now)
+                    })
+                    .await
+                    .map(|_| "changed")
+                }
+            }
+        }
+        _ => return message(&state, &visitor, StatusCode::BAD_REQUEST, "msg.bad_form"),
+    };
+    match result {
+        Ok(done) => see_other(&format!("/ui/domains?done={done}")),
+        Err(e) => {
+            let refusal = Refusal::of(e);
+            let status = refusal.status;
+            render(
+                &state,
+                &visitor,
+                status,
+                Shown {
+                    errors: BTreeMap::from([(format!("row.{host}"), refusal.code)]),
+                    ..Shown::default()
+                },
+            )
+        }
+    }
+}
