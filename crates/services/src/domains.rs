@@ -279,6 +279,10 @@ impl Domains {
     /// The key a code is kept under on the domain `domain=HOST` names; `NotFound` for a host
     /// no domain has.
     pub fn key_of(&self, host: Option<&str>, code: &str) -> Result<String, LinkError> {
+        // A key's separator is no code character: a path cannot name another domain's key.
+        if code.contains(crate::model::domain::KEY_SEPARATOR) {
+            return Err(LinkError::NotFound(code.to_string()));
+        }
         let id = self
             .addressed(host)
             .ok_or_else(|| LinkError::DomainNotFound(host.unwrap_or_default().to_string()))?;

@@ -126,8 +126,9 @@ pub fn answer(
             return asked.rate_limited(e).into();
         }
     }
-    let Some(code) = code else {
-        return not_found(&asked, "").into();
+    // A key's separator is no code character: `/sale@3` must not reach another domain's link.
+    let Some(code) = code.filter(|c| !c.contains(crate::model::domain::KEY_SEPARATOR)) else {
+        return not_found(&asked, code.unwrap_or("")).into();
     };
     // The request's domain (SPEC §26): its codes are kept under keys of their own. Nothing is
     // read while no other domain than the default is configured, and a default-domain key is
