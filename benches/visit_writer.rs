@@ -62,6 +62,9 @@ async fn pipeline(durability: Durability, visits: u64, links: u64) -> (f64, f64)
     let journal = _dir.path().join("journal");
     let recorder = Recorder::start(
         &config.visits,
+        vshortlink::memory::Bounds::derive(&config)
+            .expect("bounds")
+            .visit_writer(),
         JournalOptions {
             dir: &journal,
             sync: durability == Durability::Power,

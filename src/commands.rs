@@ -203,7 +203,14 @@ fn service(config: &Config) -> Result<(Arc<dyn Store>, Links), BoxError> {
     let store: Arc<dyn Store> = crate::open_store(config)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pools = Arc::new(Pools::new(store.clone(), clock.clone(), config)?);
-    let links = Links::new(store.clone(), pools, clock, Arc::new(config.clone()))?;
+    let bounds = crate::memory::Bounds::derive(config)?.links();
+    let links = Links::new(
+        store.clone(),
+        pools,
+        clock,
+        Arc::new(config.clone()),
+        bounds,
+    )?;
     Ok((store, links))
 }
 

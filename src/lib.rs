@@ -48,9 +48,8 @@ pub mod transfer;
 pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
-    accounts, backup, blocklist, cache, clock, config, csv_safe, health, jobs, keys, leads, limits,
-    links, memory, metrics, passwords, plans, pools, qr, records, review, visits, webhooks,
-    BoxError,
+    accounts, backup, blocklist, clock, config, csv_safe, health, jobs, keys, leads, limits, links,
+    memory, metrics, passwords, plans, pools, qr, records, review, visits, webhooks, BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 
@@ -176,8 +175,12 @@ pub async fn build(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
 ) -> Result<App, BoxError> {
-    let core = Core::start(&config, &store, &clock).await?;
-    let told = Told::start(&config, &store, &clock, &core).await?;
+    // Every bound, from `memory.budget`: derived here, where the parts are made, and given to
+    // each as plain numbers.
+    let bounds = memory::Bounds::derive(&config)?;
+    bounds.log();
+    let core = Core::start(&config, &bounds, &store, &clock).await?;
+    let told = Told::start(&config, &bounds, &store, &clock, &core).await?;
     let Core {
         pools,
         accounts,
@@ -285,6 +288,7 @@ struct Core {
 impl Core {
     async fn start(
         config: &Arc<Config>,
+        bounds: &memory::Bounds,
         store: &Arc<dyn Store>,
         clock: &Arc<dyn Clock>,
     ) -> Result<Self, BoxError> {
@@ -308,8 +312,14 @@ impl Core {
         )?);
         blocked.start_watching();
         let links = Arc::new(
-            Links::new(store.clone(), pools.clone(), clock.clone(), config.clone())?
-                .with_blocklist(blocked.clone()),
+            Links::new(
+                store.clone(),
+                pools.clone(),
+                clock.clone(),
+                config.clone(),
+                bounds.links(),
+            )?
+            .with_blocklist(blocked.clone()),
         );
         if config
             .tiers
@@ -380,6 +390,7 @@ struct Told {
 impl Told {
     async fn start(
         config: &Arc<Config>,
+        bounds: &memory::Bounds,
         store: &Arc<dyn Store>,
         clock: &Arc<dyn Clock>,
         core: &Core,
@@ -393,6 +404,7 @@ impl Told {
             (!config.plans.is_empty()).then(|| core.plans.clone() as Arc<dyn Admission>);
         let recorder = Recorder::start_admitting(
             &config.visits,
+            bounds.visit_writer(),
             JournalOptions {
                 dir: &journal_dir,
                 sync: config.storage.durability == Durability::Power,
@@ -404,7 +416,7 @@ impl Told {
         .map_err(|e| e.to_string())?;
         links.use_geo(recorder.geo());
         let limits = Arc::new(
-            RateLimits::with_capacity(&config.limits.rates, config.memory.bounds.limiter_keys)
+            RateLimits::with_capacity(&config.limits.rates, bounds.limiter_keys)
                 .with_ipv6_prefix(config.limits.ipv6_prefix),
         );
         let mut metrics = Metrics::new(
@@ -413,7 +425,7 @@ impl Told {
             config.server.redirect_status,
         );
         metrics.register_rate_limits(&limits);
-        metrics.register_memory(&config.memory.bounds);
+        metrics.register_memory(bounds);
         metrics.register_plans(&core.plans);
         let backups = Arc::new(backup::Backups::new(store.clone()));
         metrics.register_backups(&backups.counters);
@@ -437,7 +449,7 @@ impl Told {
             clock.clone(),
             &config.review,
             checker,
-            config.memory.bounds.review_totals,
+            bounds.review_totals,
         );
         log_review(&config.review);
         if reviews.enabled() {
@@ -452,8 +464,8 @@ impl Told {
             clock.clone(),
             config.webhooks.clone(),
             webhooks::QueueBounds {
-                events: config.memory.bounds.webhook_events,
-                visits: config.memory.bounds.webhook_visits,
+                events: bounds.webhook_events,
+                visits: bounds.webhook_visits,
             },
         )
         .map_err(|e| format!("webhooks: {e}"))?;
@@ -570,7 +582,6 @@ impl Server {
             tokio::task::spawn_blocking(move || open_store(&config)).await??
         };
         let app = build(config.clone(), store.clone(), clock).await?;
-        config.memory.bounds.log();
         let counts = store.link_counts()?;
         let levels: Vec<String> = app
             .state

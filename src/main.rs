@@ -207,6 +207,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A budget too small for what the configuration holds is a configuration error too.
+    if let Err(e) = vshortlink::memory::Bounds::derive(&config) {
+        eprintln!("vshortlink: {e}");
+        return ExitCode::from(2);
+    }
     if let Some(Command::Healthcheck) = cli.command {
         return match vshortlink::ops::healthcheck(&config) {
             Ok(()) => ExitCode::SUCCESS,

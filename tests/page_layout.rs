@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::chrome::{browser_or_skip, connect, Cdp, Driver};
+use common::chrome::{browser_or_skip, color_scheme, connect, Cdp, Driver};
 use common::{TestApp, ADMIN};
 use fantoccini::{Client, Locator};
 
@@ -260,7 +260,10 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
     let failures = runtime.block_on(async {
         let c = connect(&driver, &chrome, profile.path()).await;
         let mut failures = Vec::new();
+        // Desktop light, phone dark: both schemes are looked at.
         for (device, width) in [("desktop", 1280u32), ("phone", PHONE)] {
+            let scheme = if width == PHONE { "dark" } else { "light" };
+            c.issue_cmd(color_scheme(scheme)).await.expect("colour scheme");
             for lang in ["en", "zh-CN"] {
                 c.issue_cmd(Cdp(
                     "Emulation.setDeviceMetricsOverride",

@@ -102,6 +102,9 @@ async fn every_visit_is_journaled_without_waiting_and_folded_at_shutdown() {
     let journal = dir.path().join("journal");
     let recorder = Recorder::start(
         &config.visits,
+        vshortlink::memory::Bounds::derive(&config)
+            .expect("bounds")
+            .visit_writer(),
         JournalOptions {
             dir: &journal,
             sync: false,

@@ -22,7 +22,8 @@ pub fn links(toml: &str) -> &'static Links {
             let config = Arc::new(Config::from_toml(toml).expect("config"));
             let clock = Arc::new(SystemClock);
             let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config).expect("pools"));
-            let links = Links::new(store, pools, clock, config).expect("links");
+            let bounds = vshortlink::memory::Bounds::derive(&config).expect("bounds");
+            let links = Links::new(store, pools, clock, config, bounds.links()).expect("links");
             (dir, links)
         })
         .1

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Backend, Config};
-use crate::model::StoreResult;
+use crate::memory::Bounds;
+use crate::model::{StoreError, StoreResult};
 #[cfg(feature = "postgres")]
 use vshortlink_store::postgres::{PgOptions, PgStore};
 use vshortlink_store::sled::{OpenReport, PageTableBudget, SledStore, StoreOptions};
@@ -47,28 +48,30 @@ pub fn open_postgres(config: &Config) -> StoreResult<PgStore> {
 /// The embedded store of a configuration, whatever `backend` says (`vshortlink check`
 /// inspects its files).
 pub fn open_embedded(config: &Config) -> StoreResult<Arc<SledStore>> {
-    SledStore::open(&sled_options(config))
+    // The binary refused a budget too small for its configuration when it loaded it.
+    let bounds = Bounds::derive(config).map_err(|e| StoreError::Backend(e.0))?;
+    SledStore::open(&sled_options(config, &bounds))
 }
 
-/// The sled options a configuration asks for.
-pub fn sled_options(config: &Config) -> StoreOptions {
+/// The sled options a configuration asks for, with its share of `memory.budget`.
+pub fn sled_options(config: &Config, bounds: &Bounds) -> StoreOptions {
     StoreOptions {
         path: config.storage.path.clone(),
         durability: config.storage.durability,
         // `memory.budget`'s share, or `storage.cache_capacity_mb` ([`crate::memory`]).
-        cache_capacity_bytes: config.memory.bounds.sled_cache_capacity,
+        cache_capacity_bytes: bounds.sled_cache_capacity,
         filter_capacity: config.codes.filter_capacity,
         filter_fp_rate: config.codes.filter_fp_rate,
         // A second process on the same directory fails at once with a clear message.
         lock_wait: Duration::ZERO,
         min_free_bytes: config.storage.min_free_mb.saturating_mul(1024 * 1024),
-        held_counts_bytes: bytes(config.memory.bounds.held_counts),
-        held_index_bytes: bytes(config.memory.bounds.held_index),
+        held_counts_bytes: bytes(bounds.held_counts),
+        held_index_bytes: bytes(bounds.held_index),
         // Past its reserve, the page table takes from the cache ([`crate::memory`]).
         page_table: PageTableBudget {
-            reserve: config.memory.bounds.sled_pages,
+            reserve: bounds.sled_pages,
             entry_bytes: crate::memory::SLED_PAGE_BYTES,
-            cache_floor: config.memory.bounds.sled_cache_floor,
+            cache_floor: bounds.sled_cache_floor,
             cache_factor: crate::memory::SLED_CACHE_FACTOR,
         },
     }

@@ -15,7 +15,8 @@ use hyper::http::{header, Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::import::{import, Format, ImportOptions, ImportSummary};
+use super::import::{import, ImportSummary};
+use super::options::{Format, ImportOptions};
 use super::progress::Progress;
 use crate::backup::{open_backup, verify, Verified};
 use crate::config::Config;

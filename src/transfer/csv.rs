@@ -5,7 +5,7 @@
 use time::macros::format_description;
 use time::PrimitiveDateTime;
 
-use super::import::{Format, ImportOptions};
+use super::options::{Format, ImportOptions};
 use crate::backup::parse_rfc3339;
 use crate::codes::is_code_syntax;
 use crate::model::Millis;

@@ -7,6 +7,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use super::csv::{Columns, Row};
+use super::options::{Format, ImportOptions};
 use super::progress::Progress;
 use crate::backup::{
     parse_rfc3339, DomainRecord, KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord,
@@ -28,48 +29,6 @@ const VISIT_BATCH: usize = 512;
 const SYNC_EVERY: u64 = 10_000;
 /// Link records written per store transaction while importing.
 const LINK_BATCH: usize = 256;
-
-/// The formats `import` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Our own export (JSON lines).
-    Vsl,
-    /// YOURLS's `yourls_url` table as CSV: keyword,url,title,timestamp,ip,clicks.
-    YourlsCsv,
-    /// Shlink's short-URL CSV export (createdAt,domain,shortCode,shortUrl,longUrl,title,tags,visits).
-    ShlinkCsv,
-    /// Any CSV with a header naming a long-URL column and optionally a short-code column.
-    Csv,
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "vsl" => Ok(Format::Vsl),
-            "yourls-csv" => Ok(Format::YourlsCsv),
-            "shlink-csv" => Ok(Format::ShlinkCsv),
-            "csv" => Ok(Format::Csv),
-            other => Err(format!(
-                "`{other}` is not a format: vsl, yourls-csv, shlink-csv or csv"
-            )),
-        }
-    }
-}
-
-/// How `import` runs.
-#[derive(Clone, Debug)]
-pub struct ImportOptions {
-    pub format: Format,
-    pub dry_run: bool,
-    /// `csv`: the long-URL column's header (else guessed).
-    pub url_column: Option<String>,
-    /// `csv`: the short-code column's header (else guessed; none is fine).
-    pub code_column: Option<String>,
-    /// A carried key (the `hash` secret) replaces the store's own: only for a restore into a
-    /// store with no link, whose own key decided no code yet.
-    pub replace_keys: bool,
-}
 
 /// What an import did (or, dry, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -615,7 +574,8 @@ pub fn import(
 ) -> Result<ImportSummary, BoxError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let pools = Arc::new(Pools::new(store.clone(), clock.clone(), &config)?);
-    let links = Links::new(store.clone(), pools, clock.clone(), config.clone())?;
+    let bounds = crate::memory::Bounds::derive(&config)?.links();
+    let links = Links::new(store.clone(), pools, clock.clone(), config.clone(), bounds)?;
     // Links into a team on a plan are checked like creates (SPEC §25): the teams are those
     // the store holds before the import.
     if !config.plans.is_empty() {

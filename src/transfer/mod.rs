@@ -19,7 +19,8 @@
 //! |---------------|----------------------------------------------------------------------------|
 //! | `export.rs`   | `export` and the `export` command (`run_export`)                           |
 //! | `backup.rs`   | `backup` (a running server's, over HTTP), `backup --verify` and `restore`  |
-//! | `import.rs`   | `import`, its options and summary, and the `import` command (`run_import`) |
+//! | `import.rs`   | `import`, its summary, and the `import` command (`run_import`)            |
+//! | `options.rs`  | what `import` is asked: the format and its columns                         |
 //! | `csv.rs`      | the CSV formats' columns and rows, and the code in a code column           |
 //! | `progress.rs` | the progress bar (or line) both commands show on stderr                    |
 
@@ -27,11 +28,13 @@ mod backup;
 mod csv;
 mod export;
 mod import;
+mod options;
 mod progress;
 
 pub use self::backup::{run_backup, run_restore, run_verify, BackupArgs};
 
 pub use self::csv::code_of;
 pub use self::export::{export, run_export, ExportParts, ExportSummary};
-pub use self::import::{import, run_import, Format, ImportOptions, ImportSummary};
+pub use self::import::{import, run_import, ImportSummary};
+pub use self::options::{Format, ImportOptions};
 pub use crate::backup::{KeyRecord, LeadRecord, LinkRecord, Record, VisitRecord};

@@ -639,6 +639,29 @@ pub struct AuditPage {
     pub next: Option<u64>,
 }
 
+/// Longest team slug (a team's slug is its space's name).
+pub const MAX_TEAM_LEN: usize = 64;
+
+/// A `team_groups` value, `team:role`; the reason when it is not one.
+pub fn parse_team_grant(value: &str) -> Result<(String, TeamRole), String> {
+    let Some((team, role)) = value.split_once(':') else {
+        return Err(format!("`{value}` is not `team:role`"));
+    };
+    let team_ok = !team.is_empty()
+        && team.len() <= MAX_TEAM_LEN
+        && team
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if !team_ok {
+        return Err(format!(
+            "`{team}` is not a team: 1 to {MAX_TEAM_LEN} letters, digits, `_`, `-` and `.`"
+        ));
+    }
+    let role = TeamRole::parse(role)
+        .ok_or_else(|| format!("`{role}` is not a team role: owner, editor or viewer"))?;
+    Ok((team.to_string(), role))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

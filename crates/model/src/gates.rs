@@ -1,11 +1,11 @@
-//! The pages a visitor may meet before the destination, as stored, and the pure rules that
-//! decide which one stands: the in-app browser page, the form before the visit (and the
-//! leads it collects), the preview social crawlers read. [`gate`] is the one place that
-//! orders them. No I/O and no clock.
+//! The pages a visitor may meet before the destination, as stored, and their pure rules: the
+//! in-app browser page, the form before the visit (and the leads it collects, their fields'
+//! checks), the preview social crawlers read (and who is such a crawler). Which one stands
+//! for a visitor is decided from a link's options ([`crate::options::gate`], the one place
+//! that orders them). No I/O and no clock.
 
 use serde::{Deserialize, Serialize};
 
-use super::options::{App, LinkOptions};
 use super::time::{Millis, DAY_MS};
 
 /// Fields a form has at most.
@@ -243,62 +243,6 @@ pub fn is_preview_crawler(user_agent: &str) -> bool {
     })
 }
 
-/// What stands between a visitor and the destination, first to last.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gate {
-    /// The password form (or `X-Link-Password`).
-    Password,
-    /// The form before the visit.
-    Form,
-    /// The page that says to open the link in the system browser.
-    InAppPage(App),
-    /// The page of `og:` tags for a link-preview crawler.
-    CrawlerPreview,
-    /// Nothing: the rules and targets choose, and the visitor is redirected.
-    Destination,
-}
-
-/// What the visitor has already passed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Passed {
-    /// The password was given and found right.
-    pub password: bool,
-    /// The form was filled (now, or within [`FORM_PASS_MS`] by the pass cookie).
-    pub form: bool,
-}
-
-/// The first gate that stands for this visitor, by the order of precedence on `GET /{code}`
-/// (an ended link or one not yet valid never gets here): password → form → in-app page →
-/// crawler preview → rules and targets. `options` is `None` for a plain link; `in_app` is
-/// `links.in_app`, for links that do not say.
-pub fn gate(
-    options: Option<&LinkOptions>,
-    in_app: InApp,
-    passed: Passed,
-    user_agent: &str,
-) -> Gate {
-    if let Some(o) = options {
-        if o.password.is_some() && !passed.password {
-            return Gate::Password;
-        }
-        if o.form.is_some() && !passed.form {
-            return Gate::Form;
-        }
-    }
-    let in_app = options.and_then(|o| o.in_app).unwrap_or(in_app);
-    if in_app == InApp::Interstitial {
-        if let Some(app) = App::of_user_agent(user_agent) {
-            return Gate::InAppPage(app);
-        }
-    }
-    if options.is_some_and(|o| o.preview.as_ref().is_some_and(|p| !p.is_empty()))
-        && is_preview_crawler(user_agent)
-    {
-        return Gate::CrawlerPreview;
-    }
-    Gate::Destination
-}
-
 /// A lead a visitor left through a link's form.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lead {
@@ -323,6 +267,7 @@ pub struct LeadPage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::{gate, App, Gate, LinkOptions, Passed};
 
     #[test]
     fn phone_numbers() {

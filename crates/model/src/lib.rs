@@ -24,12 +24,14 @@ pub use account::{
 };
 pub use domain::{code_key, split_key, Domain, DEFAULT_DOMAIN};
 pub use error::{StorageFault, StoreError, StoreResult};
-pub use gates::{gate, Gate, InApp, Lead, LeadForm, LeadPage, Passed, SocialPreview};
+pub use gates::{InApp, Lead, LeadForm, LeadPage, SocialPreview};
 pub use link::{
     is_keepable_id, Link, LinkCounts, LinkPage, LinkPatch, LinkQuery, LinkStatus, OptionsPatch,
     MAX_LINK_ID,
 };
-pub use options::{CapSlot, ClaimOutcome, EndedBy, LinkOptions, Route, VisitClaim};
+pub use options::{
+    gate, CapSlot, ClaimOutcome, EndedBy, Gate, LinkOptions, Passed, Route, VisitClaim,
+};
 pub use outbox::{
     DeliveryAttempt, DeliveryOutcome, DeliveryRecord, EventKind, NewOutboxItem, OutboxItem,
     DELIVERY_LOG_KEEP,

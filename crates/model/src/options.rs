@@ -1,7 +1,8 @@
 //! What a link does beyond one URL: its options (password, visit cap, start time, end
 //! destination), its targeting rules and its rotation targets, as stored, and the pure rules
 //! that decide a redirect from them: which rule holds for a visitor, which target a rotation
-//! picks, which route a visit records. No I/O and no clock: the caller brings the request's
+//! picks, which route a visit records, which page before the destination stands ([`gate`]).
+//! No I/O and no clock: the caller brings the request's
 //! facts ([`Visitor`]) and the time.
 //!
 //! The stored types are encoded positionally (MessagePack arrays on sled, the same fields in
@@ -13,7 +14,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::gates::{InApp, LeadForm, SocialPreview};
+use super::gates::{is_preview_crawler, InApp, LeadForm, SocialPreview};
 use super::time::Millis;
 
 /// Most rules a link may have.
@@ -580,6 +581,62 @@ pub enum ClaimOutcome {
     Granted,
     /// This slot is at its cap; nothing was counted.
     Full(CapSlot),
+}
+
+/// What stands between a visitor and the destination, first to last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// The password form (or `X-Link-Password`).
+    Password,
+    /// The form before the visit.
+    Form,
+    /// The page that says to open the link in the system browser.
+    InAppPage(App),
+    /// The page of `og:` tags for a link-preview crawler.
+    CrawlerPreview,
+    /// Nothing: the rules and targets choose, and the visitor is redirected.
+    Destination,
+}
+
+/// What the visitor has already passed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Passed {
+    /// The password was given and found right.
+    pub password: bool,
+    /// The form was filled (now, or within [`crate::gates::FORM_PASS_MS`] by the pass cookie).
+    pub form: bool,
+}
+
+/// The first gate that stands for this visitor, by the order of precedence on `GET /{code}`
+/// (an ended link or one not yet valid never gets here): password → form → in-app page →
+/// crawler preview → rules and targets. `options` is `None` for a plain link; `in_app` is
+/// `links.in_app`, for links that do not say.
+pub fn gate(
+    options: Option<&LinkOptions>,
+    in_app: InApp,
+    passed: Passed,
+    user_agent: &str,
+) -> Gate {
+    if let Some(o) = options {
+        if o.password.is_some() && !passed.password {
+            return Gate::Password;
+        }
+        if o.form.is_some() && !passed.form {
+            return Gate::Form;
+        }
+    }
+    let in_app = options.and_then(|o| o.in_app).unwrap_or(in_app);
+    if in_app == InApp::Interstitial {
+        if let Some(app) = App::of_user_agent(user_agent) {
+            return Gate::InAppPage(app);
+        }
+    }
+    if options.is_some_and(|o| o.preview.as_ref().is_some_and(|p| !p.is_empty()))
+        && is_preview_crawler(user_agent)
+    {
+        return Gate::CrawlerPreview;
+    }
+    Gate::Destination
 }
 
 #[cfg(test)]

@@ -11,6 +11,18 @@ pub const HOUR_MS: Millis = 3_600_000;
 /// Milliseconds in a UTC day.
 pub const DAY_MS: Millis = 86_400_000;
 
+/// Formats a timestamp as RFC 3339 (UTC); empty for one `time` cannot represent.
+pub fn rfc3339(ms: Millis) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    ::time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| {
+            t.format(&::time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
 /// An RFC 3339 time as milliseconds since the epoch; `None` for anything else or a time
 /// before 1970.
 pub fn parse_rfc3339(text: &str) -> Option<Millis> {

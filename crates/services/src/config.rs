@@ -153,16 +153,21 @@ impl<'de> Deserialize<'de> for Every {
     }
 }
 
-/// `[memory]`: the budget every memory bound is derived from ([`crate::memory`]).
+/// What `visits.geo_db` says in a binary built without the `geo` feature.
+pub const WITHOUT_GEO: &str =
+    "this binary was built without the `geo` feature (a default): it has no geolocation";
+
+/// The smallest `memory.budget` accepted at all. Whether a budget holds a configuration's
+/// fixed parts is decided where the bounds are derived (`memory::Bounds::derive`), when the
+/// application is built.
+pub const MIN_BUDGET: u64 = 128 << 20;
+
+/// `[memory]`: the budget every memory bound is derived from (the services' `memory` module).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryConfig {
     /// What the process may hold: `256MB`, `1GB`, `512MiB`, or a number of bytes.
     pub budget: ByteSize,
-    /// Derived from `budget` (and the keys that override parts) when the configuration is
-    /// loaded, so that a budget too small for it is a configuration error.
-    #[serde(skip)]
-    pub bounds: crate::memory::Bounds,
 }
 
 /// One `[[webhooks]]` endpoint.
@@ -481,21 +486,6 @@ pub struct VisitsConfig {
     /// The visit journal's size past which `/metrics` and the log report that the store is
     /// not keeping up (visits are still journaled and kept).
     pub journal_max: ByteSize,
-    /// The queue's bounds, derived at load ([`crate::memory::Bounds`]): the recorder is
-    /// started with this section alone.
-    #[serde(skip)]
-    pub bounds: QueueBounds,
-}
-
-/// The visit queue's bounds: slots, and bytes (slots and the headers that spill from them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QueueBounds {
-    pub entries: usize,
-    pub bytes: usize,
-    /// Parsed user agents the writer remembers.
-    pub user_agents: usize,
-    /// Most enriched visits the writer gathers for one write.
-    pub writer_visits: usize,
 }
 
 /// What an API key may do (a record of the model: run-time keys and teams use it too).
@@ -867,15 +857,6 @@ impl Config {
             config.derive_base_url(config.server.listen);
         }
         config.validate()?;
-        let bounds = crate::memory::Bounds::derive(&config).map_err(|e| ConfigError(e.0))?;
-        config.visits.bounds = QueueBounds {
-            entries: bounds.visit_queue_entries,
-            bytes: usize::try_from(bounds.visit_queue).unwrap_or(usize::MAX),
-            // The writer parses every visit; the rules only those of links with device rules.
-            user_agents: bounds.user_agents / 5 * 4,
-            writer_visits: bounds.writer_visits,
-        };
-        config.memory.bounds = bounds;
         Ok(config)
     }
 
@@ -1098,7 +1079,7 @@ impl Config {
     fn validate_geo(&self) -> Result<(), ConfigError> {
         #[cfg(not(feature = "geo"))]
         if !self.visits.geo_db.trim().is_empty() {
-            return fail("visits.geo_db", crate::visits::geo::WITHOUT_GEO.into());
+            return fail("visits.geo_db", WITHOUT_GEO.into());
         }
         Ok(())
     }
@@ -1277,7 +1258,7 @@ impl Config {
         if self.cache.capacity == Some(0) {
             return fail("cache.capacity", "must be at least 1".into());
         }
-        if self.memory.budget.0 < crate::memory::MIN_BUDGET {
+        if self.memory.budget.0 < MIN_BUDGET {
             return fail(
                 "memory.budget",
                 format!("must be at least 128MB, not {} bytes", self.memory.budget.0),
@@ -1382,12 +1363,12 @@ impl Config {
                 );
             }
             for (group, grant) in &p.team_groups {
-                if let Err(why) = crate::accounts::oidc::parse_team_grant(grant) {
+                if let Err(why) = crate::model::account::parse_team_grant(grant) {
                     return fail(&key(&format!("team_groups.{group}")), why);
                 }
             }
             if !p.ca_file.trim().is_empty() {
-                if let Err(why) = crate::accounts::oidc::read_ca_file(Path::new(p.ca_file.trim())) {
+                if let Err(why) = read_ca_file(Path::new(p.ca_file.trim())) {
                     return fail(&key("ca_file"), why);
                 }
             }
@@ -1470,6 +1451,18 @@ impl fmt::Display for Span {
             None => f.write_str("permanent"),
             Some(d) => write!(f, "{}", humantime::format_duration(d)),
         }
+    }
+}
+
+/// The root certificates of a PEM file (an `[[auth.oidc]]` provider's `ca_file`), read when
+/// the configuration is checked and again when the provider's client is made; the reason when
+/// there are none.
+pub fn read_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match reqwest::Certificate::from_pem_bundle(&pem) {
+        Ok(certs) if !certs.is_empty() => Ok(certs),
+        Ok(_) => Err(format!("{}: no PEM certificate in it", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 
@@ -1600,7 +1593,7 @@ mod tests {
         let c = Config::from_toml("[memory]\nbudget = 536870912").unwrap();
         assert_eq!(c.memory.budget, ByteSize(512 << 20));
         let c = Config::load_with_env(None, &[("VSL_MEMORY__BUDGET", "1GB")]).unwrap();
-        assert_eq!(c.memory.bounds.budget, 1 << 30);
+        assert_eq!(c.memory.budget, ByteSize(1 << 30));
     }
 
     /// Found by `fuzz/` (`config` target): figment panicked on this environment value.

@@ -8,7 +8,7 @@
 //!   `VSL_*` environment), validated, naming the key of any bad value; [`memory`] derives every
 //!   cache's, queue's and buffer's bound from `memory.budget`.
 //! - [`links`] is the link service, the one home of business rules: URL checks, tiers and
-//!   default validity, custom codes, dedup, the read-through [`cache`], invalidation, the
+//!   default validity, custom codes, dedup, the read-through [`links::cache`], invalidation, the
 //!   redirect's decision (options, rules, rotation, caps, passwords).
 //! - [`pools`] keeps every length's pool supplied: it runs the strategies, refills in the
 //!   background when a pool runs low and synchronously when one is empty.
@@ -33,7 +33,6 @@
 pub mod accounts;
 pub mod backup;
 pub mod blocklist;
-pub mod cache;
 pub mod clock;
 pub mod config;
 pub mod csv_safe;

@@ -6,12 +6,15 @@
 //! Methods are synchronous: writes block until durable (group commit), so async callers run
 //! them on the blocking pool. `resolve` is cheap and is called directly on the redirect path.
 
+pub mod cache;
 mod catalogue;
 mod gates;
 mod options;
 mod ranking;
 mod targeting;
 
+/// How every view writes a time (kept here, where most views import from).
+pub use crate::model::time::rfc3339;
 pub use catalogue::{CatalogueQuery, NumberedPage, SortField, TagStat};
 pub use gates::{form_json, parse_retention, retention_text};
 pub use options::{hash_password, rules_json, targets_json, verify_password, OptionsInput};
@@ -28,8 +31,8 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use url::Url;
 
+use self::cache::{CachedTarget, RedirectCache};
 use crate::blocklist::BlockedHosts;
-use crate::cache::{CachedTarget, RedirectCache};
 use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
@@ -38,7 +41,7 @@ use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::model::{
     Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,
 };
-use crate::plans::{Bound, Held, Plan, Plans};
+use crate::plans::{Bound, Held, Plan, Plans, Refusal};
 use crate::pools::Pools;
 use crate::store::{CodeChoice, Created, NewLink, Store, StoreChange};
 use crate::visits::geo::GeoDb;
@@ -75,22 +78,10 @@ pub enum LinkError {
     NotActive { code: String, status: &'static str },
     #[error("no code of length {0} is available")]
     PoolExhausted(u8),
-    /// The team's plan does not include a feature the request uses (403
-    /// `feature_not_in_plan`), naming the field that uses it.
-    #[error("{detail}")]
-    NotInPlan {
-        field: Cow<'static, str>,
-        detail: String,
-    },
-    /// Past one of the team's plan's limits (403 `quota_exceeded`): which, its limit, and
-    /// how much is used (`None` for a permanent link asked past `max_ttl`).
-    #[error("{detail}")]
-    QuotaExceeded {
-        quota: &'static str,
-        limit: u64,
-        used: Option<u64>,
-        detail: String,
-    },
+    /// The team's plan refuses it (403 `feature_not_in_plan` or `quota_exceeded`), naming the
+    /// field or the quota.
+    #[error(transparent)]
+    Plan(Refusal),
     /// A conflict with what exists (409): `domain_exists`, `domain_in_use`, ….
     #[error("{detail}")]
     Conflict {
@@ -106,6 +97,15 @@ pub enum LinkError {
     Forbidden { field: &'static str, detail: String },
     #[error("storage failure")]
     Store(#[from] StoreError),
+}
+
+impl From<Refusal> for LinkError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Store(e) => LinkError::Store(e),
+            refusal => LinkError::Plan(refusal),
+        }
+    }
 }
 
 impl LinkError {
@@ -129,10 +129,12 @@ impl LinkError {
                 field: path.into(),
                 detail,
             },
-            LinkError::NotInPlan { detail, .. } => LinkError::NotInPlan {
-                field: path.into(),
-                detail,
-            },
+            LinkError::Plan(Refusal::NotInPlan { detail, .. }) => {
+                LinkError::Plan(Refusal::NotInPlan {
+                    field: path.into(),
+                    detail,
+                })
+            }
             other => other,
         }
     }
@@ -390,6 +392,20 @@ pub struct Links {
     domains: Arc<Domains>,
 }
 
+/// What the link service may hold in memory: its share of `memory.budget`, derived by the
+/// `memory` module when the application is built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkBounds {
+    /// Links with options visited lately ([`LinkState`]s kept across cache refills).
+    pub link_states: usize,
+    /// User agents the targeting rules parsed.
+    pub user_agents: usize,
+    /// Visitor-password checks (Argon2 runs) at once.
+    pub password_checks: usize,
+    /// The redirect cache's bytes (unless `cache.capacity` counts entries).
+    pub redirect_cache: u64,
+}
+
 /// The metadata key of the `hash` strategy's secret.
 pub const HASH_SECRET_KEY: &str = "hash_secret";
 
@@ -402,6 +418,7 @@ impl Links {
         pools: Arc<Pools>,
         clock: Arc<dyn Clock>,
         config: Arc<Config>,
+        bounds: LinkBounds,
     ) -> Result<Self, url::ParseError> {
         let base = Url::parse(&config.server.base_url)?;
         let ttl = config.cache.ttl.millis().unwrap_or(300_000);
@@ -422,18 +439,15 @@ impl Links {
             change_hook: OnceLock::new(),
             plans: OnceLock::new(),
             hash_secret: OnceLock::new(),
-            // Links with options visited lately, and user agents the rules parsed: their
-            // shares of `memory.budget` (the writer's parser takes four fifths of the agents).
-            states: quick_cache::sync::Cache::new(config.memory.bounds.link_states),
-            agents: UaParser::new(config.memory.bounds.user_agents / 5),
+            // Links with options visited lately, and user agents the rules parsed.
+            states: quick_cache::sync::Cache::new(bounds.link_states.max(1)),
+            agents: UaParser::new(bounds.user_agents),
             geo: OnceLock::new(),
-            password_checks: crate::passwords::PasswordChecks::new(
-                config.memory.bounds.password_checks,
-            ),
+            password_checks: crate::passwords::PasswordChecks::new(bounds.password_checks),
             blocked,
             cache: match config.cache.capacity {
                 Some(entries) => RedirectCache::new(entries, ttl),
-                None => RedirectCache::with_bytes(config.memory.bounds.redirect_cache, ttl),
+                None => RedirectCache::with_bytes(bounds.redirect_cache, ttl),
             },
             epoch: AtomicU64::new(0),
             store,
@@ -480,7 +494,7 @@ impl Links {
             .plans
             .get()
             .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
-        plans.take_link(&bound, new.now).map(Some)
+        Ok(Some(plans.take_link(&bound, new.now)?))
     }
 
     /// Keeps what [`Links::reserve`] took if a new link was made, else gives it back.
@@ -526,7 +540,7 @@ impl Links {
     }
 
     /// Redirect cache hits and misses, for metrics.
-    pub fn cache_counters(&self) -> &crate::cache::CacheCounters {
+    pub fn cache_counters(&self) -> &cache::CacheCounters {
         self.cache.counters()
     }
 
@@ -595,7 +609,7 @@ impl Links {
     fn check_batch(&self, req: &CreateLink) -> Result<()> {
         let space = req.space.as_deref().unwrap_or(DEFAULT_SPACE);
         match self.bound(space).and_then(|b| b.plan) {
-            Some(plan) => plan.require("batch", "batch"),
+            Some(plan) => Ok(plan.require("batch", "batch")?),
             None => Ok(()),
         }
     }
@@ -712,13 +726,13 @@ impl Links {
                 .ok()
                 .filter(|l| !plan.allows_length(*l))
             {
-                return Err(LinkError::NotInPlan {
+                return Err(LinkError::Plan(Refusal::NotInPlan {
                     field: "code".into(),
                     detail: format!(
                         "`code`: the team's plan `{}` does not create codes of length {length}",
                         plan.name
                     ),
-                });
+                }));
             }
         }
         if dry_run {
@@ -728,9 +742,7 @@ impl Links {
             .plans
             .get()
             .ok_or_else(|| LinkError::Store(StoreError::Backend("plans vanished".into())))?;
-        plans
-            .take_imported(&bound, link, self.clock.now())
-            .map(Some)
+        Ok(Some(plans.take_imported(&bound, link, self.clock.now())?))
     }
 
     /// Settles what [`Links::check_imported`] took: kept when the record was written.
@@ -846,7 +858,7 @@ impl Links {
             None => {
                 let length = req.length.unwrap_or(self.config.codes.default_length);
                 if let Some(plan) = plan.as_deref().filter(|p| !p.allows_length(length)) {
-                    return Err(LinkError::NotInPlan {
+                    return Err(LinkError::Plan(Refusal::NotInPlan {
                         field: "length".into(),
                         detail: format!(
                             "`length`: the team's plan `{}` does not create codes of length \
@@ -858,7 +870,7 @@ impl Links {
                                 ""
                             }
                         ),
-                    });
+                    }));
                 }
                 let tier = self.config.tier(length);
                 if let Some(tier) = tier.filter(|t| t.strategy == TierStrategy::Hash) {
@@ -1423,15 +1435,6 @@ fn fallback_of(options: Option<&LinkOptions>) -> Option<Arc<str>> {
     options?.fallback_url.as_deref().map(Arc::from)
 }
 
-/// Formats a timestamp as RFC 3339 (UTC).
-pub fn rfc3339(ms: Millis) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_default()
-}
-
 /// A store's answer to a create as the domain's: the link and whether it is new.
 fn created(outcome: StoreResult<Created>, length: u8) -> Result<(Link, bool)> {
     match outcome {
@@ -1450,7 +1453,7 @@ fn check_max_ttl(max: u64, expires_at: Option<Millis>, now: Millis) -> Result<()
     if asked.is_some_and(|ms| ms <= max) {
         return Ok(());
     }
-    Err(LinkError::QuotaExceeded {
+    Err(LinkError::Plan(Refusal::QuotaExceeded {
         quota: "max_ttl",
         limit: max / 1000,
         used: asked.map(|ms| ms / 1000),
@@ -1465,7 +1468,7 @@ fn check_max_ttl(max: u64, expires_at: Option<Millis>, now: Millis) -> Result<()
                 max / 1000
             ),
         },
-    })
+    }))
 }
 
 /// The features a create uses, each with the field that uses it, checked against the plan.

@@ -1,21 +1,24 @@
 //! `memory.budget`: the one place where every memory bound of the process is derived from the
 //! budget. Pure (no I/O, no runtime objects): [`Bounds::derive`] turns a configuration into
-//! numbers, which the config loader checks and keeps, the start-up log prints, `/metrics`
-//! exports (`vsl_memory_bound_bytes{part}`), and the components that hold memory (the sled
-//! cache, the redirect cache, the visit queue, the held visit counters and index references,
-//! the small caches) take as their bounds.
+//! numbers when the application is built (the binary refuses a budget too small for its
+//! configuration right after loading it); the start-up log prints them, `/metrics` exports
+//! them (`vsl_memory_bound_bytes{part}`), and the components that hold memory (the sled cache,
+//! the redirect cache, the visit queue, the held visit counters and index references, the
+//! small caches) are given their share as plain numbers ([`Bounds::links`],
+//! [`Bounds::visit_writer`]). This module sits above what it sizes: it reads their entry
+//! sizes, and none of them reads it.
 //!
 //! Fixed parts come first (a reserve for the binary and runtime, the code filter, the
 //! connections' buffers, sled's page table); what is left (R) is shared out by [`shares`];
 //! what no share takes is headroom for what no bound covers (allocator fragmentation, the
 //! short bursts of the daily job's transactions).
 
+pub use crate::config::MIN_BUDGET;
 use crate::config::{Backend, Config};
+use crate::links::LinkBounds;
+use crate::visits::recorder::WriterBounds;
 
 const MIB: u64 = 1024 * 1024;
-
-/// The smallest budget accepted at all (`memory.budget`).
-pub const MIN_BUDGET: u64 = 128 * MIB;
 /// The binary, the tokio runtime and its threads, the blocking pool's stacks, the allocator's
 /// own slack: what the process costs before it holds anything (an idle server measured a
 /// little over 20 MB of RSS; the rest is margin for threads woken under load).
@@ -84,10 +87,10 @@ pub mod shares {
     /// sled's page cache and what sled holds beside it; sled only. sled is handed a fifth of
     /// this as its `cache_capacity` ([`super::SLED_CACHE_FACTOR`]).
     pub const SLED_CACHE: u64 = 25;
-    /// The redirect cache (code → target), weighed in bytes.
-    pub const REDIRECT_CACHE: u64 = 15;
-    /// The visit queue between redirects and the writer, in bytes.
-    pub const VISIT_QUEUE: u64 = 10;
+    /// The redirect cache (code → target), weighed in bytes. It took the visit queue's 10 %
+    /// when visits went to the journal (nothing waits in memory between a redirect and the
+    /// writer any more), so that a small team's links stay cached whole.
+    pub const REDIRECT_CACHE: u64 = 25;
     /// The writer's enriched visits: one write's worth gathering and one being written, each
     /// at most this share's half ([`super::ENRICHED_VISIT`] a visit).
     pub const WRITER_BATCHES: u64 = 15;
@@ -132,7 +135,7 @@ pub mod entry {
     pub const WEBHOOK_VISIT: u64 = 1280;
     /// A redirect cache entry when `cache.capacity` counts entries: a 6-character code, a URL
     /// of about a hundred bytes, and what the cache holds besides them.
-    pub const REDIRECT: u64 = 6 + 100 + crate::cache::ENTRY_OVERHEAD as u64;
+    pub const REDIRECT: u64 = 6 + 100 + crate::links::cache::ENTRY_OVERHEAD as u64;
 }
 
 /// Least visits the writer gathers for one write: fewer would make writes (and their
@@ -176,10 +179,6 @@ pub struct Bounds {
     pub redirect_cache: u64,
     /// `cache.capacity` when set: the cache then counts entries, not bytes.
     pub redirect_cache_entries: Option<usize>,
-    /// The visit queue's bytes (slots and the headers that do not fit a slot).
-    pub visit_queue: u64,
-    /// The visit queue's slots.
-    pub visit_queue_entries: usize,
     /// The writer's enriched batches, two of at most [`Bounds::writer_visits`] visits.
     pub writer_batches: u64,
     /// Most enriched visits the writer gathers for one write before writing sooner.
@@ -272,18 +271,15 @@ impl Bounds {
             Some(n) => ((n as u64).saturating_mul(entry::REDIRECT), Some(n)),
             None => (share(shares::REDIRECT_CACHE), None),
         };
-        let slot = crate::visits::recorder::SLOT_BYTES as u64;
-        let (visit_queue, visit_queue_entries) = match config.visits.queue {
-            // An entry count given: the bytes are that many slots, so that visits whose
-            // headers do not fit a slot take the room of others rather than add to it.
-            Some(n) => ((n as u64).saturating_mul(slot), n),
+        // `visits.queue`, when set, is how many visits the writer reads from the journal for
+        // one fold (the queue it once named is the journal now); the batches' bytes follow.
+        let (writer_batches, writer_visits) = match config.visits.queue {
+            Some(n) => ((n as u64).saturating_mul(2 * ENRICHED_VISIT), n),
             None => {
-                let bytes = share(shares::VISIT_QUEUE);
-                (bytes, entries(bytes, slot, 1))
+                let bytes = share(shares::WRITER_BATCHES);
+                (bytes, entries(bytes / 2, ENRICHED_VISIT, MIN_WRITER_VISITS))
             }
         };
-        let writer_batches = share(shares::WRITER_BATCHES);
-        let writer_visits = entries(writer_batches / 2, ENRICHED_VISIT, MIN_WRITER_VISITS);
         let (held_counts, held_index) = if sled {
             (share(shares::HELD_COUNTS), share(shares::HELD_INDEX))
         } else {
@@ -317,8 +313,6 @@ impl Bounds {
             sled_cache_floor,
             redirect_cache,
             redirect_cache_entries,
-            visit_queue,
-            visit_queue_entries,
             writer_batches,
             writer_visits,
             held_counts,
@@ -339,7 +333,27 @@ impl Bounds {
     }
 
     /// Every part but the headroom, by its `/metrics` label.
-    pub fn parts(&self) -> [(&'static str, u64); 13] {
+    /// The link service's share: its caches and its password checks.
+    pub fn links(&self) -> LinkBounds {
+        LinkBounds {
+            link_states: self.link_states,
+            // The writer's parser takes four fifths of the agents, the rules' one.
+            user_agents: self.user_agents / 5,
+            password_checks: self.password_checks,
+            redirect_cache: self.redirect_cache,
+        }
+    }
+
+    /// The visit writer's share.
+    pub fn visit_writer(&self) -> WriterBounds {
+        WriterBounds {
+            // The writer parses every visit; the rules only those of links with device rules.
+            user_agents: self.user_agents / 5 * 4,
+            writer_visits: self.writer_visits,
+        }
+    }
+
+    pub fn parts(&self) -> [(&'static str, u64); 12] {
         [
             ("base", self.base),
             ("code_filter", self.code_filter),
@@ -348,7 +362,6 @@ impl Bounds {
             ("password_checks", self.password_check_bytes),
             ("sled_cache", self.sled_cache),
             ("redirect_cache", self.redirect_cache),
-            ("visit_queue", self.visit_queue),
             ("writer_batches", self.writer_batches),
             ("held_counts", self.held_counts),
             ("held_index", self.held_index),
@@ -376,8 +389,6 @@ impl Bounds {
             sled_cache_mb = mb(self.sled_cache),
             sled_cache_capacity_mb = mb(self.sled_cache_capacity),
             redirect_cache_mb = mb(self.redirect_cache),
-            visit_queue_mb = mb(self.visit_queue),
-            visit_queue_entries = self.visit_queue_entries,
             writer_batches_mb = mb(self.writer_batches),
             writer_visits = self.writer_visits,
             held_counts_mb = mb(self.held_counts),
@@ -428,9 +439,8 @@ mod tests {
                          [codes]\nfilter_capacity = 1000000\n[memory]\n";
 
     fn bounds(overlay: &str) -> Result<Bounds, String> {
-        Config::from_toml(overlay)
-            .map(|c| c.memory.bounds.clone())
-            .map_err(|e| e.to_string())
+        let config = Config::from_toml(overlay).map_err(|e| e.to_string())?;
+        Bounds::derive(&config).map_err(|e| e.0)
     }
 
     #[test]
@@ -449,7 +459,7 @@ mod tests {
                 - b.sled_pages
                 - b.password_check_bytes;
             assert!(b.headroom >= rest / 20, "{budget}: {b:?}");
-            assert!(b.visit_queue_entries >= 1 && b.limiter_keys >= MIN_ENTRIES);
+            assert!(b.writer_visits >= MIN_WRITER_VISITS && b.limiter_keys >= MIN_ENTRIES);
             budget += 61 * MIB;
         }
     }
@@ -507,11 +517,8 @@ mod tests {
         assert_eq!(b.sled_cache, 100 * MIB * SLED_CACHE_FACTOR);
         assert_eq!(b.redirect_cache_entries, Some(10));
         assert_eq!(b.redirect_cache, 10 * entry::REDIRECT);
-        assert_eq!(b.visit_queue_entries, 4);
-        assert_eq!(
-            b.visit_queue,
-            4 * crate::visits::recorder::SLOT_BYTES as u64
-        );
+        assert_eq!(b.writer_visits, 4);
+        assert_eq!(b.writer_batches, 8 * ENRICHED_VISIT);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
-use crate::cache::CacheCounters;
+use crate::links::cache::CacheCounters;
 use crate::model::{LinkStatus, StoreResult};
 use crate::pools::Pools;
 use crate::store::Store;

@@ -3,7 +3,8 @@
 //! map from spaces to their team's plan (rebuilt whenever the accounts directory changes), the
 //! usage counters' names and how each is counted from the records, and the checks the link
 //! service runs — once — for every create and change, whichever way it comes in. Knows no HTTP:
-//! refusals are [`LinkError`]s that name their field or quota.
+//! refusals are [`Refusal`]s that name their field or quota (the link service turns them into
+//! its own errors).
 //!
 //! Usage counters live in the store ([`crate::store::QuotaStore`]), one per team for active
 //! links and one per team and UTC month for links made and for visits recorded (a new month is
@@ -15,6 +16,7 @@
 //! batch at a time ([`Plans::admit_visits`]): nothing here runs on the redirect path but
 //! [`Plans::in_app_from`] on a cache miss.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,9 +29,32 @@ use time::OffsetDateTime;
 
 use crate::clock::Clock;
 use crate::config::{Config, PLAN_FEATURES};
-use crate::links::LinkError;
 use crate::model::{Directory, Link, LinkQuery, LinkStatus, Millis, NewVisit, StoreResult};
 use crate::store::Store;
+
+/// Why a team's plan refuses a create or change (403 either way).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The plan does not include a feature the request uses (`feature_not_in_plan`), naming
+    /// the field that uses it.
+    #[error("{detail}")]
+    NotInPlan {
+        field: Cow<'static, str>,
+        detail: String,
+    },
+    /// Past one of the plan's limits (`quota_exceeded`): which, its limit, and how much is
+    /// used (`None` for a permanent link asked past `max_ttl`).
+    #[error("{detail}")]
+    QuotaExceeded {
+        quota: &'static str,
+        limit: u64,
+        used: Option<u64>,
+        detail: String,
+    },
+    /// The usage counters could not be read or taken.
+    #[error("storage failure")]
+    Store(#[from] crate::model::StoreError),
+}
 
 const DAY_MS: u64 = 86_400_000;
 /// Links read per page when a counter is counted from the records.
@@ -94,11 +119,11 @@ impl Plan {
     }
 
     /// `feature_not_in_plan` for `field` unless the plan allows `feature`.
-    pub fn require(&self, feature: &str, field: &str) -> Result<(), LinkError> {
+    pub fn require(&self, feature: &str, field: &str) -> Result<(), Refusal> {
         if self.allows(feature) {
             return Ok(());
         }
-        Err(LinkError::NotInPlan {
+        Err(Refusal::NotInPlan {
             field: field.to_string().into(),
             detail: format!(
                 "`{field}`: the team's plan `{}` does not include the feature `{feature}`",
@@ -309,7 +334,7 @@ impl Plans {
 
     /// `feature_not_in_plan` for `field` unless the plan of the team that owns `space` (if
     /// any) allows `feature`: for what is asked of a link that exists (its exports).
-    pub fn require_in(&self, space: &str, feature: &str, field: &str) -> Result<(), LinkError> {
+    pub fn require_in(&self, space: &str, feature: &str, field: &str) -> Result<(), Refusal> {
         match self.bound(space).and_then(|b| b.plan) {
             Some(plan) => plan.require(feature, field),
             None => Ok(()),
@@ -439,7 +464,7 @@ impl Plans {
 
     /// Takes one link made this month and one active link from the team's counters, against
     /// its plan's limits: `quota_exceeded` (nothing taken) past either.
-    pub fn take_link(&self, bound: &Bound, now: Millis) -> Result<Held, LinkError> {
+    pub fn take_link(&self, bound: &Bound, now: Millis) -> Result<Held, Refusal> {
         let plan = bound.plan.as_deref();
         let mut held = Held::default();
         let links = self.ensure_links(&bound.team, now)?;
@@ -460,7 +485,7 @@ impl Plans {
                 Ok(t) => {
                     self.give_back(held);
                     let limit = limit.unwrap_or(u64::MAX);
-                    return Err(LinkError::QuotaExceeded {
+                    return Err(Refusal::QuotaExceeded {
                         quota,
                         limit,
                         used: Some(t.used),
@@ -506,12 +531,7 @@ impl Plans {
     /// A link written whole by an import, counted like a create: `quota_exceeded` past a
     /// limit (nothing taken). Only links made this month count toward `links_per_month`, and
     /// only active ones toward `active_links`.
-    pub fn take_imported(
-        &self,
-        bound: &Bound,
-        link: &Link,
-        now: Millis,
-    ) -> Result<Held, LinkError> {
+    pub fn take_imported(&self, bound: &Bound, link: &Link, now: Millis) -> Result<Held, Refusal> {
         let plan = bound.plan.as_deref();
         let mut held = Held::default();
         let (_, start) = month_of(now);
@@ -535,7 +555,7 @@ impl Plans {
             let taken = self.store.quota_take(&key, 1, limit, false)?;
             if taken.granted == 0 {
                 self.give_back(held);
-                return Err(LinkError::QuotaExceeded {
+                return Err(Refusal::QuotaExceeded {
                     quota,
                     limit,
                     used: Some(taken.used),

@@ -34,7 +34,8 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use crate::clock::{Clock, SystemClock};
-use crate::config::{ConfigError, OidcConfig};
+use crate::config::{read_ca_file, ConfigError, OidcConfig};
+use crate::model::account::parse_team_grant;
 use crate::model::Millis;
 
 /// How long a started sign-in may take: a [`Pending`] older than this is refused. The caller
@@ -168,39 +169,6 @@ pub fn grants(config: &OidcConfig, claims: &Claims) -> Grants {
         admin,
         teams: teams.into_iter().collect(),
         managed,
-    }
-}
-
-/// Longest team slug (a team's slug is its space's name).
-const MAX_TEAM_LEN: usize = 64;
-
-/// A `team_groups` value, `team:role`; the reason when it is not one.
-pub fn parse_team_grant(value: &str) -> Result<(String, TeamRole), String> {
-    let Some((team, role)) = value.split_once(':') else {
-        return Err(format!("`{value}` is not `team:role`"));
-    };
-    let team_ok = !team.is_empty()
-        && team.len() <= MAX_TEAM_LEN
-        && team
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if !team_ok {
-        return Err(format!(
-            "`{team}` is not a team: 1 to {MAX_TEAM_LEN} letters, digits, `_`, `-` and `.`"
-        ));
-    }
-    let role = TeamRole::parse(role)
-        .ok_or_else(|| format!("`{role}` is not a team role: owner, editor or viewer"))?;
-    Ok((team.to_string(), role))
-}
-
-/// The root certificates of a PEM file (`ca_file`); the reason when there are none.
-pub fn read_ca_file(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
-    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    match reqwest::Certificate::from_pem_bundle(&pem) {
-        Ok(certs) if !certs.is_empty() => Ok(certs),
-        Ok(_) => Err(format!("{}: no PEM certificate in it", path.display())),
-        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 

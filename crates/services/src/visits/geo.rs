@@ -42,9 +42,7 @@ pub struct GeoDb {
     never: std::convert::Infallible,
 }
 
-/// What `visits.geo_db` says in a binary built without the `geo` feature.
-pub const WITHOUT_GEO: &str =
-    "this binary was built without the `geo` feature (a default): it has no geolocation";
+pub use crate::config::WITHOUT_GEO;
 
 #[cfg(not(feature = "geo"))]
 impl GeoDb {

@@ -329,6 +329,16 @@ struct Enricher {
     ip_mode: IpMode,
 }
 
+/// The visit writer's share of `memory.budget` (derived by the `memory` module): what it
+/// reads from the journal and enriches for one fold, and the agents it has parsed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterBounds {
+    /// Parsed user agents the writer remembers.
+    pub user_agents: usize,
+    /// Most enriched visits the writer gathers for one write.
+    pub writer_visits: usize,
+}
+
 /// How the journal is kept, beside `[visits]`: where, and whether it is synced.
 #[derive(Clone, Debug)]
 pub struct JournalOptions<'a> {
@@ -342,11 +352,12 @@ impl Recorder {
     /// [`Recorder::start_admitting`] with no say over which visits are recorded.
     pub fn start(
         config: &VisitsConfig,
+        bounds: WriterBounds,
         journal: JournalOptions<'_>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Recorder>, StartError> {
-        Self::start_admitting(config, journal, store, clock, None)
+        Self::start_admitting(config, bounds, journal, store, clock, None)
     }
 
     /// Opens the geolocation database (if configured) and the journal, reads where the store
@@ -357,6 +368,7 @@ impl Recorder {
     /// at start included, which visits are recorded.
     pub fn start_admitting(
         config: &VisitsConfig,
+        bounds: WriterBounds,
         journal: JournalOptions<'_>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
@@ -365,7 +377,7 @@ impl Recorder {
         let metrics = VisitMetrics::default();
         let stop = Arc::new(Notify::new());
         let levels = Arc::new(JournalLevels::default());
-        let batch = match config.bounds.writer_visits {
+        let batch = match bounds.writer_visits {
             0 => MAX_PENDING,
             n => n,
         };
@@ -387,7 +399,7 @@ impl Recorder {
             path => Some(Arc::new(GeoDb::open(std::path::Path::new(path))?)),
         };
         let enricher = Arc::new(Enricher {
-            ua: UaParser::new(config.bounds.user_agents),
+            ua: UaParser::new(bounds.user_agents),
             geo: geo.clone(),
             ip_mode: config.ip,
         });

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::links::rfc3339;
+use crate::model::time::rfc3339;
 use crate::model::{DayCount, Dimension, LinkCounts, LinkQuery, LinkStatus, Millis, StoreResult};
 use crate::model::{Link, Route};
 use crate::store::Store;

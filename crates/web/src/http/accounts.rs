@@ -6,10 +6,11 @@
 use std::collections::HashMap;
 
 use crate::accounts::people::Acting;
-use crate::accounts::{NewKey, NewTeam, NewUser, TeamPatch, UserPatch};
+use crate::accounts::{AccountError, Accounts, NewKey, NewTeam, NewUser, TeamPatch, UserPatch};
 use crate::config::Role;
 use crate::keys::Principal;
 use crate::web::access::blocking;
+use crate::web::accounts::change_as;
 pub use crate::web::accounts::{
     audit_query, me_view, team_usage, AuditView, KeyView, MemberView, NewKeyView, TeamView,
     UserView,
@@ -23,6 +24,20 @@ use axum::Json;
 
 fn principal(caller: &Caller) -> Result<&Principal, ApiError> {
     caller.require(Role::Viewer)
+}
+
+/// An account change as the caller, from their address ([`change_as`]).
+async fn as_caller<T, F>(
+    state: &AppState,
+    caller: &Caller,
+    ip: &ClientIp,
+    change: F,
+) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Accounts, &Acting<'_>) -> Result<T, AccountError> + Send + 'static,
+{
+    change_as(state, principal(caller)?, ip.0, change).await
 }
 
 fn acting<'a>(caller: &'a Caller, ip: &ClientIp) -> Result<Acting<'a>, ApiError> {
@@ -130,8 +145,7 @@ pub async fn delete_user(
     ip: ClientIp,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    blocking(move || accounts.delete_user(&Acting { by: &by, ip }, &id)).await?;
+    as_caller(&state, &caller, &ip, move |a, by| a.delete_user(by, &id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -144,8 +158,7 @@ pub async fn create_team(
     ip: ClientIp,
     JsonBody(body): JsonBody<NewTeam>,
 ) -> Result<(StatusCode, Json<TeamView>), ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    let team = blocking(move || accounts.create_team(&Acting { by: &by, ip }, body)).await?;
+    let team = as_caller(&state, &caller, &ip, move |a, by| a.create_team(by, body)).await?;
     Ok((StatusCode::CREATED, Json(TeamView::new(&team, None))))
 }
 
@@ -185,8 +198,10 @@ pub async fn update_team(
     Path(slug): Path<String>,
     JsonBody(body): JsonBody<TeamPatch>,
 ) -> Result<Json<TeamView>, ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    let team = blocking(move || accounts.update_team(&Acting { by: &by, ip }, &slug, body)).await?;
+    let team = as_caller(&state, &caller, &ip, move |a, by| {
+        a.update_team(by, &slug, body)
+    })
+    .await?;
     let (config, plans, slug) = (state.config.clone(), state.plans.clone(), team.slug.clone());
     let usage = blocking(move || Ok::<_, ApiError>(team_usage(&config, &plans, &slug))).await?;
     Ok(Json(
@@ -202,8 +217,7 @@ pub async fn delete_team(
     ip: ClientIp,
     Path(slug): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    blocking(move || accounts.delete_team(&Acting { by: &by, ip }, &slug)).await?;
+    as_caller(&state, &caller, &ip, move |a, by| a.delete_team(by, &slug)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -224,10 +238,10 @@ pub async fn set_member(
     Path((slug, user_id)): Path<(String, String)>,
     JsonBody(body): JsonBody<MemberRole>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    let member =
-        blocking(move || accounts.set_member(&Acting { by: &by, ip }, &slug, &user_id, &body.role))
-            .await?;
+    let member = as_caller(&state, &caller, &ip, move |a, by| {
+        a.set_member(by, &slug, &user_id, &body.role)
+    })
+    .await?;
     Ok(Json(serde_json::json!({
         "team": member.team, "user_id": member.user_id, "role": member.role.as_str()
     })))
@@ -241,8 +255,10 @@ pub async fn remove_member(
     ip: ClientIp,
     Path((slug, user_id)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    blocking(move || accounts.remove_member(&Acting { by: &by, ip }, &slug, &user_id)).await?;
+    as_caller(&state, &caller, &ip, move |a, by| {
+        a.remove_member(by, &slug, &user_id)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -255,8 +271,7 @@ pub async fn create_key(
     ip: ClientIp,
     JsonBody(body): JsonBody<NewKey>,
 ) -> Result<(StatusCode, Json<NewKeyView>), ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    let (record, key) = blocking(move || accounts.make_key(&Acting { by: &by, ip }, body)).await?;
+    let (record, key) = as_caller(&state, &caller, &ip, move |a, by| a.make_key(by, body)).await?;
     Ok((
         StatusCode::CREATED,
         Json(NewKeyView {
@@ -285,8 +300,7 @@ pub async fn revoke_key(
     ip: ClientIp,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let (accounts, by, ip) = (state.accounts.clone(), principal(&caller)?.clone(), ip.0);
-    blocking(move || accounts.revoke_key(&Acting { by: &by, ip }, &id)).await?;
+    as_caller(&state, &caller, &ip, move |a, by| a.revoke_key(by, &id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -16,7 +16,7 @@ use crate::health::HealthStatus;
 use crate::links::{
     form_json, rfc3339, rules_json, targets_json, CreateLink, UpdateLink, MAX_BATCH,
 };
-use crate::model::{CapSlot, EndedBy, InApp, Link, LinkQuery, LinkStatus};
+use crate::model::{CapSlot, EndedBy, InApp, Link, LinkQuery, LinkStatus, ReviewMark};
 use crate::web::access::{
     audit_created, audit_link, authorize_create, authorized_link, blocking, check_create_rate,
     create_space,
@@ -28,6 +28,26 @@ use crate::web::state::AppState;
 /// Most links in one listing page.
 pub const MAX_PAGE: usize = 1000;
 const DEFAULT_PAGE: usize = 100;
+
+/// A link's latest verdict as `GET` of a link shows it.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct ReviewMarkView {
+    pub verdict: &'static str,
+    pub score: Option<f64>,
+    pub reason: Option<String>,
+    pub at: String,
+}
+
+impl From<&ReviewMark> for ReviewMarkView {
+    fn from(m: &ReviewMark) -> Self {
+        Self {
+            verdict: m.verdict.as_str(),
+            score: m.score,
+            reason: m.reason.clone(),
+            at: rfc3339(m.at),
+        }
+    }
+}
 
 /// A link as the API shows it.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -85,7 +105,7 @@ pub struct LinkView {
     pub og_description: Option<String>,
     pub og_image: Option<String>,
     /// The latest verdict of the review of its destinations; `null`: never reviewed.
-    pub review: Option<super::reviews::ReviewMarkView>,
+    pub review: Option<ReviewMarkView>,
     /// What the link has beyond its URL: `password`, `max_visits`, `valid_from`,
     /// `fallback_url`, `rules`, `targets`, `in_app`, `form`, `preview`.
     pub features: Vec<&'static str>,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::api::{page_params, CodePath, LinkView};
 use crate::config::Role;
 use crate::links::rfc3339;
-use crate::model::{CheckRecord, Review, ReviewMark, Verdict};
+use crate::model::{CheckRecord, Review, Verdict};
 use crate::web::access::{authorized_link, blocking};
 use crate::web::caller::Caller;
 use crate::web::error::ApiError;
@@ -57,26 +57,6 @@ impl From<Review> for ReviewView {
             description: r.description,
             screenshot: r.screenshot,
             by: r.by,
-        }
-    }
-}
-
-/// A link's latest verdict as `GET` of a link shows it.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct ReviewMarkView {
-    pub verdict: &'static str,
-    pub score: Option<f64>,
-    pub reason: Option<String>,
-    pub at: String,
-}
-
-impl From<&ReviewMark> for ReviewMarkView {
-    fn from(m: &ReviewMark) -> Self {
-        Self {
-            verdict: m.verdict.as_str(),
-            score: m.score,
-            reason: m.reason.clone(),
-            at: rfc3339(m.at),
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::config::Role;
 use crate::keys::{Actor, Principal};
 use crate::model::{Directory, Maker, RunKey};
 use crate::web::access::blocking;
+use crate::web::accounts::change_as;
 use crate::web::accounts::{me_view, KeyView};
 use crate::web::error::ApiError;
 
@@ -164,6 +165,18 @@ fn render(
     )
 }
 
+/// The notice a page shows after a change, by its `?done=` word: `(word, catalogue key)`.
+pub(super) fn notice(
+    query: &std::collections::HashMap<String, String>,
+    notices: &[(&str, &'static str)],
+) -> Option<&'static str> {
+    let done = query.get("done")?;
+    notices
+        .iter()
+        .find(|(word, _)| word == done)
+        .map(|(_, key)| *key)
+}
+
 /// `GET /ui/account` (`?done=password|revoked` after a change).
 pub async fn show(
     State(state): State<PageState>,
@@ -174,11 +187,10 @@ pub async fn show(
         Ok(p) => p,
         Err(r) => return *r,
     };
-    let notice = match query.get("done").map(String::as_str) {
-        Some("password") => Some("password_changed"),
-        Some("revoked") => Some("key_revoked"),
-        _ => None,
-    };
+    let notice = notice(
+        &query,
+        &[("password", "password_changed"), ("revoked", "key_revoked")],
+    );
     let shown = Shown {
         notice,
         ..Shown::default()
@@ -276,8 +288,10 @@ pub async fn make_key(
         team: text("team"),
         expires_at,
     };
-    let (accounts, by, ip) = (state.accounts.clone(), p.clone(), visitor.ip);
-    let made = blocking(move || accounts.make_key(&Acting { by: &by, ip }, new)).await;
+    let made = change_as(&state, &p, visitor.ip, move |accounts, acting| {
+        accounts.make_key(acting, new)
+    })
+    .await;
     match made {
         Ok((record, key)) => {
             let shown = Shown {

@@ -18,7 +18,7 @@ use super::forms::{
     self, field, CheckedForm, Fields, FormError, OptionsAction, OptionsForm, VALIDITY_CHOICES,
 };
 use super::home::display_time;
-use super::render::{message, page, see_other, urlencoding, Visitor};
+use super::render::{message, page, refused, see_other, urlencoding, Visitor};
 use super::PageState;
 use crate::config::Role;
 use crate::links::{LinkError, UpdateLink};
@@ -46,16 +46,6 @@ fn notice(query: &HashMap<String, String>) -> Option<String> {
         .get("notice")
         .filter(|n| NOTICES.contains(&n.as_str()))
         .map(|n| format!("notice.{n}"))
-}
-
-/// The page for a failed check: 403 for role and space, 404 for unknown codes.
-pub(super) fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Response {
-    let key = match e.status {
-        StatusCode::NOT_FOUND => "msg.no_such_link",
-        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "msg.forbidden",
-        _ => "msg.failed",
-    };
-    message(state, visitor, e.status, key)
 }
 
 /// A link as the pages show it.

@@ -18,6 +18,7 @@ use super::session::{
 use super::PageState;
 use crate::config::Role;
 use crate::web::caller::Caller;
+use crate::web::error::ApiError;
 
 /// Every template, compiled in.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -409,6 +410,16 @@ pub fn add_security_headers(h: &mut HeaderMap) {
 /// The visitor's session, for handlers that checked it already.
 pub fn principal(visitor: &Visitor) -> Option<Arc<crate::keys::Principal>> {
     visitor.session.as_ref().map(|s| s.principal.clone())
+}
+
+/// The page for a failed check: 403 for role and space, 404 for unknown codes.
+pub fn refused(state: &PageState, visitor: &Visitor, e: &ApiError) -> Response {
+    let key = match e.status {
+        StatusCode::NOT_FOUND => "msg.no_such_link",
+        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "msg.forbidden",
+        _ => "msg.failed",
+    };
+    message(state, visitor, e.status, key)
 }
 
 #[cfg(test)]

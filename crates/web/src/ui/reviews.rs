@@ -6,7 +6,7 @@
 //! spaces sees, and decides on, the links of those spaces only. The rules (who may, what a
 //! verdict does) are the review service's; this file checks the admin and shapes views.
 
-use super::links::refused;
+use super::render::refused;
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{context, Value};
 
-use super::account::{key_views, signed_in, Refusal};
+use super::account::{key_views, notice, signed_in, Refusal};
 use super::forms::{field, CheckedForm};
 use super::render::{message, page, see_other, urlencoding, Visitor};
 use super::PageState;
@@ -20,6 +20,7 @@ use crate::accounts::NewTeam;
 use crate::config::Role;
 use crate::keys::Principal;
 use crate::web::access::blocking;
+use crate::web::accounts::change_as;
 use crate::web::accounts::TeamView;
 use crate::web::error::ApiError;
 
@@ -103,8 +104,11 @@ pub async fn create(
         plan: text("plan"),
         spaces: Vec::new(),
     };
-    let (accounts, by, ip) = (state.accounts.clone(), p.clone(), visitor.ip);
-    match blocking(move || accounts.create_team(&Acting { by: &by, ip }, new)).await {
+    match change_as(&state, &p, visitor.ip, move |accounts, acting| {
+        accounts.create_team(acting, new)
+    })
+    .await
+    {
         Ok(team) => see_other(&format!(
             "/ui/teams/{}?done=created",
             urlencoding(&team.slug)
@@ -272,13 +276,15 @@ pub async fn show(
         Ok(p) => p,
         Err(r) => return *r,
     };
-    let notice = match query.get("done").map(String::as_str) {
-        Some("created") => Some("team_created"),
-        Some("member") => Some("member_saved"),
-        Some("removed") => Some("member_removed"),
-        Some("plan") => Some("plan_saved"),
-        _ => None,
-    };
+    let notice = notice(
+        &query,
+        &[
+            ("created", "team_created"),
+            ("member", "member_saved"),
+            ("removed", "member_removed"),
+            ("plan", "plan_saved"),
+        ],
+    );
     let shown = Shown {
         notice,
         ..Shown::default()

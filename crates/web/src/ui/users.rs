@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{context, Value};
 
-use super::account::{signed_in, Refusal};
+use super::account::{notice, signed_in, Refusal};
 use super::forms::{field, CheckedForm};
 use super::render::{message, page, see_other, Visitor};
 use super::PageState;
@@ -100,12 +100,14 @@ pub async fn list(
         Ok(p) => p,
         Err(r) => return *r,
     };
-    let notice = match query.get("done").map(String::as_str) {
-        Some("created") => Some("user_created"),
-        Some("changed") => Some("user_changed"),
-        Some("deleted") => Some("user_deleted"),
-        _ => None,
-    };
+    let notice = notice(
+        &query,
+        &[
+            ("created", "user_created"),
+            ("changed", "user_changed"),
+            ("deleted", "user_deleted"),
+        ],
+    );
     let shown = Shown {
         notice,
         ..Shown::default()

@@ -1,16 +1,21 @@
 //! How accounts look to a caller, for the API (`http/accounts.rs`) and the pages (`ui/`) alike:
 //! users, teams with their members, run-time keys (never their secret), audit entries, the
-//! caller as `/me` shows it, and the audit log's query read from request parameters (who may
-//! ask for what is checked here, once). No handler lives here.
+//! caller as `/me` shows it, the audit log's query read from request parameters (who may
+//! ask for what is checked here, once), and [`change_as`], the one way a handler runs an
+//! account change. No handler lives here.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::accounts::people::Acting;
+use crate::accounts::{AccountError, Accounts};
 use crate::config::Role;
 use crate::keys::{Actor, Principal};
 use crate::links::rfc3339;
 use crate::model::{AuditEntry, AuditQuery, Directory, RunKey, Team, User};
+use crate::web::access::blocking;
 use crate::web::error::ApiError;
 use crate::web::state::AppState;
 
@@ -301,4 +306,20 @@ pub fn audit_query(
         before,
         limit,
     })
+}
+
+/// Runs an account change by `by`, from `ip`, on the blocking pool (it writes the store before
+/// it answers): every people handler, API or page, goes through here.
+pub async fn change_as<T, F>(
+    state: &AppState,
+    by: &Principal,
+    ip: IpAddr,
+    change: F,
+) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Accounts, &Acting<'_>) -> Result<T, AccountError> + Send + 'static,
+{
+    let (accounts, by) = (state.accounts.clone(), by.clone());
+    blocking(move || change(&accounts, &Acting { by: &by, ip })).await
 }

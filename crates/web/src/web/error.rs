@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::limits::RateLimited;
 use crate::links::LinkError;
 use crate::model::StoreError;
+use crate::plans::Refusal;
 
 /// Problem types are `PROBLEM_BASE` + the error code.
 pub const PROBLEM_BASE: &str = "https://vshortlink.dev/problems/";
@@ -287,6 +288,12 @@ impl From<RateLimited> for ApiError {
     }
 }
 
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        LinkError::from(refusal).into()
+    }
+}
+
 impl From<LinkError> for ApiError {
     fn from(e: LinkError) -> Self {
         match e {
@@ -308,16 +315,16 @@ impl From<LinkError> for ApiError {
                 e.to_string(),
             )
             .with_field("length"),
-            LinkError::NotInPlan { field, detail } => {
+            LinkError::Plan(Refusal::NotInPlan { field, detail }) => {
                 ApiError::new(StatusCode::FORBIDDEN, "feature_not_in_plan", detail)
                     .with_field(field)
             }
-            LinkError::QuotaExceeded {
+            LinkError::Plan(Refusal::QuotaExceeded {
                 quota,
                 limit,
                 used,
                 detail,
-            } => {
+            }) => {
                 let mut error = ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", detail)
                     .with_field(quota);
                 error.extra.insert("quota".into(), quota.into());
@@ -332,7 +339,9 @@ impl From<LinkError> for ApiError {
             } => ApiError::new(StatusCode::CONFLICT, code, detail).with_field(field),
             LinkError::DomainNotFound(_) => ApiError::not_found(e.to_string()),
             LinkError::Forbidden { field, detail } => ApiError::forbidden(detail).with_field(field),
-            LinkError::Store(inner) => ApiError::from(inner),
+            LinkError::Store(inner) | LinkError::Plan(Refusal::Store(inner)) => {
+                ApiError::from(inner)
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use super::params::{intval, Params};
 use crate::config::Role;
 use crate::links::{CreateLink, LinkError, Ranking, Totals, DEFAULT_SPACE};
 use crate::model::{Link, LinkStatus, Millis};
+use crate::plans::Refusal;
 use crate::web::caller::Principal;
 use crate::web::state::AppState;
 
@@ -227,10 +228,10 @@ fn shorturl(
             return Ok(fail("error:pool_exhausted", &e.to_string(), "503"))
         }
         // The team's plan refused it (SPEC §25): YOURLS's failure, with our message.
-        Err(e @ LinkError::NotInPlan { .. }) => {
+        Err(e @ LinkError::Plan(Refusal::NotInPlan { .. })) => {
             return Ok(fail("error:feature_not_in_plan", &e.to_string(), "403"))
         }
-        Err(e @ LinkError::QuotaExceeded { .. }) => {
+        Err(e @ LinkError::Plan(Refusal::QuotaExceeded { .. })) => {
             return Ok(fail("error:quota_exceeded", &e.to_string(), "403"))
         }
         Err(e) => return Err(e),
