@@ -21,7 +21,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 pub use super::asked::Visit;
-use super::asked::{redirect_to, retry_after, Asked, CACHE_CONTROL};
+use super::asked::{host_of, redirect_to, retry_after, Asked, CACHE_CONTROL};
 use super::gates::{self, Posted};
 use super::observe::count_unmatched;
 use crate::limits::Limit;
@@ -315,11 +315,6 @@ fn gone(asked: &Asked<'_>, code: &str, fallback: Option<Arc<str>>) -> Response {
         }
     }
     missing(asked, StatusCode::GONE, code)
-}
-
-/// The `Host` a request names, if it is text.
-pub(crate) fn host_of(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::HOST).and_then(|v| v.to_str().ok())
 }
 
 /// What a domain answers itself (SPEC §26), before the router: `/` to its `root_url`, and
