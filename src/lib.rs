@@ -11,7 +11,7 @@
 //!   else touches sled) and PostgreSQL for several instances ([`store::postgres::PgStore`]).
 //! - `vshortlink-services` holds the rules, once: [`config`] and [`memory`] (the layered,
 //!   validated configuration and every bound derived from `memory.budget`), [`links`] (the
-//!   link service: URL checks, tiers, codes, dedup, the read-through [`cache`], the redirect's
+//!   link service: URL checks, tiers, codes, dedup, the read-through [`links::cache`], the redirect's
 //!   decision), [`pools`], [`visits`], [`leads`], [`review`], [`webhooks`], [`backup`], [`jobs`],
 //!   [`keys`], [`limits`], [`blocklist`], [`health`], [`metrics`], [`records`], [`qr`],
 //!   [`csv_safe`] and [`clock`]. This crate re-exports each under its module name.

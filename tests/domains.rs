@@ -133,6 +133,25 @@ fn codes_live_on_their_domain_and_requests_are_routed_by_host() {
         assert_eq!(r.status(), 302, "{host}");
         assert_eq!(location(&r), to, "{host}");
     }
+    // A key is no code: `/sale@ID` reaches no other domain's link, on any route.
+    let id = app.api_get("/api/v1/domains", ADMIN)["items"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    for n in 1..=id {
+        assert_eq!(
+            visit(&app, "sl.test", &format!("/sale@{n}"), true).status(),
+            404
+        );
+        assert_eq!(
+            visit(&app, "sl.test", &format!("/sale%40{n}"), true).status(),
+            404
+        );
+        problem(
+            send(&app, Method::GET, &format!("/api/v1/links/sale@{n}"), None),
+            404,
+        );
+    }
     // A link answers on its own domain only.
     app.create(json!({"url": "https://only.example/", "code": "only", "domain": "go.a.com"}));
     assert_eq!(visit(&app, "sl.test", "/only", true).status(), 404);

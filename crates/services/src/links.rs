@@ -8,6 +8,7 @@
 
 pub mod cache;
 mod catalogue;
+pub mod domains;
 mod gates;
 mod options;
 mod ranking;
@@ -32,11 +33,11 @@ use time::OffsetDateTime;
 use url::Url;
 
 use self::cache::{CachedTarget, RedirectCache};
+use self::domains::Domains;
 use crate::blocklist::BlockedHosts;
 use crate::clock::Clock;
 use crate::codes::{check, encode, hash, is_code_syntax, is_reserved, Space, MAX_CODE_LEN};
 use crate::config::{Config, TierStrategy};
-use crate::domains::Domains;
 use crate::model::{CapSlot, LinkOptions, Trigger};
 use crate::model::{
     Link, LinkPage, LinkPatch, LinkQuery, LinkStatus, Millis, StoreError, StoreResult,

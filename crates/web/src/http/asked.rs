@@ -136,3 +136,8 @@ pub fn wants_json(headers: &HeaderMap) -> bool {
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("application/json") || v.contains("application/problem+json"))
 }
+
+/// The `Host` a request names, if it is text (SPEC §26: which domain it is for).
+pub fn host_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::HOST).and_then(|v| v.to_str().ok())
+}

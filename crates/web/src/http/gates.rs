@@ -169,7 +169,7 @@ pub fn in_app_page(asked: &Asked<'_>, link_id: u64, code: &str, url: &str, app: 
     let domain = state
         .links
         .domains()
-        .route(super::redirect::host_of(asked.headers));
+        .route(super::asked::host_of(asked.headers));
     let short_url = state
         .links
         .domains()

@@ -21,7 +21,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 pub use super::asked::Visit;
-use super::asked::{redirect_to, retry_after, Asked, CACHE_CONTROL};
+use super::asked::{host_of, redirect_to, retry_after, Asked, CACHE_CONTROL};
 use super::gates::{self, Posted};
 use super::observe::count_unmatched;
 use crate::limits::Limit;
@@ -126,8 +126,9 @@ pub fn answer(
             return asked.rate_limited(e).into();
         }
     }
-    let Some(code) = code else {
-        return not_found(&asked, "").into();
+    // A key's separator is no code character: `/sale@3` must not reach another domain's link.
+    let Some(code) = code.filter(|c| !c.contains(crate::model::domain::KEY_SEPARATOR)) else {
+        return not_found(&asked, code.unwrap_or("")).into();
     };
     // The request's domain (SPEC §26): its codes are kept under keys of their own. Nothing is
     // read while no other domain than the default is configured, and a default-domain key is
@@ -314,11 +315,6 @@ fn gone(asked: &Asked<'_>, code: &str, fallback: Option<Arc<str>>) -> Response {
         }
     }
     missing(asked, StatusCode::GONE, code)
-}
-
-/// The `Host` a request names, if it is text.
-pub(crate) fn host_of(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::HOST).and_then(|v| v.to_str().ok())
 }
 
 /// What a domain answers itself (SPEC §26), before the router: `/` to its `root_url`, and

@@ -126,6 +126,8 @@ pub async fn list(
         .map(|(link, latest, checked)| {
             context! {
                 code => link.code.clone(),
+                // The pages' paths name a link of another domain by its key (`code@id`).
+                ref => link.key().into_owned(),
                 url => link.url.clone(),
                 status => link.status.as_str(),
                 link_title => link.title.clone(),

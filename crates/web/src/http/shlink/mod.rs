@@ -133,7 +133,9 @@ impl ShlinkCaller {
         target: &ShortCode,
         role: Role,
     ) -> Result<Link, ShlinkError> {
-        let Some(domain) = shlink_domain(state, target.params.get("domain")) else {
+        let Some(domain) = shlink_domain(state, target.params.get("domain"))
+            .filter(|_| !target.code.contains(crate::model::domain::KEY_SEPARATOR))
+        else {
             return Err(ShlinkError::short_url_not_found(&target.code));
         };
         let link = self.link(state, &code_key(domain, &target.code), role)?;

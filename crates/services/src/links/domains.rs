@@ -1,6 +1,7 @@
-//! The domains service (SPEC §26): the configured domains held in memory, the rules of adding,
-//! patching and deleting them, and what the redirect path asks of them — which domain a
-//! request's `Host` names, as one hash lookup.
+//! The domains service (SPEC §26), beside the link service that reads it on every redirect:
+//! the configured domains held in memory, the rules of adding, patching and deleting them,
+//! and what the redirect path asks of them — which domain a request's `Host` names, as one
+//! hash lookup.
 //!
 //! The default domain is the base URL's host, id 0; its settings (`root_url`, …) are a record
 //! like any other's, written on its first patch. Other domains are records of the store, read
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde::Deserialize;
 
-use crate::links::LinkError;
+use super::LinkError;
 use crate::model::domain::{code_key, parse_host, route_host, DEFAULT_DOMAIN};
 use crate::model::{Domain, Millis};
 use crate::store::{DomainAdded, Store};
@@ -279,6 +280,10 @@ impl Domains {
     /// The key a code is kept under on the domain `domain=HOST` names; `NotFound` for a host
     /// no domain has.
     pub fn key_of(&self, host: Option<&str>, code: &str) -> Result<String, LinkError> {
+        // A key's separator is no code character: a path cannot name another domain's key.
+        if code.contains(crate::model::domain::KEY_SEPARATOR) {
+            return Err(LinkError::NotFound(code.to_string()));
+        }
         let id = self
             .addressed(host)
             .ok_or_else(|| LinkError::DomainNotFound(host.unwrap_or_default().to_string()))?;
