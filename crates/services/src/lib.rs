@@ -51,6 +51,7 @@ pub mod pools;
 pub mod qr;
 pub mod records;
 pub mod review;
+pub mod tls;
 pub mod visits;
 pub mod webhooks;
 

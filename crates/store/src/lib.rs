@@ -308,6 +308,7 @@ pub trait Store:
     + MetaStore
     + AccountStore
     + QuotaStore
+    + TlsStore
     + StoreOps
 {
 }
@@ -323,6 +324,7 @@ impl<T> Store for T where
         + MetaStore
         + AccountStore
         + QuotaStore
+        + TlsStore
         + StoreOps
         + ?Sized
 {
@@ -332,7 +334,7 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         AccountStore, CapStore, Cluster, LeadStore, LinkStore, MetaStore, OutboxStore, PoolStore,
-        QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
+        QuotaStore, ReviewStore, SharedRecords, StoreOps, TlsStore, VisitStore,
     };
 }
 
@@ -732,6 +734,21 @@ pub trait QuotaStore: Send + Sync {
     /// Forgets every counter, so that each is counted again from the records when next used:
     /// at the start of a store only this process uses, and after an import or a restore.
     fn quota_clear(&self) -> StoreResult<()>;
+}
+
+/// HTTPS's certificate state (SPEC §26): the ACME account, each host's certificate and key,
+/// and the answers to challenges being validated, as opaque values by key. The services name
+/// the keys and decide what the values mean; one instance orders and writes, every instance
+/// sharing the store reads (so any of them can answer a challenge or serve a certificate).
+pub trait TlsStore: Send + Sync {
+    /// The value under `key`, if any.
+    fn tls_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Writes `value` under `key` durably, replacing what was there.
+    fn tls_put(&self, key: &str, value: &[u8]) -> StoreResult<()>;
+
+    /// Removes `key` (nothing when it is absent).
+    fn tls_delete(&self, key: &str) -> StoreResult<()>;
 }
 
 /// Running the store: durability, health, shutdown, and the handle of a shared store.

@@ -122,6 +122,7 @@ impl SledStore {
             outbox_state,
             accounts: tree("accounts")?,
             audit: tree("audit")?,
+            tls: tree("tls")?,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),
