@@ -5,9 +5,11 @@
 //! is measured as a ratio of what this reaches on the same machine in the same run
 //! (`benches/run.py`), with keep-alive and with a new handshake per request.
 //!
-//! Usage: `bare_tls_redirect [--listen ADDR] [--codes N]` (defaults 127.0.0.1:18443, 100000).
-//! Code i is `c{i}` and points at `https://example.com/{i}`. Prints `listening addr=<addr>` on
-//! stdout once bound.
+//! Usage: `bare_tls_redirect [--listen ADDR] [--codes N] [--cert-out DIR]` (defaults
+//! 127.0.0.1:18443, 100000). Code i is `c{i}` and points at `https://example.com/{i}`. With
+//! `--cert-out`, the certificate and key it serves are written to `DIR/cert.pem` and
+//! `DIR/key.pem` (so that vshortlink serves the same kind of key, and the handshakes compare).
+//! Prints `listening addr=<addr>` on stdout once bound.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -37,13 +39,16 @@ async fn redirect(State(links): State<Links>, Path(code): Path<String>) -> Respo
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("bare_tls_redirect: {msg}\nusage: bare_tls_redirect [--listen ADDR] [--codes N]");
+    eprintln!(
+        "bare_tls_redirect: {msg}\nusage: bare_tls_redirect [--listen ADDR] [--codes N] [--cert-out DIR]"
+    );
     std::process::exit(2);
 }
 
-fn parse_args() -> (SocketAddr, usize) {
+fn parse_args() -> (SocketAddr, usize, Option<std::path::PathBuf>) {
     let mut listen: SocketAddr = "127.0.0.1:18443".parse().expect("default address");
     let mut codes = 100_000usize;
+    let mut cert_out = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || {
@@ -63,16 +68,23 @@ fn parse_args() -> (SocketAddr, usize) {
                     .parse()
                     .unwrap_or_else(|_| usage(&format!("bad count {v:?}")));
             }
+            "--cert-out" => cert_out = Some(value().into()),
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown argument {other:?}")),
         }
     }
-    (listen, codes)
+    (listen, codes, cert_out)
 }
 
-/// A self-signed certificate for `sl.bench` and the server configuration around it.
-fn tls_config() -> Arc<rustls::ServerConfig> {
+/// A self-signed certificate for `sl.bench` (written to `cert_out` when given) and the server
+/// configuration around it.
+fn tls_config(cert_out: Option<&std::path::Path>) -> Arc<rustls::ServerConfig> {
     let made = rcgen::generate_simple_self_signed(vec!["sl.bench".to_string()]).expect("cert");
+    if let Some(dir) = cert_out {
+        std::fs::write(dir.join("cert.pem"), made.cert.pem()).expect("write cert.pem");
+        std::fs::write(dir.join("key.pem"), made.signing_key.serialize_pem())
+            .expect("write key.pem");
+    }
     let cert = CertificateDer::from(made.cert.der().to_vec());
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -88,7 +100,7 @@ fn tls_config() -> Arc<rustls::ServerConfig> {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let (listen, n) = parse_args();
+    let (listen, n, cert_out) = parse_args();
     let links: Links = Arc::new(
         (0..n)
             .map(|i| (format!("c{i}"), format!("https://example.com/{i}")))
@@ -97,7 +109,7 @@ async fn main() {
     let app = Router::new()
         .route("/{code}", get(redirect))
         .with_state(links);
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config(cert_out.as_deref()));
 
     let listener = tokio::net::TcpListener::bind(listen)
         .await
