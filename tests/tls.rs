@@ -4,8 +4,9 @@
 //! listener's 308 and HSTS; `acme` mode against a real Pebble (`pebble` on the PATH, else
 //! these skip, or fail with `REQUIRE_PEBBLE=1`): a certificate for the default domain that
 //! verifies against Pebble's root, no order for a made-up name, none after a restart, a real
-//! http-01 validation through a tiny DNS answerer, and a renewal of a short-lived certificate.
-//! With `TEST_STORE=postgres` the certificates and the account live in PostgreSQL.
+//! http-01 and a real tls-alpn-01 validation through a tiny DNS answerer, a renewal of a
+//! short-lived certificate. With `TEST_STORE=postgres` the certificates and the account live in
+//! PostgreSQL, and two instances sharing it order once and serve the same certificate.
 
 mod common;
 
@@ -311,6 +312,8 @@ struct PebbleOptions {
     always_valid: bool,
     /// Where its VA asks for http-01 answers.
     http_port: Option<u16>,
+    /// Where its VA asks for tls-alpn-01 answers.
+    tls_port: Option<u16>,
     /// Issued certificates' validity, in seconds.
     validity: Option<u64>,
 }
@@ -350,7 +353,7 @@ impl Pebble {
                 "certificate": dir.path().join("cert.pem"),
                 "privateKey": dir.path().join("key.pem"),
                 "httpPort": options.http_port.unwrap_or_else(free_port),
-                "tlsPort": free_port(),
+                "tlsPort": options.tls_port.unwrap_or_else(free_port),
                 "ocspResponderURL": "",
                 "externalAccountBindingRequired": false,
             }
@@ -612,4 +615,59 @@ fn acme_renews_when_a_third_of_the_life_is_left() {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert!(app.logged("renewal=true"));
+}
+
+#[test]
+fn acme_validates_for_real_over_tls_alpn_01() {
+    // Pebble's validator connects to the name's `tlsPort`: the port `server.listen` binds.
+    let port = free_port();
+    let Some(pebble) = Pebble::start(PebbleOptions {
+        tls_port: Some(port),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let app = TestApp::binary_with(
+        &pebble.tls_section(""),
+        &[("VSL_SERVER__LISTEN", listen.as_str())],
+    );
+    assert_eq!(app.addr.port(), port);
+    let root = pebble.root();
+    wait_for_certificate(&app, &root, HOST, Duration::from_secs(60));
+    assert_eq!(metric(&app, &root, ISSUED), 1.0);
+}
+
+#[test]
+fn instances_sharing_postgres_order_once_and_both_serve_it() {
+    if std::env::var("TEST_STORE").as_deref() != Ok("postgres") {
+        eprintln!("skipped: several instances need TEST_STORE=postgres");
+        return;
+    }
+    let Some(pebble) = Pebble::start(PebbleOptions {
+        always_valid: true,
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let Some(url) = common::postgres::fresh_database() else {
+        return;
+    };
+    let section = pebble.tls_section("");
+    // Started together, so that both look for a certificate at once.
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| TestApp::start_on(&url, &section, &[]));
+        let b = s.spawn(|| TestApp::start_on(&url, &section, &[]));
+        (a.join().expect("a"), b.join().expect("b"))
+    });
+    let root = pebble.root();
+    let from_a = wait_for_certificate(&a, &root, HOST, Duration::from_secs(30));
+    let from_b = wait_for_certificate(&b, &root, HOST, Duration::from_secs(90));
+    assert_eq!(from_a, from_b, "both serve the one certificate");
+    std::thread::sleep(Duration::from_secs(2));
+    let issued: f64 = [&a, &b]
+        .iter()
+        .map(|app| metric(app, &root, ISSUED).max(0.0))
+        .sum();
+    assert_eq!(issued, 1.0, "one order between the two instances");
 }

@@ -121,6 +121,22 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
+/// A tls-alpn-01 challenge's certificate and key as rustls serves them. Not checked as a pair
+/// the way [`Pair::from_pem`] checks one: the check parses the certificate with webpki, which
+/// refuses the critical `acmeIdentifier` extension such a certificate must carry (RFC 8737).
+pub fn challenge_key(pem: &PemPair) -> Result<Arc<CertifiedKey>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem.chain.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("challenge certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(pem.key.as_bytes())
+        .map_err(|e| format!("challenge key: {e}"))?;
+    let key = provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| format!("challenge key: {e}"))?;
+    Ok(Arc::new(CertifiedKey::new(certs, key)))
+}
+
 /// The answer to one tls-alpn-01 challenge: a self-signed certificate for `host` carrying the
 /// key authorization's digest (RFC 8737), as the store keeps it.
 pub fn alpn_challenge_pair(host: &str, digest: &[u8]) -> Result<PemPair, String> {
