@@ -41,7 +41,7 @@ ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SIX_MIN = 62 ** 5  # the first 6-character code number
 # The groups of rows `--rows` can pick from.
 ROWS = ("hot", "cycling", "zipf", "uniform", "check", "options", "capped", "unknown", "job", "backup",
-        "accounts", "plans", "create", "disk", "crash")
+        "accounts", "plans", "create", "disk", "crash", "tls")
 
 
 def log(text):
@@ -191,10 +191,12 @@ def settle(server, limit=60):
         time.sleep(0.2)
 
 
-def wrk(args, url, script, script_args, duration):
+def wrk(args, url, script, script_args, duration, headers=()):
     cmd = ["wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{duration}", "--latency",
-           "-H", f"User-Agent: {USER_AGENT}", "-H", f"Referer: {REFERER}",
-           "-s", os.path.join(WRK_DIR, script), url, "--"] + script_args
+           "-H", f"User-Agent: {USER_AGENT}", "-H", f"Referer: {REFERER}"]
+    for header in headers:
+        cmd += ["-H", header]
+    cmd += ["-s", os.path.join(WRK_DIR, script), url, "--"] + script_args
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
@@ -285,13 +287,15 @@ def main():
         raise SystemExit("benches/run.py needs wrk on the PATH: apt-get install wrk")
     if not args.skip_build:
         log(f"building ({profile})")
-        cmd = ["cargo", "build", "--bin", "vshortlink", "--example", "bare_redirect"]
+        cmd = ["cargo", "build", "--bin", "vshortlink", "--example", "bare_redirect",
+               "--example", "bare_tls_redirect"]
         if profile == "release":
             cmd.insert(2, "--release")
         subprocess.run(cmd, cwd=ROOT, check=True)
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     ours_bin = os.path.join(target, profile, "vshortlink")
     bare_bin = os.path.join(target, profile, "examples", "bare_redirect")
+    args.bare_tls_bin = os.path.join(target, profile, "examples", "bare_tls_redirect")
 
     tmp = tempfile.mkdtemp(prefix="vsl-bench-")
     servers = []
@@ -482,6 +486,9 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
     restart = ours.startup
     ours.stop()
     servers.remove(ours)
+    if "tls" in args.rows:
+        peak.label = "tls"
+        tls_rows(args, ours_bin, env, tmp, servers, duration, warmup, rows, data, peak)
     if "disk" in args.rows:
         peak.label = "disk per visit (its own 100,000-link store)"
         disk_row(args, ours_bin, env, tmp, servers, peak, rows)
@@ -503,6 +510,64 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
     rows.append({"row": f"seeding {links:,} links (vshortlink import)", "ours": f"{seed_secs:.1f} s",
                  "ceiling": "-", "ratio": "-", "target": "-", "p99": "-", "dropped": "-", "ok": "-"})
     return rows
+
+
+def tls_rows(args, ours_bin, env, tmp, servers, duration, warmup, rows, data, peak):
+    """The redirect over HTTPS (SPEC §26: §14's ratio against a TLS ceiling): one hot code on
+    kept-alive connections, then a new connection and handshake per request (`Connection:
+    close`), ours (`tls.mode = "files"`, on the seeded store) beside
+    examples/bare_tls_redirect.rs serving the same kind of certificate (ECDSA P-256)."""
+    import ssl
+    certs = os.path.join(tmp, "tls")
+    os.makedirs(certs, exist_ok=True)
+    bare_port = free_port()
+    bare = Server("bare-tls", [args.bare_tls_bin, "--listen", f"127.0.0.1:{bare_port}",
+                               "--codes", "1", "--cert-out", certs], bare_port)
+    servers.append(bare)
+    bare.base = f"https://127.0.0.1:{bare_port}"
+    port = free_port()
+    config = os.path.join(tmp, "config-tls.toml")
+    write_config(config, port, data)
+    with open(config, "a") as f:
+        f.write(f'[tls]\nmode = "files"\ncert = "{certs}/cert.pem"\nkey = "{certs}/key.pem"\n')
+    ours = Server("tls-vshortlink", [ours_bin, "--config", config], port, env=env,
+                  log_path=os.path.join(tmp, "tls-vshortlink.log"))
+    servers.append(ours)
+    peak.watch(ours.proc.pid)
+    ours.base = f"https://127.0.0.1:{port}"
+    unverified = ssl.create_default_context()
+    unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(ours.base + "/healthz", timeout=2, context=unverified):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit("vshortlink over TLS did not answer /healthz within 60 s")
+            time.sleep(0.05)
+    # The hot code: the seeded store's first live code is what hot.txt holds.
+    ours_hot, bare_hot = os.path.join(tmp, "hot.txt"), os.path.join(tmp, "bare_hot.txt")
+    for row, target, headers in (("redirect over TLS, one hot code, keep-alive", 0.85, ()),
+                                 ("redirect over TLS, a new handshake per request", None,
+                                  ("Connection: close",))):
+        peak.label = row
+        for server, codes in ((ours, ours_hot), (bare, bare_hot)):
+            wrk(args, server.base, "zipf.lua", [codes], warmup, headers)
+        runs = [(wrk(args, ours.base, "zipf.lua", [ours_hot], duration, headers),
+                 wrk(args, bare.base, "zipf.lua", [bare_hot], duration, headers))
+                for _ in range(args.rounds)]
+        mine, ceiling = (mean_run([r[i] for r in runs]) for i in (0, 1))
+        ratio = mine["rps"] / ceiling["rps"] if ceiling["rps"] else 0.0
+        rows.append({"row": row, "ours": f"{mine['rps']:,.0f}/s",
+                     "ceiling": f"{ceiling['rps']:,.0f}/s", "ratio": f"{ratio:.2f}",
+                     "target": f"≥ {target:.2f}" if target else "-",
+                     "p99": p99_text(mine, ceiling), "dropped": "-",
+                     "ok": ("yes" if ratio >= target else "NO") if target else "-"})
+        log(f"{row}: {rows[-1]['ours']} vs {rows[-1]['ceiling']} = {rows[-1]['ratio']}")
+    for server in (ours, bare):
+        server.stop()
+        servers.remove(server)
 
 
 def crash_row(args, ours, live_file, links, servers, start_ours, rows):

@@ -49,7 +49,7 @@ pub use vshortlink_codes as codes;
 pub use vshortlink_model as model;
 pub use vshortlink_services::{
     accounts, backup, blocklist, clock, config, csv_safe, health, jobs, keys, leads, limits, links,
-    memory, metrics, passwords, plans, pools, qr, records, review, visits, webhooks, BoxError,
+    memory, metrics, passwords, plans, pools, qr, records, review, tls, visits, webhooks, BoxError,
 };
 pub use vshortlink_web::{http, ui, web};
 
@@ -105,6 +105,9 @@ pub struct App {
     jobs: Jobs,
     watchdog: tokio::task::JoinHandle<()>,
     recovered: Arc<tokio::sync::Notify>,
+    /// HTTPS, when `tls.mode` is not `off`: what the accept loop serves handshakes with, and
+    /// its watcher or orderer.
+    pub tls: Option<Arc<tls::Tls>>,
 }
 
 /// How [`App::shutdown`] ended.
@@ -134,8 +137,12 @@ impl App {
             blocked,
             jobs,
             watchdog,
+            tls,
             ..
         } = self;
+        if let Some(tls) = &tls {
+            tls.stop();
+        }
         let to_reopen = watchdog.is_finished();
         watchdog.abort();
         state.recorder.shutdown().await;
@@ -180,7 +187,16 @@ pub async fn build(
     let bounds = memory::Bounds::derive(&config)?;
     bounds.log();
     let core = Core::start(&config, &bounds, &store, &clock).await?;
-    let told = Told::start(&config, &bounds, &store, &clock, &core).await?;
+    // HTTPS (SPEC §26): the certificate files, or those the store holds, read before the
+    // first handshake; `server.listen` is the bound address by now.
+    let tls = {
+        let (config, store, clock) = (config.clone(), store.clone(), clock.clone());
+        tokio::task::spawn_blocking(move || {
+            tls::Tls::new(&config, store, clock, config.server.listen.port())
+        })
+        .await??
+    };
+    let told = Told::start(&config, &bounds, &store, &clock, &core, tls.as_deref()).await?;
     let Core {
         pools,
         accounts,
@@ -198,6 +214,9 @@ pub async fn build(
         backups,
     } = told;
     backups.start_schedule(&config.backup, clock.clone());
+    if let Some(tls) = &tls {
+        tls.start();
+    }
     let lifecycle = Arc::new(Lifecycle::new(
         store.clone(),
         pools.clone(),
@@ -272,6 +291,7 @@ pub async fn build(
         jobs,
         watchdog,
         recovered,
+        tls,
     })
 }
 
@@ -394,6 +414,7 @@ impl Told {
         store: &Arc<dyn Store>,
         clock: &Arc<dyn Clock>,
         core: &Core,
+        tls: Option<&tls::Tls>,
     ) -> Result<Self, BoxError> {
         let links = &core.links;
         // The journal is per instance: in this instance's data directory, also in front of
@@ -429,6 +450,9 @@ impl Told {
         metrics.register_plans(&core.plans);
         let backups = Arc::new(backup::Backups::new(store.clone()));
         metrics.register_backups(&backups.counters);
+        if let Some(tls) = tls {
+            metrics.register_tls(tls);
+        }
         // The review of destinations: checks only when enabled (an appliance sends nothing
         // out unless asked); overrides and listings work either way.
         #[cfg(feature = "review")]
@@ -555,6 +579,8 @@ pub struct Server {
     pub addr: std::net::SocketAddr,
     pub app: App,
     listener: tokio::net::TcpListener,
+    /// `tls.http_listen`, bound: challenges and redirects to HTTPS.
+    plain_listener: Option<tokio::net::TcpListener>,
     options: http::server::ServeOptions,
 }
 
@@ -566,6 +592,14 @@ impl Server {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.server.listen))?;
         let addr = listener.local_addr()?;
+        let plain_listener = match config.tls.http_listen() {
+            Some(plain) => Some(
+                tokio::net::TcpListener::bind(plain)
+                    .await
+                    .map_err(|e| format!("`tls.http_listen`: cannot listen on {plain}: {e}"))?,
+            ),
+            None => None,
+        };
         config.derive_base_url(addr);
         // The bound port (when `listen` asked for port 0): loop detection compares against it.
         config.server.listen = addr;
@@ -598,8 +632,15 @@ impl Server {
             links = counts.active,
             pools = %levels.join(","),
             durability = ?config.storage.durability,
+            tls = ?config.tls.mode,
             "vshortlink listening"
         );
+        if let Some(plain) = &plain_listener {
+            tracing::info!(
+                http_listen = %plain.local_addr()?,
+                "plain HTTP: ACME http-01 challenges, and a 308 to HTTPS for everything else"
+            );
+        }
         let options = http::server::ServeOptions {
             header_timeout: config
                 .server
@@ -614,6 +655,7 @@ impl Server {
             addr,
             app,
             listener,
+            plain_listener,
             options,
         })
     }
@@ -627,6 +669,7 @@ impl Server {
         let Server {
             app,
             listener,
+            plain_listener,
             options,
             ..
         } = self;
@@ -645,7 +688,36 @@ impl Server {
                 );
             }
         };
-        http::server::serve(listener, app.front.clone(), options, stopping).await?;
+        // One stop for both listeners.
+        let (stop_all, stopped) = tokio::sync::watch::channel(false);
+        let stop_of = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        let plain = match (plain_listener, app.tls.clone()) {
+            (Some(plain), Some(tls)) => Some(tokio::spawn(http::server::serve_plain_http(
+                plain,
+                tls,
+                options,
+                stop_of(stopped.clone()),
+            ))),
+            _ => None,
+        };
+        let main = http::server::serve(
+            listener,
+            app.front.clone(),
+            options,
+            app.tls.clone(),
+            stop_of(stopped),
+        );
+        let stopping = async move {
+            stopping.await;
+            let _ = stop_all.send(true);
+        };
+        let (served, ()) = tokio::join!(main, stopping);
+        served?;
+        if let Some(plain) = plain {
+            plain.await??;
+        }
         // No request is in flight any more: write every queued visit before the store closes.
         app.shutdown().await
     }

@@ -447,6 +447,27 @@ fn meta_keeps_the_first_value(make: Make) {
     assert_eq!(store.meta_get("k").unwrap().as_deref(), Some(&b"one"[..]));
 }
 
+/// HTTPS's certificate state: values by key, replaced, deleted.
+fn tls_values_are_kept_by_key(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = make(&dir);
+    assert_eq!(store.tls_get("cert:go.example").unwrap(), None);
+    store.tls_put("cert:go.example", b"one").unwrap();
+    store.tls_put("account:https://ca/dir", b"acct").unwrap();
+    store.tls_put("cert:go.example", b"two").unwrap();
+    assert_eq!(
+        store.tls_get("cert:go.example").unwrap().as_deref(),
+        Some(&b"two"[..])
+    );
+    store.tls_delete("cert:go.example").unwrap();
+    store.tls_delete("cert:never.example").unwrap();
+    assert_eq!(store.tls_get("cert:go.example").unwrap(), None);
+    assert_eq!(
+        store.tls_get("account:https://ca/dir").unwrap().as_deref(),
+        Some(&b"acct"[..])
+    );
+}
+
 /// One `#[test]` per case for a backend: `backend!(name; cases…)` makes `mod name`.
 /// Imported records keep their code, status and (when free) id; importing again changes
 /// nothing; a code leading elsewhere is a conflict; an imported code leaves its pool.
@@ -2629,6 +2650,7 @@ contract!(
     list_with_cursor_and_search,
     visits_are_counted_and_listed,
     meta_keeps_the_first_value,
+    tls_values_are_kept_by_key,
     import_keeps_records_and_is_idempotent,
     submitted_creates_are_answered_once_each,
     options_travel_with_the_link,

@@ -54,6 +54,88 @@ pub struct Config {
     /// default, and a team without a plan has no limits.
     #[serde(default)]
     pub plans: BTreeMap<String, PlanConfig>,
+    /// `[tls]`: HTTPS built in (SPEC §26); off by default.
+    #[serde(default)]
+    pub tls: TlsConfig,
+}
+
+/// Let's Encrypt's production directory: `tls.directory`'s default.
+pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+/// `[tls]`: whether `server.listen` serves HTTPS, and where its certificate comes from.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    pub mode: TlsMode,
+    /// Plain HTTP beside (`0.0.0.0:80`): ACME's http-01 challenges, and a 308 to HTTPS for
+    /// everything else. Empty: none.
+    pub http_listen: String,
+    /// `Strict-Transport-Security: max-age=31536000` on every HTTPS answer.
+    pub hsts: bool,
+    /// `files`: the certificate chain and its private key, PEM.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// `acme`: the directory URL of the certificate authority.
+    pub directory: String,
+    /// `acme`: the account's contact (optional).
+    pub email: String,
+    /// `acme`: a PEM file of an extra root to trust for the directory (a test CA); empty: none.
+    pub ca: PathBuf,
+    /// `acme`: how the authority checks that this server answers for a name.
+    pub challenge: AcmeChallenge,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self {
+            mode: TlsMode::Off,
+            http_listen: String::new(),
+            hsts: false,
+            cert: PathBuf::new(),
+            key: PathBuf::new(),
+            directory: LETS_ENCRYPT.to_string(),
+            email: String::new(),
+            ca: PathBuf::new(),
+            challenge: AcmeChallenge::TlsAlpn01,
+        }
+    }
+}
+
+impl TlsConfig {
+    /// Whether `server.listen` serves HTTPS.
+    pub fn on(&self) -> bool {
+        self.mode != TlsMode::Off
+    }
+
+    /// `http_listen` as an address (validated when loaded); `None` when empty.
+    pub fn http_listen(&self) -> Option<SocketAddr> {
+        self.http_listen.trim().parse().ok()
+    }
+}
+
+/// `tls.mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// Plain HTTP on `server.listen` (behind a proxy that terminates TLS, or none).
+    #[default]
+    Off,
+    /// `tls.cert` and `tls.key`, re-read when they change.
+    Files,
+    /// Certificates ordered from `tls.directory` and renewed here.
+    Acme,
+}
+
+/// `tls.challenge`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum AcmeChallenge {
+    /// Answered on `server.listen` itself (port 443 must reach it).
+    #[default]
+    #[serde(rename = "tls-alpn-01")]
+    TlsAlpn01,
+    /// Answered on `tls.http_listen` (port 80 must reach it).
+    #[serde(rename = "http-01")]
+    Http01,
 }
 
 /// Every feature a plan may leave out (`[plans.NAME].features`), as the config names them.
@@ -873,7 +955,8 @@ impl Config {
                     std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
                 });
             }
-            self.server.base_url = format!("http://{addr}");
+            let scheme = if self.tls.on() { "https" } else { "http" };
+            self.server.base_url = format!("{scheme}://{addr}");
             self.server.base_url_derived = true;
         }
     }
@@ -902,7 +985,98 @@ impl Config {
         self.validate_oidc()?;
         self.validate_backup()?;
         self.validate_plans()?;
+        self.validate_tls()?;
         Ok(())
+    }
+
+    /// Checks `[tls]`: the keys each mode needs, addresses and URLs that parse, and an ACME
+    /// default domain that is a name an authority can certify.
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let tls = &self.tls;
+        let http_listen = tls.http_listen.trim();
+        if !http_listen.is_empty() {
+            if http_listen.parse::<SocketAddr>().is_err() {
+                return fail(
+                    "tls.http_listen",
+                    format!("`{http_listen}` is not an address and port like 0.0.0.0:80"),
+                );
+            }
+            if !tls.on() {
+                return fail(
+                    "tls.http_listen",
+                    "only with tls.mode = \"files\" or \"acme\" (it redirects to HTTPS)".into(),
+                );
+            }
+        }
+        if tls.hsts && !tls.on() {
+            return fail(
+                "tls.hsts",
+                "only with tls.mode = \"files\" or \"acme\" (it is sent over HTTPS)".into(),
+            );
+        }
+        match tls.mode {
+            TlsMode::Off => {}
+            TlsMode::Files => {
+                for (key, path) in [("tls.cert", &tls.cert), ("tls.key", &tls.key)] {
+                    if path.as_os_str().is_empty() {
+                        return fail(key, "required with tls.mode = \"files\" (a PEM file)".into());
+                    }
+                }
+            }
+            TlsMode::Acme => {
+                match url::Url::parse(tls.directory.trim()) {
+                    Ok(u) if matches!(u.scheme(), "https" | "http") && u.host().is_some() => {}
+                    _ => {
+                        return fail(
+                            "tls.directory",
+                            format!("`{}` is not an ACME directory URL", tls.directory),
+                        )
+                    }
+                }
+                let email = tls.email.trim();
+                if !email.is_empty()
+                    && (email.contains(char::is_whitespace)
+                        || email.split('@').count() != 2
+                        || email.starts_with('@')
+                        || email.ends_with('@'))
+                {
+                    return fail("tls.email", format!("`{email}` is not an email address"));
+                }
+                if tls.challenge == AcmeChallenge::Http01 && http_listen.is_empty() {
+                    return fail(
+                        "tls.http_listen",
+                        "required with tls.challenge = \"http-01\" (the authority asks on port 80)"
+                            .into(),
+                    );
+                }
+                match url::Url::parse(&self.server.base_url)
+                    .ok()
+                    .and_then(|u| u.host().map(|h| h.to_owned()))
+                {
+                    Some(url::Host::Domain(_)) => {}
+                    _ => {
+                        return fail(
+                            "server.base_url",
+                            format!(
+                                "`{}`: with tls.mode = \"acme\" its host must be a DNS name \
+                                 (the default domain a certificate is ordered for)",
+                                self.server.base_url
+                            ),
+                        )
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The default domain: `server.base_url`'s host, lowercased (what HTTPS holds a
+    /// certificate for first).
+    pub fn default_host(&self) -> String {
+        url::Url::parse(&self.server.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+            .unwrap_or_default()
     }
 
     /// Checks each `[plans.NAME]`: its name (a team names it), known features, limits that
@@ -1541,6 +1715,34 @@ mod tests {
                 "plans.free.max_ttl",
             ),
             ("[plans.free]\nlinks_per_mnth = 3", "links_per_mnth"),
+            ("[tls]\nmode = \"on\"", "mode"),
+            ("[tls]\nmode = \"files\"", "tls.cert"),
+            ("[tls]\nmode = \"files\"\ncert = \"c.pem\"", "tls.key"),
+            ("[tls]\nhttp_listen = \"0.0.0.0:80\"", "tls.http_listen"),
+            (
+                "[tls]\nmode = \"files\"\ncert = \"c\"\nkey = \"k\"\nhttp_listen = \"port 80\"",
+                "tls.http_listen",
+            ),
+            ("[tls]\nhsts = true", "tls.hsts"),
+            ("[tls]\nhsts = \"yes\"", "hsts"),
+            ("[tls]\nmode = \"acme\"\nchallenge = \"dns-01\"", "challenge"),
+            (
+                "[server]\nbase_url = \"https://go.example\"\n[tls]\nmode = \"acme\"\ndirectory = \"not a url\"",
+                "tls.directory",
+            ),
+            (
+                "[server]\nbase_url = \"https://go.example\"\n[tls]\nmode = \"acme\"\nemail = \"nobody\"",
+                "tls.email",
+            ),
+            (
+                "[server]\nbase_url = \"https://go.example\"\n[tls]\nmode = \"acme\"\nchallenge = \"http-01\"",
+                "tls.http_listen",
+            ),
+            (
+                "[server]\nbase_url = \"https://10.0.0.1\"\n[tls]\nmode = \"acme\"",
+                "server.base_url",
+            ),
+            ("[tls]\nmod = \"acme\"", "mod"),
         ];
         for (toml, key) in cases {
             let err = Config::from_toml(toml).unwrap_err().to_string();

@@ -18,6 +18,9 @@
 //!   checks and its browser proxy), [`webhooks`] (the outbox and its sender).
 //! - [`backup`] streams backups of the running store, writes the scheduled ones, and checks a
 //!   backup file whole (the one writer and reader of the export format).
+//! - [`tls`] is HTTPS built in: the certificate files watched, or certificates ordered and
+//!   renewed by ACME and kept in the store; the hosts to hold them for; what each handshake is
+//!   served with (the web's accept loop does the handshakes).
 //! - [`jobs`] runs the daily lifecycle job (expiry, recycling, pruning) on its cron schedule.
 //! - [`plans`] holds the plans teams are on and their usage counters: the features and
 //!   quotas every create and change is checked against (SPEC §25).
@@ -52,6 +55,7 @@ pub mod pools;
 pub mod qr;
 pub mod records;
 pub mod review;
+pub mod tls;
 pub mod visits;
 pub mod webhooks;
 

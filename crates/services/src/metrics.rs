@@ -308,6 +308,11 @@ impl Metrics {
         );
     }
 
+    /// HTTPS: when each certificate ends, and the ACME orders by outcome.
+    pub fn register_tls(&mut self, tls: &crate::tls::Tls) {
+        tls.register_metrics(&mut self.registry);
+    }
+
     /// Visits a team's plan kept from being recorded (past `visits_per_month`), by team.
     pub fn register_plans(&mut self, plans: &crate::plans::Plans) {
         self.registry.register(

@@ -316,6 +316,7 @@ pub trait Store:
     + AccountStore
     + QuotaStore
     + DomainStore
+    + TlsStore
     + StoreOps
 {
 }
@@ -332,6 +333,7 @@ impl<T> Store for T where
         + AccountStore
         + QuotaStore
         + DomainStore
+        + TlsStore
         + StoreOps
         + ?Sized
 {
@@ -341,7 +343,7 @@ impl<T> Store for T where
 pub mod prelude {
     pub use super::{
         AccountStore, CapStore, Cluster, DomainStore, LeadStore, LinkStore, MetaStore, OutboxStore,
-        PoolStore, QuotaStore, ReviewStore, SharedRecords, StoreOps, VisitStore,
+        PoolStore, QuotaStore, ReviewStore, SharedRecords, StoreOps, TlsStore, VisitStore,
     };
 }
 
@@ -780,6 +782,21 @@ pub trait DomainStore: Send + Sync {
 
     /// Whether a link that is not archived is on this domain.
     fn domain_in_use(&self, id: u16) -> StoreResult<bool>;
+}
+
+/// HTTPS's certificate state (SPEC §26): the ACME account, each host's certificate and key,
+/// and the answers to challenges being validated, as opaque values by key. The services name
+/// the keys and decide what the values mean; one instance orders and writes, every instance
+/// sharing the store reads (so any of them can answer a challenge or serve a certificate).
+pub trait TlsStore: Send + Sync {
+    /// The value under `key`, if any.
+    fn tls_get(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Writes `value` under `key` durably, replacing what was there.
+    fn tls_put(&self, key: &str, value: &[u8]) -> StoreResult<()>;
+
+    /// Removes `key` (nothing when it is absent).
+    fn tls_delete(&self, key: &str) -> StoreResult<()>;
 }
 
 /// Running the store: durability, health, shutdown, and the handle of a shared store.

@@ -28,6 +28,7 @@
 //! | `schema.rs` | the migrations (`migrations/`), applied under an advisory lock |
 //! | `links.rs` | creates, reads, patches, deletes, lifecycle transitions, listings, imports of links (`LinkStore`) |
 //! | `pools.rs` | the code pools: refills, levels, peeks (`PoolStore`) |
+//! | `tls.rs` | HTTPS's certificate state, by key (`TlsStore`) |
 //! | `quotas.rs` | plans' usage counters, each take locking its row (`QuotaStore`) |
 //! | `visits.rs` | visits and their counters, listings, summaries, pruning, the day counts (`VisitStore`) |
 //! | `check.rs` | `vshortlink check`: what the schema does not enforce, read in one snapshot |
@@ -52,6 +53,7 @@ mod records;
 mod reviews;
 mod runtime;
 mod schema;
+mod tls;
 mod visits;
 mod watch;
 

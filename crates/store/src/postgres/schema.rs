@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (7, include_str!("migrations/0007_accounts.sql")),
     (8, include_str!("migrations/0008_quotas.sql")),
     (9, include_str!("migrations/0009_domains.sql")),
+    (10, include_str!("migrations/0010_tls.sql")),
 ];
 /// Advisory lock names (hashed to the lock's 64-bit key by the database).
 const LOCK_MIGRATE: &str = "vshortlink:migrate";
@@ -43,12 +44,14 @@ impl Shared {
                 )
                 .await
                 .map_err(db_error)?;
-            let current: i32 = client
-                .row("SELECT coalesce(max(version), 0) FROM schema_versions", &[])
+            let applied: Vec<i32> = client
+                .rows("SELECT version FROM schema_versions", &[])
                 .await
                 .map_err(db_error)?
-                .get(0);
-            for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| !applied.contains(v)) {
                 let tx = client.transaction().await.map_err(db_error)?;
                 tx.batch_execute(sql).await.map_err(db_error)?;
                 tx.exec(

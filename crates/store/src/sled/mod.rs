@@ -18,6 +18,7 @@
 //! | `outbox.rs` | the webhook outbox (leases in memory), its order per key, the delivery log (`OutboxStore`) |
 //! | `accounts.rs` | users, teams, memberships, identities, run-time keys under one version; the audit log (`AccountStore`) |
 //! | `domains.rs` | domains and their host index (`DomainStore`) |
+//! | `tls.rs` | HTTPS's certificate state: the ACME account, certificates, challenge answers (`TlsStore`) |
 //! | `claims.rs` | visit caps: redirects counted durably against a link's and its targets' caps (`CapStore`) |
 //! | `import.rs` | bulk import of links, one code length at a time |
 //! | `check.rs` | `vshortlink check`: the store's invariants, read only |
@@ -60,6 +61,7 @@ mod pools;
 mod quotas;
 mod reviews;
 mod space;
+mod tls;
 mod visit_counts;
 mod visit_index;
 mod visits;
@@ -196,6 +198,8 @@ pub struct SledStore {
     audit: sled::Tree,
     /// Domains by id and their host index ([`domains`]).
     domains: sled::Tree,
+    /// HTTPS's certificate state by key ([`tls`]).
+    tls: sled::Tree,
     /// Whether `visit_totals` (totals of the layout before running totals) holds anything:
     /// a store that never had it skips the read for every link counted the first time.
     legacy_totals: bool,

@@ -123,6 +123,7 @@ impl SledStore {
             accounts: tree("accounts")?,
             audit: tree("audit")?,
             domains: tree("domains")?,
+            tls: tree("tls")?,
             legacy_totals: !tree("visit_totals")?.is_empty(),
             counted: Mutex::new(super::visits::Counted::default()),
             recent_index: RwLock::new(super::visit_index::Recent::default()),
