@@ -215,6 +215,11 @@ pub async fn build(
     } = told;
     backups.start_schedule(&config.backup, clock.clone());
     if let Some(tls) = &tls {
+        // Certificates for every configured domain, kept in step as domains come and go.
+        let hosts = tls.hosts().clone();
+        links
+            .domains()
+            .on_change(Box::new(move |list| hosts.replace(list)));
         tls.start();
     }
     let lifecycle = Arc::new(Lifecycle::new(

@@ -40,7 +40,12 @@ pub struct Domains {
     /// Whether any domain beside the default is configured: while none is, routing a request
     /// reads nothing at all.
     others: AtomicBool,
+    /// Told every host after each reload (HTTPS's certificate hosts, [`Domains::on_change`]).
+    watchers: RwLock<Vec<HostsHook>>,
 }
+
+/// Called with every configured host (the default domain's first) after each reload.
+pub type HostsHook = Box<dyn Fn(Vec<String>) + Send + Sync>;
 
 /// `POST /api/v1/domains` body.
 #[derive(Clone, Debug, Default, Deserialize, utoipa::ToSchema)]
@@ -159,6 +164,7 @@ impl Domains {
             scheme: base_url.scheme().to_string(),
             table: RwLock::new(Table::default()),
             others: AtomicBool::new(false),
+            watchers: RwLock::new(Vec::new()),
         };
         domains.reload();
         domains
@@ -194,6 +200,34 @@ impl Domains {
         table.by_id.insert(DEFAULT_DOMAIN, default);
         *self.table.write() = table;
         self.others.store(others, Ordering::Release);
+        let watchers = self.watchers.read();
+        if !watchers.is_empty() {
+            let hosts = self.hosts();
+            for hook in watchers.iter() {
+                hook(hosts.clone());
+            }
+        }
+    }
+
+    /// Every configured host, the default domain's first.
+    pub fn hosts(&self) -> Vec<String> {
+        let table = self.table.read();
+        let mut hosts = vec![self.default_host.clone()];
+        hosts.extend(
+            table
+                .by_id
+                .values()
+                .filter(|d| d.id != DEFAULT_DOMAIN)
+                .map(|d| d.host.clone()),
+        );
+        hosts
+    }
+
+    /// Tells `hook` every host now and after each change (a domain added or deleted here or,
+    /// on PostgreSQL, on another instance): HTTPS orders certificates for exactly these.
+    pub fn on_change(&self, hook: HostsHook) {
+        hook(self.hosts());
+        self.watchers.write().push(hook);
     }
 
     /// Whether any domain beside the default is configured.
