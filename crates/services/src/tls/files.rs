@@ -20,7 +20,8 @@ pub fn load(cert: &Path, key: &Path) -> Result<(Pair, (Vec<u8>, Vec<u8>)), Strin
         .map_err(|e| format!("`tls.cert`: cannot read {}: {e}", cert.display()))?;
     let key_pem =
         std::fs::read(key).map_err(|e| format!("`tls.key`: cannot read {}: {e}", key.display()))?;
-    let pair = Pair::from_pem(&chain, &key_pem).map_err(|e| format!("`tls.cert`, `tls.key`: {e}"))?;
+    let pair =
+        Pair::from_pem(&chain, &key_pem).map_err(|e| format!("`tls.cert`, `tls.key`: {e}"))?;
     Ok((pair, (chain, key_pem)))
 }
 
