@@ -124,7 +124,10 @@ fn files_mode_serves_https_with_http2_and_verifies_for_the_name() {
     let response = client.get(&url).send().expect("https");
     assert_eq!(response.status(), 200);
     assert_eq!(response.version(), reqwest::Version::HTTP_2, "h2 by ALPN");
-    assert!(response.headers().get("strict-transport-security").is_none());
+    assert!(response
+        .headers()
+        .get("strict-transport-security")
+        .is_none());
     // HTTP/1.1 when the client offers only it.
     let h1 = reqwest::blocking::Client::builder()
         .use_rustls_tls()
@@ -141,7 +144,10 @@ fn files_mode_serves_https_with_http2_and_verifies_for_the_name() {
     let refused = other
         .get(format!("https://other.test:{}/healthz", app.addr.port()))
         .send();
-    assert!(refused.is_err(), "a name the certificate lacks must not verify");
+    assert!(
+        refused.is_err(),
+        "a name the certificate lacks must not verify"
+    );
     // Plain HTTP on the HTTPS port gets nowhere.
     let plain = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(5))
@@ -182,7 +188,11 @@ fn files_are_reread_new_connections_get_the_new_pair_and_a_bad_pair_is_ignored()
     // The open connection still answers, over its first handshake.
     let response = open.get(&url).send().expect("the open connection");
     assert_eq!(response.status(), 200);
-    assert_eq!(peer_cert(&response), first_der, "same connection, same certificate");
+    assert_eq!(
+        peer_cert(&response),
+        first_der,
+        "same connection, same certificate"
+    );
 
     // A key that belongs to another certificate: the second pair keeps serving.
     let third = ca.leaf(&[HOST], "third");
@@ -193,7 +203,11 @@ fn files_are_reread_new_connections_get_the_new_pair_and_a_bad_pair_is_ignored()
     std::thread::sleep(Duration::from_millis(1500));
     let fresh = https_client(&ca.pem(), HOST, app.addr);
     let response = fresh.get(&url).send().expect("https");
-    assert_eq!(peer_cert(&response), second_der, "a bad pair keeps the old one");
+    assert_eq!(
+        peer_cert(&response),
+        second_der,
+        "a bad pair keeps the old one"
+    );
     // Its key arrives: now it is a pair.
     std::fs::write(files.path().join("key.pem"), &third.1).unwrap();
     let started = Instant::now();
@@ -202,7 +216,10 @@ fn files_are_reread_new_connections_get_the_new_pair_and_a_bad_pair_is_ignored()
         if peer_cert(&fresh.get(&url).send().expect("https")) == der_of(&third.0) {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "the mended pair");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the mended pair"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -266,7 +283,10 @@ fn a_bad_tls_configuration_stops_the_start_naming_the_key() {
             ),
             "tls.cert",
         ),
-        ("[tls]\nmode = \"acme\"\nchallenge = \"dns-01\"\n".to_string(), "challenge"),
+        (
+            "[tls]\nmode = \"acme\"\nchallenge = \"dns-01\"\n".to_string(),
+            "challenge",
+        ),
         ("[tls]\nmode = \"files\"\n".to_string(), "tls.cert"),
     ];
     for (toml, key) in cases {
@@ -388,7 +408,10 @@ impl Pebble {
         let directory = format!("https://127.0.0.1:{listen}/dir");
         let started = Instant::now();
         while client.get(&directory).send().is_err() {
-            assert!(started.elapsed() < Duration::from_secs(20), "pebble did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "pebble did not start"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         Some(Pebble {
@@ -553,11 +576,18 @@ fn acme_obtains_the_default_domain_ignores_made_up_names_and_keeps_it_across_res
     // name) and orders nothing.
     let made_up = https_client(&root, "made-up.example", app.addr);
     assert!(made_up
-        .get(format!("https://made-up.example:{}/healthz", app.addr.port()))
+        .get(format!(
+            "https://made-up.example:{}/healthz",
+            app.addr.port()
+        ))
         .send()
         .is_err());
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(metric(&app, &root, ISSUED), 1.0, "no order for a made-up name");
+    assert_eq!(
+        metric(&app, &root, ISSUED),
+        1.0,
+        "no order for a made-up name"
+    );
     assert!(!app.logged_now("made-up.example"));
 
     // A restart serves the stored certificate at once, ordering nothing.
@@ -566,7 +596,11 @@ fn acme_obtains_the_default_domain_ignores_made_up_names_and_keeps_it_across_res
     assert_eq!(again, der, "the stored certificate");
     std::thread::sleep(Duration::from_secs(2));
     assert!(!app.logged_now("tls: certificate obtained"));
-    assert_eq!(metric(&app, &root, ISSUED), -1.0, "no order after a restart");
+    assert_eq!(
+        metric(&app, &root, ISSUED),
+        -1.0,
+        "no order after a restart"
+    );
 }
 
 #[test]

@@ -1038,7 +1038,10 @@ impl Config {
             TlsMode::Files => {
                 for (key, path) in [("tls.cert", &tls.cert), ("tls.key", &tls.key)] {
                     if path.as_os_str().is_empty() {
-                        return fail(key, "required with tls.mode = \"files\" (a PEM file)".into());
+                        return fail(
+                            key,
+                            "required with tls.mode = \"files\" (a PEM file)".into(),
+                        );
                     }
                 }
             }

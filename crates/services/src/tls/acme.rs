@@ -237,7 +237,10 @@ impl Orderer {
                 .unwrap_or_default();
             return Err(format!("the order is {status:?}{why}"));
         }
-        let key = order.finalize().await.map_err(|e| format!("finalize: {e}"))?;
+        let key = order
+            .finalize()
+            .await
+            .map_err(|e| format!("finalize: {e}"))?;
         let chain = order
             .poll_certificate(&retries)
             .await
@@ -256,9 +259,8 @@ impl Orderer {
         let config = &self.tls.config;
         let directory = config.directory.trim().to_string();
         let key = account_key(&directory);
-        let builder = || -> Result<_, String> {
-            Ok(Account::builder_with_http(http_client(&config.ca)?))
-        };
+        let builder =
+            || -> Result<_, String> { Ok(Account::builder_with_http(http_client(&config.ca)?)) };
         let account = match self.tls.get(key.clone()).await? {
             Some(bytes) => {
                 let credentials =

@@ -39,7 +39,10 @@ impl CertificateHosts {
 
     /// Whether `host` (any case) is one of them.
     pub fn contains(&self, host: &str) -> bool {
-        self.hosts.borrow().iter().any(|h| h.eq_ignore_ascii_case(host))
+        self.hosts
+            .borrow()
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(host))
     }
 
     /// Replaces the configured hosts (the domains): lowercased, each once, the default domain

@@ -70,7 +70,7 @@ pub struct Tls {
     expiry: Expiry,
     orders: Family<OutcomeLabel, Counter>,
     /// The files read at start (`files` mode), which the watcher compares against.
-    files_seen: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
+    files_seen: Mutex<Option<files::Seen>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -174,7 +174,9 @@ impl Tls {
         let bytes = self.store.tls_get(&acme::alpn_key(&host)).ok()??;
         let pem: PemPair = serde_json::from_slice(&bytes).ok()?;
         let key = certs::challenge_key(&pem)
-            .map_err(|e| tracing::warn!(host, error = %e, "tls: the tls-alpn-01 answer is unusable"))
+            .map_err(
+                |e| tracing::warn!(host, error = %e, "tls: the tls-alpn-01 answer is unusable"),
+            )
             .ok()?;
         certs::server_config(Arc::new(certs::Single(key)), &[certs::ACME_TLS_ALPN]).ok()
     }

@@ -95,20 +95,25 @@ pub async fn serve_plain_http(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let http1 = Arc::new(http1_builder(&options));
-    accept_loop(listener, options, shutdown, move |stream, peer, permit, watcher| {
-        let tls = tls.clone();
-        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    accept_loop(
+        listener,
+        options,
+        shutdown,
+        move |stream, peer, permit, watcher| {
             let tls = tls.clone();
-            async move { Ok::<_, std::convert::Infallible>(to_https(request, tls).await) }
-        });
-        let connection = http1.serve_connection(TokioIo::new(stream), service);
-        tokio::spawn(async move {
-            if let Err(e) = watcher.watch(connection).await {
-                tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
-            }
-            drop(permit);
-        });
-    })
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let tls = tls.clone();
+                async move { Ok::<_, std::convert::Infallible>(to_https(request, tls).await) }
+            });
+            let connection = http1.serve_connection(TokioIo::new(stream), service);
+            tokio::spawn(async move {
+                if let Err(e) = watcher.watch(connection).await {
+                    tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
+                }
+                drop(permit);
+            });
+        },
+    )
     .await
 }
 
@@ -191,9 +196,10 @@ fn front_service(
         async move {
             let mut response = front.handle(request.map(Body::new), peer).await;
             if hsts {
-                response
-                    .headers_mut()
-                    .insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(HSTS));
+                response.headers_mut().insert(
+                    header::STRICT_TRANSPORT_SECURITY,
+                    HeaderValue::from_static(HSTS),
+                );
             }
             Ok::<_, std::convert::Infallible>(response)
         }
@@ -222,11 +228,14 @@ async fn serve_tls(
         if validation {
             let sni = hello.server_name().map(str::to_string);
             let asked = tls.clone();
-            let config = tokio::task::spawn_blocking(move || asked.challenge_config(sni.as_deref()))
-                .await
-                .ok()
-                .flatten()
-                .ok_or_else(|| std::io::Error::other("no tls-alpn-01 challenge waits for this name"))?;
+            let config =
+                tokio::task::spawn_blocking(move || asked.challenge_config(sni.as_deref()))
+                    .await
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| {
+                        std::io::Error::other("no tls-alpn-01 challenge waits for this name")
+                    })?;
             // The validation needs the handshake only.
             start.into_stream(config).await?;
             return Ok(None);
@@ -249,13 +258,9 @@ async fn serve_tls(
     let service = front_service(front, peer, tls.hsts());
     let io = TokioIo::new(stream);
     let ended = if h2 {
-        watcher
-            .watch(http2.serve_connection(io, service))
-            .await
+        watcher.watch(http2.serve_connection(io, service)).await
     } else {
-        watcher
-            .watch(http1.serve_connection(io, service))
-            .await
+        watcher.watch(http1.serve_connection(io, service)).await
     };
     if let Err(e) = ended {
         tracing::debug!(peer = %peer, error = %e, "connection ended with an error");
@@ -283,13 +288,16 @@ async fn to_https(request: Request<Incoming>, tls: Arc<Tls>) -> Response<Body> {
         .map(str::to_string)
         .or_else(|| request.uri().host().map(str::to_string));
     let Some(host) = host.as_deref().and_then(host_only) else {
-        return plain(StatusCode::BAD_REQUEST, "a Host header is required\n".into());
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "a Host header is required\n".into(),
+        );
     };
-    let port = tls.https_port().map(|p| format!(":{p}")).unwrap_or_default();
-    let rest = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str());
+    let port = tls
+        .https_port()
+        .map(|p| format!(":{p}"))
+        .unwrap_or_default();
+    let rest = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
     let location = format!("https://{host}{port}{rest}");
     match HeaderValue::from_str(&location) {
         Ok(location) => {
