@@ -159,6 +159,50 @@ fn files_mode_serves_https_with_http2_and_verifies_for_the_name() {
 }
 
 #[test]
+fn a_form_posted_over_http2_passes_the_same_origin_check() {
+    // HTTP/2 carries the host in `:authority`, not in a `Host` header: the pages' check that
+    // a form came from this site must still see it.
+    let ca = TestCa::new("vsl files CA");
+    let (app, _files) = files_app(&ca, "");
+    let client = reqwest::blocking::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).expect("root"))
+        .resolve(HOST, app.addr)
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let base = format!("https://{HOST}:{}", app.addr.port());
+    let page = client
+        .get(format!("{base}/ui/login"))
+        .send()
+        .expect("login page");
+    assert_eq!(page.version(), reqwest::Version::HTTP_2);
+    let csrf = common::pages::csrf_of(&page.text().expect("html"));
+    let signed_in = client
+        .post(format!("{base}/ui/login"))
+        .header("Origin", &base)
+        .form(&[("csrf", csrf.as_str()), ("key", common::ADMIN)])
+        .send()
+        .expect("sign in");
+    assert_ne!(signed_in.status(), 403, "the form's origin is this site");
+    // Another origin is still refused.
+    let page = client
+        .get(format!("{base}/ui/login"))
+        .send()
+        .expect("login page");
+    let csrf = common::pages::csrf_of(&page.text().expect("html"));
+    let forged = client
+        .post(format!("{base}/ui/login"))
+        .header("Origin", "https://evil.example")
+        .form(&[("csrf", csrf.as_str()), ("key", common::ADMIN)])
+        .send()
+        .expect("forged");
+    assert_eq!(forged.status(), 403);
+}
+
+#[test]
 fn files_are_reread_new_connections_get_the_new_pair_and_a_bad_pair_is_ignored() {
     let ca = TestCa::new("vsl files CA");
     let (app, files) = files_app(&ca, "");
