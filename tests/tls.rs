@@ -5,7 +5,8 @@
 //! these skip, or fail with `REQUIRE_PEBBLE=1`): a certificate for the default domain that
 //! verifies against Pebble's root, no order for a made-up name, none after a restart, a real
 //! http-01 and a real tls-alpn-01 validation through a tiny DNS answerer, a renewal of a
-//! short-lived certificate. With `TEST_STORE=postgres` the certificates and the account live in
+//! short-lived certificate, a failed renewal logged and retried while the old certificate
+//! serves. With `TEST_STORE=postgres` the certificates and the account live in
 //! PostgreSQL, and two instances sharing it order once and serve the same certificate.
 
 mod common;
@@ -487,6 +488,14 @@ impl Pebble {
     }
 }
 
+impl Pebble {
+    /// Stops the authority (orders fail from now on).
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Pebble {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -748,4 +757,36 @@ fn instances_sharing_postgres_order_once_and_both_serve_it() {
         .map(|app| metric(app, &root, ISSUED).max(0.0))
         .sum();
     assert_eq!(issued, 1.0, "one order between the two instances");
+}
+
+#[test]
+fn a_failed_renewal_is_logged_retried_and_the_old_certificate_keeps_serving() {
+    let Some(mut pebble) = Pebble::start(PebbleOptions {
+        always_valid: true,
+        validity: Some(60),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let app = TestApp::binary_with(&pebble.tls_section(""), &[]);
+    let root = pebble.root();
+    let first = wait_for_certificate(&app, &root, HOST, Duration::from_secs(30));
+    pebble.stop();
+    // Due once 20 s of its 60 are left: the order fails, and is retried in a minute.
+    let started = Instant::now();
+    while !app.logged_now("certificate order failed") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no failed renewal logged"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(app.logged("retry_in_seconds=60"));
+    assert!(app.logged("the current certificate keeps serving"));
+    let served = wait_for_certificate(&app, &root, HOST, Duration::from_secs(5));
+    assert_eq!(served, first, "the old certificate keeps serving");
+    assert_eq!(
+        metric(&app, &root, "vsl_tls_orders_total{outcome=\"failed\"}"),
+        1.0
+    );
 }
