@@ -5,7 +5,8 @@
 //! these skip, or fail with `REQUIRE_PEBBLE=1`): a certificate for the default domain that
 //! verifies against Pebble's root, no order for a made-up name, none after a restart, a real
 //! http-01 and a real tls-alpn-01 validation through a tiny DNS answerer, a renewal of a
-//! short-lived certificate. With `TEST_STORE=postgres` the certificates and the account live in
+//! short-lived certificate, a failed renewal logged and retried while the old certificate
+//! serves. With `TEST_STORE=postgres` the certificates and the account live in
 //! PostgreSQL, and two instances sharing it order once and serve the same certificate.
 
 mod common;
@@ -156,6 +157,50 @@ fn files_mode_serves_https_with_http2_and_verifies_for_the_name() {
         .get(format!("http://{}/healthz", app.addr))
         .send();
     assert!(plain.is_err() || plain.is_ok_and(|r| r.status() != 200));
+}
+
+#[test]
+fn a_form_posted_over_http2_passes_the_same_origin_check() {
+    // HTTP/2 carries the host in `:authority`, not in a `Host` header: the pages' check that
+    // a form came from this site must still see it.
+    let ca = TestCa::new("vsl files CA");
+    let (app, _files) = files_app(&ca, "");
+    let client = reqwest::blocking::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).expect("root"))
+        .resolve(HOST, app.addr)
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let base = format!("https://{HOST}:{}", app.addr.port());
+    let page = client
+        .get(format!("{base}/ui/login"))
+        .send()
+        .expect("login page");
+    assert_eq!(page.version(), reqwest::Version::HTTP_2);
+    let csrf = common::pages::csrf_of(&page.text().expect("html"));
+    let signed_in = client
+        .post(format!("{base}/ui/login"))
+        .header("Origin", &base)
+        .form(&[("csrf", csrf.as_str()), ("key", common::ADMIN)])
+        .send()
+        .expect("sign in");
+    assert_ne!(signed_in.status(), 403, "the form's origin is this site");
+    // Another origin is still refused.
+    let page = client
+        .get(format!("{base}/ui/login"))
+        .send()
+        .expect("login page");
+    let csrf = common::pages::csrf_of(&page.text().expect("html"));
+    let forged = client
+        .post(format!("{base}/ui/login"))
+        .header("Origin", "https://evil.example")
+        .form(&[("csrf", csrf.as_str()), ("key", common::ADMIN)])
+        .send()
+        .expect("forged");
+    assert_eq!(forged.status(), 403);
 }
 
 #[test]
@@ -443,6 +488,14 @@ impl Pebble {
     }
 }
 
+impl Pebble {
+    /// Stops the authority (orders fail from now on).
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Pebble {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -704,4 +757,36 @@ fn instances_sharing_postgres_order_once_and_both_serve_it() {
         .map(|app| metric(app, &root, ISSUED).max(0.0))
         .sum();
     assert_eq!(issued, 1.0, "one order between the two instances");
+}
+
+#[test]
+fn a_failed_renewal_is_logged_retried_and_the_old_certificate_keeps_serving() {
+    let Some(mut pebble) = Pebble::start(PebbleOptions {
+        always_valid: true,
+        validity: Some(60),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let app = TestApp::binary_with(&pebble.tls_section(""), &[]);
+    let root = pebble.root();
+    let first = wait_for_certificate(&app, &root, HOST, Duration::from_secs(30));
+    pebble.stop();
+    // Due once 20 s of its 60 are left: the order fails, and is retried in a minute.
+    let started = Instant::now();
+    while !app.logged_now("certificate order failed") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no failed renewal logged"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(app.logged("retry_in_seconds=60"));
+    assert!(app.logged("the current certificate keeps serving"));
+    let served = wait_for_certificate(&app, &root, HOST, Duration::from_secs(5));
+    assert_eq!(served, first, "the old certificate keeps serving");
+    assert_eq!(
+        metric(&app, &root, "vsl_tls_orders_total{outcome=\"failed\"}"),
+        1.0
+    );
 }

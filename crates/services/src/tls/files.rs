@@ -14,8 +14,11 @@ use super::Expiry;
 /// How often the files are read for a change (the spec asks for 5 s at most).
 const POLL: Duration = Duration::from_secs(1);
 
+/// The files' bytes as last read (certificate, key): a change is a difference from them.
+pub type Seen = (Vec<u8>, Vec<u8>);
+
 /// Reads the pair at start: errors name the key.
-pub fn load(cert: &Path, key: &Path) -> Result<(Pair, (Vec<u8>, Vec<u8>)), String> {
+pub fn load(cert: &Path, key: &Path) -> Result<(Pair, Seen), String> {
     let chain = std::fs::read(cert)
         .map_err(|e| format!("`tls.cert`: cannot read {}: {e}", cert.display()))?;
     let key_pem =
@@ -32,7 +35,7 @@ pub async fn watch(
     host: String,
     resolver: Arc<Resolver>,
     expiry: Expiry,
-    mut seen: (Vec<u8>, Vec<u8>),
+    mut seen: Seen,
 ) {
     loop {
         tokio::time::sleep(POLL).await;

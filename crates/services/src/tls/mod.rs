@@ -70,7 +70,7 @@ pub struct Tls {
     expiry: Expiry,
     orders: Family<OutcomeLabel, Counter>,
     /// The files read at start (`files` mode), which the watcher compares against.
-    files_seen: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
+    files_seen: Mutex<Option<files::Seen>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 

@@ -191,8 +191,9 @@ fn front_service(
     Error = std::convert::Infallible,
     Future = impl Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send,
 > + Clone {
-    hyper::service::service_fn(move |request: Request<Incoming>| {
+    hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let front = front.clone();
+        host_from_authority(&mut request);
         async move {
             let mut response = front.handle(request.map(Body::new), peer).await;
             if hsts {
@@ -204,6 +205,25 @@ fn front_service(
             Ok::<_, std::convert::Infallible>(response)
         }
     })
+}
+
+/// An HTTP/2 request names its host in `:authority` and carries no `Host` header; the routes
+/// (the pages' same-origin check, the domains) read `Host`, so it is set from the authority
+/// (host and port, never user information) when absent.
+fn host_from_authority<B>(request: &mut Request<B>) {
+    if request.headers().contains_key(header::HOST) {
+        return;
+    }
+    let Some(authority) = request.uri().authority() else {
+        return;
+    };
+    let host = match authority.port() {
+        Some(port) => format!("{}:{port}", authority.host()),
+        None => authority.host().to_string(),
+    };
+    if let Ok(host) = HeaderValue::from_str(&host) {
+        request.headers_mut().insert(header::HOST, host);
+    }
 }
 
 /// One HTTPS connection: the handshake (a tls-alpn-01 validation ends there), then HTTP/2 or
@@ -338,7 +358,23 @@ fn plain(status: StatusCode, body: String) -> Response<Body> {
 
 #[cfg(test)]
 mod tests {
-    use super::host_only;
+    use super::{host_from_authority, host_only};
+    use axum::http::{header, Request};
+
+    #[test]
+    fn http2_requests_get_a_host_header_from_their_authority() {
+        let mut request = Request::get("https://u@go.example:8443/abc")
+            .body(())
+            .unwrap();
+        host_from_authority(&mut request);
+        assert_eq!(request.headers()[header::HOST], "go.example:8443");
+        let mut request = Request::get("https://other.example/abc")
+            .header(header::HOST, "kept.example")
+            .body(())
+            .unwrap();
+        host_from_authority(&mut request);
+        assert_eq!(request.headers()[header::HOST], "kept.example");
+    }
 
     #[test]
     fn hosts_lose_their_port() {
