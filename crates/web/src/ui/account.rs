@@ -165,6 +165,23 @@ fn render(
     )
 }
 
+/// The signed-in admin (the people and domains pages); the 403 page for anyone else.
+pub(super) fn admin(
+    state: &PageState,
+    visitor: &Visitor,
+) -> Result<std::sync::Arc<Principal>, Box<Response>> {
+    let p = signed_in(visitor)?;
+    if !p.everywhere() {
+        return Err(Box::new(message(
+            state,
+            visitor,
+            StatusCode::FORBIDDEN,
+            "msg.forbidden",
+        )));
+    }
+    Ok(p)
+}
+
 /// The notice a page shows after a change, by its `?done=` word: `(word, catalogue key)`.
 pub(super) fn notice(
     query: &std::collections::HashMap<String, String>,

@@ -10,12 +10,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{context, Value};
 
-use super::account::{signed_in, Refusal};
+use super::account::{admin, Refusal};
 use super::forms::{field, CheckedForm};
 use super::render::{message, page, see_other, Visitor};
 use super::PageState;
 use crate::domains::{DomainPatch, NewDomain};
-use crate::keys::Principal;
 use crate::web::access::blocking;
 use crate::web::domains::DomainView;
 use crate::web::error::ApiError;
@@ -66,19 +65,6 @@ fn render(state: &PageState, visitor: &Visitor, status: StatusCode, shown: Shown
             notice => shown.notice,
         },
     )
-}
-
-fn admin(state: &PageState, visitor: &Visitor) -> Result<std::sync::Arc<Principal>, Box<Response>> {
-    let p = signed_in(visitor)?;
-    if !p.everywhere() {
-        return Err(Box::new(message(
-            state,
-            visitor,
-            StatusCode::FORBIDDEN,
-            "msg.forbidden",
-        )));
-    }
-    Ok(p)
 }
 
 /// A text field: empty is none.

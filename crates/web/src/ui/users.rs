@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use minijinja::{context, Value};
 
-use super::account::{notice, signed_in, Refusal};
+use super::account::{admin, notice, Refusal};
 use super::forms::{field, CheckedForm};
 use super::render::{message, page, see_other, Visitor};
 use super::PageState;
@@ -77,19 +77,6 @@ fn render(
 }
 
 /// Signed in as an admin of the whole instance, or the response that says why not.
-fn admin(state: &PageState, visitor: &Visitor) -> Result<std::sync::Arc<Principal>, Box<Response>> {
-    let p = signed_in(visitor)?;
-    if !p.everywhere() {
-        return Err(Box::new(message(
-            state,
-            visitor,
-            StatusCode::FORBIDDEN,
-            "msg.forbidden",
-        )));
-    }
-    Ok(p)
-}
-
 /// `GET /ui/admin/users` (`?done=` after a change).
 pub async fn list(
     State(state): State<PageState>,
