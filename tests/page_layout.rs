@@ -255,6 +255,7 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
         ("teams", "/ui/teams", 1800.0),
         ("team", "/ui/teams/marketing", 2800.0),
         ("audit", "/ui/admin/audit", 5200.0),
+        ("domains", "/ui/domains", 3000.0),
     ];
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let failures = runtime.block_on(async {
