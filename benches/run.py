@@ -41,7 +41,7 @@ ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SIX_MIN = 62 ** 5  # the first 6-character code number
 # The groups of rows `--rows` can pick from.
 ROWS = ("hot", "cycling", "zipf", "uniform", "check", "options", "capped", "unknown", "job", "backup",
-        "accounts", "plans", "create", "disk", "crash", "tls")
+        "accounts", "plans", "create", "domains", "disk", "crash", "tls")
 
 
 def log(text):
@@ -475,6 +475,10 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
         peak.label = "create"
         ours = create_rows(args, ours, duration, rows, servers, start_ours, rss_ends)
 
+    if "domains" in args.rows:
+        peak.label = "domains"
+        domains_row(args, ours, bare, tmp, duration, warmup, rows)
+
     rss_after = max(rss_ends + [rss_mb(ours.proc.pid)])
     if "crash" in args.rows:
         peak.label = "kill -9"
@@ -510,6 +514,45 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
     rows.append({"row": f"seeding {links:,} links (vshortlink import)", "ours": f"{seed_secs:.1f} s",
                  "ceiling": "-", "ratio": "-", "target": "-", "p99": "-", "dropped": "-", "ok": "-"})
     return rows
+
+
+def domains_row(args, ours, bare, tmp, duration, warmup, rows):
+    """SPEC §26's cost on the redirect: 50 more domains configured through the API, one link on
+    the 25th, and its hot code asked for with that `Host`, beside the default domain's hot code
+    on the same server (the plain hot row, now that the redirect must read `Host`) and the
+    ceiling, all three in turn. Leaves the domains configured: the rows after this one route by
+    `Host` too."""
+    hosts = [f"go{i}.bench" for i in range(1, 51)]
+    for host in hosts:
+        http("POST", ours.base + "/api/v1/domains", {"host": host}, key=KEY)
+    _, body = http("POST", ours.base + "/api/v1/links",
+                   {"url": "https://example.com/on-a-domain", "domain": hosts[24]}, key=KEY)
+    custom = os.path.join(tmp, "domain_hot.txt")
+    with open(custom, "w") as f:
+        f.write(json.loads(body)["code"] + "\n")
+    plain, bare_hot = os.path.join(tmp, "hot.txt"), os.path.join(tmp, "bare_hot.txt")
+    sides = ((ours, custom, (f"Host: {hosts[24]}",)), (ours, plain, ()), (bare, bare_hot, ()))
+    for server, codes, headers in sides:
+        wrk(args, server.base, "zipf.lua", [codes], warmup, headers)
+    settle(ours)
+    dropped0 = metric(ours, "vsl_visits_dropped_total")
+    runs = [[wrk(args, server.base, "zipf.lua", [codes], duration, headers)
+             for server, codes, headers in sides] for _ in range(args.rounds)]
+    on_domain, on_default, ceiling = (mean_run([r[i] for r in runs]) for i in range(3))
+    settle(ours)
+    dropped = metric(ours, "vsl_visits_dropped_total") - dropped0
+    for row, mine, base, target, base_name in (
+            ("redirect, 50 domains: one hot code on a custom domain, against the default "
+             "domain's", on_domain, on_default, 0.95, "default domain"),
+            ("redirect, 50 domains: one hot code on the default domain", on_default, ceiling,
+             0.85, "ceiling")):
+        ratio = mine["rps"] / base["rps"] if base["rps"] else 0.0
+        rows.append({"row": row, "ours": f"{mine['rps']:,.0f}/s",
+                     "ceiling": f"{base['rps']:,.0f}/s ({base_name})", "ratio": f"{ratio:.2f}",
+                     "target": f"≥ {target:.2f}", "p99": p99_text(mine, base),
+                     "dropped": f"{dropped:,.0f}",
+                     "ok": "yes" if ratio >= target and not dropped else "NO"})
+        log(f"{row}: {rows[-1]['ours']} vs {rows[-1]['ceiling']} = {rows[-1]['ratio']}")
 
 
 def tls_rows(args, ours_bin, env, tmp, servers, duration, warmup, rows, data, peak):

@@ -3,8 +3,9 @@
 //! connections within 5 s while an open one keeps going, a bad pair ignored), the plain
 //! listener's 308 and HSTS; `acme` mode against a real Pebble (`pebble` on the PATH, else
 //! these skip, or fail with `REQUIRE_PEBBLE=1`): a certificate for the default domain that
-//! verifies against Pebble's root, no order for a made-up name, none after a restart, a real
-//! http-01 and a real tls-alpn-01 validation through a tiny DNS answerer, a renewal of a
+//! verifies against Pebble's root, no order for a made-up name, one for a domain added at run
+//! time, none after a restart, a real http-01 and a real tls-alpn-01 validation (the default
+//! domain and one added at run time) through a tiny DNS answerer, a renewal of a
 //! short-lived certificate, a failed renewal logged and retried while the old certificate
 //! serves. With `TEST_STORE=postgres` the certificates and the account live in
 //! PostgreSQL, and two instances sharing it order once and serve the same certificate.
@@ -601,6 +602,20 @@ fn metric(app: &TestApp, root: &str, line_start: &str) -> f64 {
 
 const ISSUED: &str = "vsl_tls_orders_total{outcome=\"issued\"}";
 
+/// A domain added at run time through the API (over HTTPS on the default domain).
+const ADDED: &str = "go.added.test";
+
+/// Adds `host` as a domain, as an admin would while the server runs.
+fn add_domain(app: &TestApp, root: &str, host: &str) {
+    let response = https_client(root, HOST, app.addr)
+        .post(format!("https://{HOST}:{}/api/v1/domains", app.addr.port()))
+        .bearer_auth(common::ADMIN)
+        .json(&serde_json::json!({ "host": host }))
+        .send()
+        .expect("add a domain");
+    assert_eq!(response.status(), 201, "{:?}", response.text());
+}
+
 #[test]
 fn acme_obtains_the_default_domain_ignores_made_up_names_and_keeps_it_across_restarts() {
     let Some(pebble) = Pebble::start(PebbleOptions {
@@ -643,10 +658,25 @@ fn acme_obtains_the_default_domain_ignores_made_up_names_and_keeps_it_across_res
     );
     assert!(!app.logged_now("made-up.example"));
 
-    // A restart serves the stored certificate at once, ordering nothing.
+    // A domain added while the server runs gets its own certificate: one more order.
+    add_domain(&app, &root, ADDED);
+    let added = wait_for_certificate(&app, &root, ADDED, Duration::from_secs(30));
+    assert_ne!(added, der, "its own certificate, not the default domain's");
+    assert_eq!(metric(&app, &root, ISSUED), 2.0);
+    assert!(
+        metric(
+            &app,
+            &root,
+            "vsl_tls_certificate_expiry_timestamp_seconds{host=\"go.added.test\"}"
+        ) > now
+    );
+
+    // A restart serves the stored certificates at once, ordering nothing.
     app.restart();
     let again = wait_for_certificate(&app, &root, HOST, Duration::from_secs(5));
     assert_eq!(again, der, "the stored certificate");
+    let added_again = wait_for_certificate(&app, &root, ADDED, Duration::from_secs(5));
+    assert_eq!(added_again, added, "the added domain's stored certificate");
     std::thread::sleep(Duration::from_secs(2));
     assert!(!app.logged_now("tls: certificate obtained"));
     assert_eq!(
@@ -723,6 +753,10 @@ fn acme_validates_for_real_over_tls_alpn_01() {
     let root = pebble.root();
     wait_for_certificate(&app, &root, HOST, Duration::from_secs(60));
     assert_eq!(metric(&app, &root, ISSUED), 1.0);
+    // A domain added at run time is validated the same way, for its own name.
+    add_domain(&app, &root, ADDED);
+    wait_for_certificate(&app, &root, ADDED, Duration::from_secs(60));
+    assert_eq!(metric(&app, &root, ISSUED), 2.0);
 }
 
 #[test]
