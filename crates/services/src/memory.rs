@@ -57,6 +57,11 @@ pub const ENRICHED_VISIT: u64 = 400;
 /// Per connection beyond its header buffer: hyper's write buffer, the socket's task, TLS-free
 /// framing state.
 pub const CONNECTION_EXTRA: u64 = 16 * 1024;
+/// Per connection more with `[tls]` on: rustls's connection state and its record buffers.
+/// Measured at 9.6 KiB an idle kept-alive connection after one request (RSS over 2,000 of
+/// them, TLS against plain, release build); a whole 16 KiB record being read in is the
+/// most a connection holds between requests, so the bound counts that.
+pub const TLS_CONNECTION_EXTRA: u64 = 16 * 1024;
 /// What sled 0.34 really holds per byte of its `cache_capacity`: the capacity counts nodes'
 /// serialized sizes (rounded up to a power of two), while in memory they are larger and
 /// superseded versions wait for epoch-based reclamation under writes. Measured at 1 M links
@@ -155,7 +160,8 @@ pub struct Bounds {
     pub base: u64,
     /// The code filter's Bloom bits (sled; PostgreSQL keeps none).
     pub code_filter: u64,
-    /// `server.max_connections` × (`server.max_header_bytes` + [`CONNECTION_EXTRA`]).
+    /// `server.max_connections` × (`server.max_header_bytes` + [`CONNECTION_EXTRA`], and
+    /// [`TLS_CONNECTION_EXTRA`] with `[tls]` on).
     pub connections: u64,
     /// sled's page table ([`SLED_PAGE_TABLE`]; 0 on PostgreSQL).
     pub sled_pages: u64,
@@ -223,8 +229,15 @@ impl Bounds {
         } else {
             0
         };
+        let tls_extra = if config.tls.on() {
+            TLS_CONNECTION_EXTRA
+        } else {
+            0
+        };
         let connections = (config.server.max_connections as u64).saturating_mul(
-            (config.server.max_header_bytes as u64).saturating_add(CONNECTION_EXTRA),
+            (config.server.max_header_bytes as u64)
+                .saturating_add(CONNECTION_EXTRA)
+                .saturating_add(tls_extra),
         );
         let sled_pages = if sled {
             SLED_PAGE_TABLE.min(budget / 100 * SLED_PAGE_TABLE_PERCENT)
@@ -245,11 +258,16 @@ impl Bounds {
                 "`memory.budget`: at least {needed} MB for this configuration (fixed reserve {} \
                  MB + code filter {} MB (codes.filter_capacity, codes.filter_fp_rate) + \
                  connection buffers {} MB (server.max_connections × (server.max_header_bytes \
-                 + 16 KiB)) + sled's page table {} MB + password checks {} MB + {} MB for \
+                 + 16 KiB{})) + sled's page table {} MB + password checks {} MB + {} MB for \
                  caches and queues)",
                 mb(BASE),
                 mb(code_filter),
                 mb(connections),
+                if tls_extra > 0 {
+                    " + 16 KiB for TLS"
+                } else {
+                    ""
+                },
                 mb(sled_pages),
                 mb(password_check_bytes),
                 mb(MIN_REST)
@@ -470,6 +488,11 @@ mod tests {
         assert_eq!(b.budget, 256 * MIB);
         assert_eq!(b.code_filter, 11_981_323, "10 M codes at 1 %");
         assert_eq!(b.connections, 1000 * (16_384 + 16_384));
+        // With TLS on, each connection also counts rustls's buffers.
+        let tls =
+            bounds("[tls]\nmode = \"files\"\ncert = \"c.pem\"\nkey = \"k.pem\"").expect("tls");
+        assert_eq!(tls.connections, 1000 * (16_384 + 16_384 + 16_384));
+        assert!(tls.redirect_cache < b.redirect_cache);
         assert_eq!(b.sled_pages, SLED_PAGE_TABLE);
         assert!(b.sled_cache > 24 * MIB && b.headroom > 5 * MIB, "{b:?}");
         assert!(b.writer_visits >= 18_000, "{b:?}");
