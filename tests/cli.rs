@@ -198,7 +198,11 @@ fn create_takes_a_domain_through_a_server_and_offline() {
         ],
     );
     assert!(!refused.status.success());
-    assert!(text(&refused.stderr).contains("400"), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("400"),
+        "{}",
+        text(&refused.stderr)
+    );
     assert!(app.terminate().success());
 
     let taken = vsl(
@@ -213,10 +217,21 @@ fn create_takes_a_domain_through_a_server_and_offline() {
         ],
     );
     assert!(!taken.status.success(), "srv is taken on go.c.com");
-    assert!(text(&taken.stderr).contains("already taken"), "{}", text(&taken.stderr));
+    assert!(
+        text(&taken.stderr).contains("already taken"),
+        "{}",
+        text(&taken.stderr)
+    );
     let off = json_out(&vsl(
         &config,
-        &["create", "https://example.com/off", "--code", "off", "--domain", "go.c.com"],
+        &[
+            "create",
+            "https://example.com/off",
+            "--code",
+            "off",
+            "--domain",
+            "go.c.com",
+        ],
     ));
     assert_eq!(off["created"], true);
     assert_eq!(off["domain"], "go.c.com");
@@ -230,10 +245,19 @@ fn create_takes_a_domain_through_a_server_and_offline() {
     assert_eq!(home["short_url"], "http://sl.test/off");
     let refused = vsl(
         &config,
-        &["create", "https://example.com/x", "--domain", "nope.example"],
+        &[
+            "create",
+            "https://example.com/x",
+            "--domain",
+            "nope.example",
+        ],
     );
     assert!(!refused.status.success());
-    assert!(text(&refused.stderr).contains("domain"), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("domain"),
+        "{}",
+        text(&refused.stderr)
+    );
 }
 
 /// On PostgreSQL, `check` verifies what the database's constraints do not: no pooled code is

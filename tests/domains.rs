@@ -922,9 +922,11 @@ fn the_list_of_links_filters_by_domain() {
     add_domain(&app, json!({"host": "go.l.com"}));
     add_domain(&app, json!({"host": "go.m.com"}));
     let home = app.create(json!({"url": "https://l.example/home", "code": "lst"}));
-    let on_l = app.create(json!({"url": "https://l.example/on-l", "code": "lst", "domain": "go.l.com"}));
+    let on_l =
+        app.create(json!({"url": "https://l.example/on-l", "code": "lst", "domain": "go.l.com"}));
     let other_l = app.create(json!({"url": "https://l.example/other", "domain": "go.l.com"}));
-    let on_m = app.create(json!({"url": "https://l.example/on-m", "code": "lst", "domain": "go.m.com"}));
+    let on_m =
+        app.create(json!({"url": "https://l.example/on-m", "code": "lst", "domain": "go.m.com"}));
     let ids = |path: &str| -> Vec<Value> {
         app.api_get(path, ADMIN)["items"]
             .as_array()
@@ -942,8 +944,14 @@ fn the_list_of_links_filters_by_domain() {
         ids("/api/v1/links?domain=GO.L.com."),
         vec![on_l["id"].clone(), other_l["id"].clone()]
     );
-    assert_eq!(ids("/api/v1/links?domain=go.m.com"), vec![on_m["id"].clone()]);
-    assert_eq!(ids("/api/v1/links?domain=sl.test"), vec![home["id"].clone()]);
+    assert_eq!(
+        ids("/api/v1/links?domain=go.m.com"),
+        vec![on_m["id"].clone()]
+    );
+    assert_eq!(
+        ids("/api/v1/links?domain=sl.test"),
+        vec![home["id"].clone()]
+    );
     assert_eq!(ids("/api/v1/links").len(), 4, "no filter: every domain");
     assert_eq!(ids("/api/v1/links?domain="), ids("/api/v1/links"));
     // With the other filters, and paged.
@@ -955,7 +963,9 @@ fn the_list_of_links_filters_by_domain() {
     assert_eq!(first["items"][0]["id"], on_l["id"]);
     let cursor = first["next_cursor"].as_str().expect("a next page");
     assert_eq!(
-        ids(&format!("/api/v1/links?domain=go.l.com&limit=1&cursor={cursor}")),
+        ids(&format!(
+            "/api/v1/links?domain=go.l.com&limit=1&cursor={cursor}"
+        )),
         vec![other_l["id"].clone()]
     );
     let bad = problem(
@@ -978,7 +988,10 @@ fn the_list_of_links_filters_by_domain() {
     let html = admin.html("/ui/links?domain=go.m.com", 200);
     assert!(html.contains("l.example&#x2f;on-m"), "{html}");
     assert!(!html.contains("l.example&#x2f;on-l"), "{html}");
-    assert!(html.contains("<option selected>go.m.com</option>"), "{html}");
+    assert!(
+        html.contains("<option selected>go.m.com</option>"),
+        "{html}"
+    );
 }
 
 /// The add form takes the two well-known files as JSON; text that is not JSON is refused
@@ -995,7 +1008,10 @@ fn the_domain_forms_take_well_known_json_and_name_a_bad_one() {
         "/ui/domains",
         &[
             ("host", "go.j.com"),
-            ("apple_app_site_association", "{\"applinks\": {\"details\": []}}"),
+            (
+                "apple_app_site_association",
+                "{\"applinks\": {\"details\": []}}",
+            ),
             ("assetlinks", "{not json"),
         ],
     );
@@ -1003,24 +1019,36 @@ fn the_domain_forms_take_well_known_json_and_name_a_bad_one() {
     let body = r.text().expect("body");
     assert!(body.contains("id=\"assetlinks-error\""), "{body}");
     assert!(body.contains("This is not JSON."), "{body}");
-    assert!(body.contains("{not json</textarea>"), "what was typed is kept: {body}");
+    assert!(
+        body.contains("{not json</textarea>"),
+        "what was typed is kept: {body}"
+    );
     assert!(!body.contains("id=\"apple_app_site_association-error\""));
     assert_eq!(domain_hosts(&app).len(), 1, "nothing written");
     let r = admin.post_form(
         "/ui/domains",
         &[
             ("host", "go.j.com"),
-            ("apple_app_site_association", "{\"applinks\": {\"details\": []}}"),
+            (
+                "apple_app_site_association",
+                "{\"applinks\": {\"details\": []}}",
+            ),
             ("assetlinks", "[{\"relation\": [\"x\"]}]"),
         ],
     );
     assert_eq!(r.status(), 303);
     let made = app.api_get("/api/v1/domains/go.j.com", ADMIN);
-    assert_eq!(made["apple_app_site_association"], json!({"applinks": {"details": []}}));
+    assert_eq!(
+        made["apple_app_site_association"],
+        json!({"applinks": {"details": []}})
+    );
     assert_eq!(made["assetlinks"], json!([{"relation": ["x"]}]));
     let served = visit(&app, "go.j.com", "/.well-known/assetlinks.json", true);
     assert_eq!(served.status(), 200);
-    assert_eq!(served.json::<Value>().expect("json"), json!([{"relation": ["x"]}]));
+    assert_eq!(
+        served.json::<Value>().expect("json"),
+        json!([{"relation": ["x"]}])
+    );
 
     // The edit form: a bad file is named under its field, the form open, nothing changed.
     let r = admin.post_form(
@@ -1047,7 +1075,10 @@ fn the_domain_forms_take_well_known_json_and_name_a_bad_one() {
     // In Chinese too.
     let r = admin.get("/ui/lang?set=zh-CN&back=%2Fui%2Fdomains");
     assert!(r.status().is_redirection());
-    let r = admin.post_form("/ui/domains", &[("host", "go.k.com"), ("assetlinks", "nope")]);
+    let r = admin.post_form(
+        "/ui/domains",
+        &[("host", "go.k.com"), ("assetlinks", "nope")],
+    );
     assert_eq!(r.status(), 400);
     assert!(r.text().expect("body").contains("这不是有效的 JSON。"));
 }

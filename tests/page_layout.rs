@@ -46,7 +46,11 @@ async fn clipped_selects(c: &Client) -> Vec<String> {
         .expect("selects");
     found
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 

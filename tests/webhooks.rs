@@ -667,8 +667,16 @@ fn events_name_the_domain_of_their_link() {
         review_of("/api/v1/links/same?domain=go.w.com")["review"]["verdict"],
         "blocked"
     );
-    assert_eq!(review_of("/api/v1/links/same")["review"], Value::Null, "not the other link");
-    assert_eq!(on("sl.test").status(), 302, "the default domain's link still redirects");
+    assert_eq!(
+        review_of("/api/v1/links/same")["review"],
+        Value::Null,
+        "not the other link"
+    );
+    assert_eq!(
+        on("sl.test").status(),
+        302,
+        "the default domain's link still redirects"
+    );
 }
 
 #[test]

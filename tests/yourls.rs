@@ -285,13 +285,20 @@ fn only_the_default_domains_links_are_seen() {
     assert_eq!(status, 200, "{body}");
     let links = body["links"].as_object().expect("links");
     assert_eq!(links.len(), 1, "{body}");
-    assert_eq!(body["links"]["link_1"]["shorturl"], format!("{BASE_URL}/both"));
+    assert_eq!(
+        body["links"]["link_1"]["shorturl"],
+        format!("{BASE_URL}/both")
+    );
     assert_eq!(body["stats"]["total_links"], 1);
     let (_, body) = call(
         &app,
         &[("action", "stats"), ("filter", "rand"), ("limit", "10")],
     );
-    assert_eq!(body["links"].as_object().map(|o| o.len()), Some(1), "{body}");
+    assert_eq!(
+        body["links"].as_object().map(|o| o.len()),
+        Some(1),
+        "{body}"
+    );
     let (_, body) = call(&app, &[("action", "db-stats")]);
     assert_eq!(body["db-stats"]["total_links"], 1, "{body}");
 

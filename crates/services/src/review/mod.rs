@@ -392,7 +392,12 @@ impl Reviews {
             })
             .inc();
         if let Some(tell) = self.told.get() {
-            tell(&kept, named.as_ref().map(|(code, domain)| (code.as_str(), *domain)));
+            tell(
+                &kept,
+                named
+                    .as_ref()
+                    .map(|(code, domain)| (code.as_str(), *domain)),
+            );
         }
         Ok(kept)
     }

@@ -127,9 +127,9 @@ fn json_field(
 ) -> Result<Option<serde_json::Value>, ApiError> {
     match text(fields, name) {
         None => Ok(None),
-        Some(raw) => serde_json::from_str(&raw)
-            .map(Some)
-            .map_err(|e| ApiError::bad_request("invalid_json", name, format!("`{name}` is not JSON: {e}"))),
+        Some(raw) => serde_json::from_str(&raw).map(Some).map_err(|e| {
+            ApiError::bad_request("invalid_json", name, format!("`{name}` is not JSON: {e}"))
+        }),
     }
 }
 
