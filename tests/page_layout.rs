@@ -178,6 +178,10 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
                 if height > *tallest {
                     failures.push(format!("{lang} {name}: {height} px tall, more than {tallest}"));
                 }
+                for select in clipped_selects(&c).await {
+                    eprintln!("{lang:5} {name:9} a select cut: {select}");
+                    failures.push(format!("{lang} {name}: a select's text is cut: {select}"));
+                }
             }
         }
         c.close().await.expect("close");
