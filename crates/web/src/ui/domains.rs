@@ -47,9 +47,9 @@ struct Shown {
     /// The add form's errors by field; a row's: `row.<host>` for the row, `row.<host>.<field>`
     /// for one of its edit form's fields.
     errors: BTreeMap<String, &'static str>,
-    /// What was posted, shown again: the add form's by field; a row's under `row.<host>`, by
-    /// field.
+    /// The add form as posted, by field, shown again after a refusal.
     form: BTreeMap<String, String>,
+    /// A refused edit form as posted: by host, then by field.
     rows: BTreeMap<String, BTreeMap<String, String>>,
     notice: Option<&'static str>,
 }
