@@ -180,11 +180,14 @@ pub struct CreateArgs {
     pub length: Option<u8>,
     pub ttl: Option<i64>,
     pub space: Option<String>,
+    /// A configured domain's host (SPEC §26); `None`: the default domain.
+    pub domain: Option<String>,
 }
 
 fn link_json(links: &Links, link: &Link, created: Option<bool>) -> Value {
     let mut v = json!({
         "code": link.code,
+        "domain": links.domain_of(link),
         "short_url": links.short_url_of(link),
         "url": link.url,
         "space": link.space,
@@ -222,13 +225,14 @@ pub fn create(config: &Config, target: &Target, args: CreateArgs) -> Result<Valu
         length: args.length,
         ttl: args.ttl,
         space: args.space,
+        domain: args.domain,
         ..CreateLink::default()
     };
     match target {
         Target::Server { url, key } => {
             let body = json!({
                 "url": req.url, "code": req.code, "length": req.length,
-                "ttl": req.ttl, "space": req.space,
+                "ttl": req.ttl, "space": req.space, "domain": req.domain,
             });
             let body: serde_json::Map<String, Value> = body
                 .as_object()

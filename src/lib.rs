@@ -512,12 +512,14 @@ impl Told {
         };
         if webhooks.wants(webhooks::events::EventKind::Lead) {
             let told = webhooks.clone();
+            let links = links.clone();
             leads.on_lead(Arc::new(move |lead| {
+                let domain = links.domain_of_id(lead.link_id);
                 told.tell(webhooks::events::Event::of_link(
                     webhooks::events::EventKind::Lead,
                     lead.link_id,
                     lead.at,
-                    webhooks::events::lead_data(lead),
+                    webhooks::events::lead_data(lead, domain.as_deref()),
                 ))
             }));
         }
@@ -769,18 +771,34 @@ fn wire_webhooks(
     }));
     if webhooks.wants(EventKind::Visit) {
         let told = webhooks.clone();
+        let links = links.clone();
         recorder.on_written(Arc::new(move |visits| {
-            told.tell_visits(visits.iter().map(|v| events::visit_data(&v.visit)));
+            // A batch names few links many times: each link's domain is found once (nothing
+            // is read while the default domain is the only one).
+            let mut hosts: std::collections::HashMap<u64, Option<String>> =
+                std::collections::HashMap::new();
+            told.tell_visits(visits.iter().map(|v| {
+                let host = hosts
+                    .entry(v.visit.link_id)
+                    .or_insert_with(|| links.domain_of_id(v.visit.link_id));
+                events::visit_data(&v.visit, host.as_deref())
+            }));
         }));
     }
     if webhooks.wants(EventKind::Review) {
         let told = webhooks.clone();
-        reviews.on_verdict(Arc::new(move |review, code| {
+        let domains = links.domains().clone();
+        reviews.on_verdict(Arc::new(move |review, named| {
+            let host = named.map(|(_, id)| {
+                domains
+                    .host_of(id)
+                    .unwrap_or_else(|| domains.default_host().to_string())
+            });
             told.tell(Event::of_link(
                 EventKind::Review,
                 review.link_id,
                 review.at,
-                events::review_data(review, code),
+                events::review_data(review, named.map(|(code, _)| code), host.as_deref()),
             ))
         }));
     }

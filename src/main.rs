@@ -137,6 +137,9 @@ enum Command {
         ttl: Option<i64>,
         #[arg(long)]
         space: Option<String>,
+        /// The host of a configured domain the link goes on (default: the default domain).
+        #[arg(long)]
+        domain: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -329,6 +332,7 @@ fn main() -> ExitCode {
             length,
             ttl,
             space,
+            domain,
             remote,
         }) => {
             let args = vshortlink::commands::CreateArgs {
@@ -337,6 +341,7 @@ fn main() -> ExitCode {
                 length,
                 ttl,
                 space,
+                domain,
             };
             return print(vshortlink::commands::create(
                 &config,

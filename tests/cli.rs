@@ -153,6 +153,113 @@ fn create_and_stats_through_a_running_server() {
     assert!(text(&out.stderr).contains("in use by a running vshortlink server"));
 }
 
+/// `create --domain HOST` (SPEC §26) through a running server and offline against its stopped
+/// store: the link goes on that domain (its short URL on the domain's host), the same code
+/// stays free on the default domain, and a host no domain has is refused naming `domain`.
+#[test]
+fn create_takes_a_domain_through_a_server_and_offline() {
+    let mut app = TestApp::binary();
+    let added = app
+        .req(reqwest::Method::POST, "/api/v1/domains", Some(ADMIN))
+        .json(&serde_json::json!({"host": "go.c.com"}))
+        .send()
+        .expect("add domain");
+    assert_eq!(added.status(), 201);
+    let server = format!("http://{}", app.addr);
+    let config = app.config_path();
+    let made = json_out(&vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/srv",
+            "--code",
+            "srv",
+            "--domain",
+            "go.c.com",
+            "--server",
+            &server,
+            "--key",
+            ADMIN,
+        ],
+    ));
+    assert_eq!(made["domain"], "go.c.com");
+    assert_eq!(made["short_url"], "http://go.c.com/srv");
+    let refused = vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/x",
+            "--domain",
+            "nope.example",
+            "--server",
+            &server,
+            "--key",
+            ADMIN,
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("400"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(app.terminate().success());
+
+    let taken = vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/off",
+            "--code",
+            "srv",
+            "--domain",
+            "GO.C.com",
+        ],
+    );
+    assert!(!taken.status.success(), "srv is taken on go.c.com");
+    assert!(
+        text(&taken.stderr).contains("already taken"),
+        "{}",
+        text(&taken.stderr)
+    );
+    let off = json_out(&vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/off",
+            "--code",
+            "off",
+            "--domain",
+            "go.c.com",
+        ],
+    ));
+    assert_eq!(off["created"], true);
+    assert_eq!(off["domain"], "go.c.com");
+    assert_eq!(off["short_url"], "http://go.c.com/off");
+    let home = json_out(&vsl(
+        &config,
+        &["create", "https://example.com/home", "--code", "off"],
+    ));
+    assert_eq!(home["created"], true, "the same code on the default domain");
+    assert_eq!(home["domain"], "sl.test");
+    assert_eq!(home["short_url"], "http://sl.test/off");
+    let refused = vsl(
+        &config,
+        &[
+            "create",
+            "https://example.com/x",
+            "--domain",
+            "nope.example",
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("domain"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
 /// On PostgreSQL, `check` verifies what the database's constraints do not: no pooled code is
 /// owned by a link, link id segments and the id sequences are past every id, the status
 /// counters match the rows. A clean database passes (exit 0); planted faults are each named

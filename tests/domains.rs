@@ -911,3 +911,174 @@ fn a_backup_carries_domains_and_a_restore_serves_links_on_them() {
         "https://r.example/404"
     );
 }
+
+/// `GET /api/v1/links?domain=HOST` lists that domain's links only (a host no domain has: 400
+/// naming `domain`, as the list's other filters refuse a bad value), alone or with the other
+/// filters; the links page filters by domain the same way.
+#[test]
+fn the_list_of_links_filters_by_domain() {
+    use common::pages::PageClient;
+    let app = TestApp::binary();
+    add_domain(&app, json!({"host": "go.l.com"}));
+    add_domain(&app, json!({"host": "go.m.com"}));
+    let home = app.create(json!({"url": "https://l.example/home", "code": "lst"}));
+    let on_l =
+        app.create(json!({"url": "https://l.example/on-l", "code": "lst", "domain": "go.l.com"}));
+    let other_l = app.create(json!({"url": "https://l.example/other", "domain": "go.l.com"}));
+    let on_m =
+        app.create(json!({"url": "https://l.example/on-m", "code": "lst", "domain": "go.m.com"}));
+    let ids = |path: &str| -> Vec<Value> {
+        app.api_get(path, ADMIN)["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|l| l["id"].clone())
+            .collect()
+    };
+    assert_eq!(
+        ids("/api/v1/links?domain=go.l.com"),
+        vec![on_l["id"].clone(), other_l["id"].clone()]
+    );
+    // Any case, a trailing dot: the same host.
+    assert_eq!(
+        ids("/api/v1/links?domain=GO.L.com."),
+        vec![on_l["id"].clone(), other_l["id"].clone()]
+    );
+    assert_eq!(
+        ids("/api/v1/links?domain=go.m.com"),
+        vec![on_m["id"].clone()]
+    );
+    assert_eq!(
+        ids("/api/v1/links?domain=sl.test"),
+        vec![home["id"].clone()]
+    );
+    assert_eq!(ids("/api/v1/links").len(), 4, "no filter: every domain");
+    assert_eq!(ids("/api/v1/links?domain="), ids("/api/v1/links"));
+    // With the other filters, and paged.
+    assert_eq!(
+        ids("/api/v1/links?domain=go.l.com&q=on-l"),
+        vec![on_l["id"].clone()]
+    );
+    let first = app.api_get("/api/v1/links?domain=go.l.com&limit=1", ADMIN);
+    assert_eq!(first["items"][0]["id"], on_l["id"]);
+    let cursor = first["next_cursor"].as_str().expect("a next page");
+    assert_eq!(
+        ids(&format!(
+            "/api/v1/links?domain=go.l.com&limit=1&cursor={cursor}"
+        )),
+        vec![other_l["id"].clone()]
+    );
+    let bad = problem(
+        send(&app, Method::GET, "/api/v1/links?domain=nope.example", None),
+        400,
+    );
+    assert_eq!(bad["field"], "domain");
+    assert_eq!(bad["code"], "invalid_query");
+    // The OpenAPI document names the filter.
+    let doc = app.api_get("/api/v1/openapi.json", ADMIN);
+    let params = doc["paths"]["/api/v1/links"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters");
+    assert!(params.iter().any(|p| p["name"] == "domain"), "{params:?}");
+
+    // The page: a domain select beside the other filters.
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/links", 200);
+    assert!(html.contains("id=\"f-domain\""), "{html}");
+    let html = admin.html("/ui/links?domain=go.m.com", 200);
+    assert!(html.contains("l.example&#x2f;on-m"), "{html}");
+    assert!(!html.contains("l.example&#x2f;on-l"), "{html}");
+    assert!(
+        html.contains("<option selected>go.m.com</option>"),
+        "{html}"
+    );
+}
+
+/// The add form takes the two well-known files as JSON; text that is not JSON is refused
+/// under its field with what was typed kept, nothing written; the edit form does the same.
+#[test]
+fn the_domain_forms_take_well_known_json_and_name_a_bad_one() {
+    use common::pages::PageClient;
+    let app = TestApp::binary();
+    let admin = PageClient::signed_in(&app, ADMIN);
+    let html = admin.html("/ui/domains", 200);
+    assert!(html.contains("id=\"apple_app_site_association\""));
+    assert!(html.contains("id=\"assetlinks\""));
+    let r = admin.post_form(
+        "/ui/domains",
+        &[
+            ("host", "go.j.com"),
+            (
+                "apple_app_site_association",
+                "{\"applinks\": {\"details\": []}}",
+            ),
+            ("assetlinks", "{not json"),
+        ],
+    );
+    assert_eq!(r.status(), 400);
+    let body = r.text().expect("body");
+    assert!(body.contains("id=\"assetlinks-error\""), "{body}");
+    assert!(body.contains("This is not JSON."), "{body}");
+    assert!(
+        body.contains("{not json</textarea>"),
+        "what was typed is kept: {body}"
+    );
+    assert!(!body.contains("id=\"apple_app_site_association-error\""));
+    assert_eq!(domain_hosts(&app).len(), 1, "nothing written");
+    let r = admin.post_form(
+        "/ui/domains",
+        &[
+            ("host", "go.j.com"),
+            (
+                "apple_app_site_association",
+                "{\"applinks\": {\"details\": []}}",
+            ),
+            ("assetlinks", "[{\"relation\": [\"x\"]}]"),
+        ],
+    );
+    assert_eq!(r.status(), 303);
+    let made = app.api_get("/api/v1/domains/go.j.com", ADMIN);
+    assert_eq!(
+        made["apple_app_site_association"],
+        json!({"applinks": {"details": []}})
+    );
+    assert_eq!(made["assetlinks"], json!([{"relation": ["x"]}]));
+    let served = visit(&app, "go.j.com", "/.well-known/assetlinks.json", true);
+    assert_eq!(served.status(), 200);
+    assert_eq!(
+        served.json::<Value>().expect("json"),
+        json!([{"relation": ["x"]}])
+    );
+
+    // The edit form: a bad file is named under its field, the form open, nothing changed.
+    let r = admin.post_form(
+        "/ui/domains/go.j.com",
+        &[
+            ("action", "save"),
+            ("apple_app_site_association", "[1,"),
+            ("assetlinks", "[2]"),
+        ],
+    );
+    assert_eq!(r.status(), 400);
+    let body = r.text().expect("body");
+    assert!(
+        body.contains("id=\"row-go-j-com-apple_app_site_association-error\""),
+        "{body}"
+    );
+    assert!(body.contains("<details class=\"fold\" open>"), "{body}");
+    assert!(body.contains("[1,</textarea>"), "{body}");
+    assert_eq!(
+        app.api_get("/api/v1/domains/go.j.com", ADMIN)["assetlinks"],
+        json!([{"relation": ["x"]}]),
+        "nothing changed"
+    );
+    // In Chinese too.
+    let r = admin.get("/ui/lang?set=zh-CN&back=%2Fui%2Fdomains");
+    assert!(r.status().is_redirection());
+    let r = admin.post_form(
+        "/ui/domains",
+        &[("host", "go.k.com"), ("assetlinks", "nope")],
+    );
+    assert_eq!(r.status(), 400);
+    assert!(r.text().expect("body").contains("这不是有效的 JSON。"));
+}

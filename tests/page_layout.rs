@@ -33,6 +33,27 @@ async fn measure(c: &Client) -> (f64, f64, f64) {
     (n(0), n(1), n(2))
 }
 
+/// The visible `<select>`s whose chosen option's text is wider than the room the select
+/// gives it (the text is cut): each as `id: text (needs N px, has M px)`. The room is the
+/// content box less the dropdown arrow's share.
+async fn clipped_selects(c: &Client) -> Vec<String> {
+    let found = c
+        .execute(
+            "const ctx = document.createElement('canvas').getContext('2d');              const out = [];              for (const s of document.querySelectorAll('select')) {                if (s.offsetParent === null) continue;                const o = s.options[s.selectedIndex]; if (!o) continue;                const st = getComputedStyle(s); ctx.font = st.font;                const need = ctx.measureText(o.text).width;                const room = s.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight) - 16;                if (need > room) out.push(`${s.id || s.name}: ${o.text} (needs ${Math.ceil(need)} px, has ${Math.floor(room)} px)`);              }              return out;",
+            vec![],
+        )
+        .await
+        .expect("selects");
+    found
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The user agents of the busy link's visits: phones, tablets, desktops, an in-app browser, a
 /// crawler.
 const AGENTS: &[&str] = &[
@@ -156,6 +177,10 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
                 }
                 if height > *tallest {
                     failures.push(format!("{lang} {name}: {height} px tall, more than {tallest}"));
+                }
+                for select in clipped_selects(&c).await {
+                    eprintln!("{lang:5} {name:9} a select cut: {select}");
+                    failures.push(format!("{lang} {name}: a select's text is cut: {select}"));
                 }
             }
         }
@@ -298,6 +323,12 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
                     }
                     if width == PHONE && height > *tallest {
                         failures.push(format!("{lang} {name}: {height} px tall, more than {tallest}"));
+                    }
+                    for select in clipped_selects(&c).await {
+                        eprintln!("{device:7} {lang:5} {name:8} a select cut: {select}");
+                        if width == PHONE {
+                            failures.push(format!("{lang} {name}: a select's text is cut: {select}"));
+                        }
                     }
                     // The whole page in the screenshot.
                     c.issue_cmd(Cdp(

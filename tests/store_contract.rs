@@ -391,6 +391,45 @@ fn list_with_cursor_and_search(make: Make) {
         ..LinkQuery::default()
     });
     assert!(by_length.items.is_empty());
+    // By domain (SPEC §26): the same code on another domain is listed with that domain only.
+    let mut away = new_link(CodeChoice::Custom("c0".into()), "https://away.example/");
+    away.domain = 7;
+    let away = created(store.create_link(&away));
+    let codes_on = |domain: u16| -> Vec<(String, u16)> {
+        page(LinkQuery {
+            limit: 10,
+            domain: Some(domain),
+            ..LinkQuery::default()
+        })
+        .items
+        .iter()
+        .map(|l| (l.code.clone(), l.domain))
+        .collect()
+    };
+    assert_eq!(codes_on(7), [("c0".to_string(), 7)]);
+    assert_eq!(codes_on(0).len(), 4);
+    assert!(codes_on(8).is_empty());
+    let found = page(
+        LinkQuery {
+            limit: 10,
+            domain: Some(7),
+            ..LinkQuery::default()
+        }
+        .search(Some("away")),
+    );
+    assert_eq!(
+        found.items.iter().map(|l| l.id).collect::<Vec<_>>(),
+        [away.id]
+    );
+    assert_eq!(
+        page(LinkQuery {
+            limit: 10,
+            ..LinkQuery::default()
+        })
+        .items
+        .len(),
+        5
+    );
 }
 
 /// Visits: totals count every visit, listings run both ways, days count them.

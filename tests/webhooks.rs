@@ -518,6 +518,7 @@ fn every_event_arrives_signed() {
     for visit in &visits {
         assert!(visit["at"].is_string(), "{visit}");
         assert!(visit.get("ip").is_none(), "a visit's ip went out: {visit}");
+        assert_eq!(visit["domain"], "sl.test", "{visit}");
     }
 
     let leads: Vec<Value> = hits
@@ -527,6 +528,7 @@ fn every_event_arrives_signed() {
         .collect();
     assert_eq!(leads.len(), 1, "{leads:?}");
     assert_eq!(leads[0]["data"]["link_id"], form_id);
+    assert_eq!(leads[0]["data"]["domain"], "sl.test");
     assert_eq!(leads[0]["data"]["values"]["note"], "call me");
     assert!(
         leads[0]["data"]["values"]["phone"]
@@ -541,6 +543,7 @@ fn every_event_arrives_signed() {
     let verdict = body("review", &reviewed);
     assert_eq!(verdict["data"]["verdict"], "blocked");
     assert_eq!(verdict["data"]["by"], "admin");
+    assert_eq!(verdict["data"]["domain"], "sl.test");
 
     let expired = body("link.ended", &ended);
     assert_eq!(expired["data"]["url"], "https://example.com/short-lived");
@@ -550,6 +553,130 @@ fn every_event_arrives_signed() {
     wait_until(Duration::from_secs(10), "the outbox empty", || {
         metric(&app, "vsl_webhook_outbox ") == 0.0
     });
+}
+
+/// The same code on two domains (SPEC §26): every event names the domain of its link — the
+/// visits, the lead and the verdict as the `link.*` events do — and a verdict on one domain's
+/// link leaves the other's alone.
+#[test]
+fn events_name_the_domain_of_their_link() {
+    let receiver = Receiver::start(always(200));
+    let app = TestApp::start_with(&hook_toml(&receiver.url(), ALL), &[]);
+    let added = app
+        .req(Method::POST, "/api/v1/domains", Some(ADMIN))
+        .json(&json!({"host": "go.w.com"}))
+        .send()
+        .expect("add domain");
+    assert_eq!(added.status(), 201);
+    let home = app.create(json!({"url": "https://home.example/", "code": "same"}));
+    let away = app.create(json!({
+        "url": "https://away.example/",
+        "code": "same",
+        "domain": "go.w.com",
+        "form": {"fields": [{"name": "email", "label": "Email", "type": "email", "required": true}]},
+    }));
+    let (home_id, away_id) = (id_of(&home), id_of(&away));
+    let on = |host: &str| {
+        app.client
+            .get(app.url("/same"))
+            .header("Host", host)
+            .send()
+            .expect("GET")
+    };
+    app.create(json!({"url": "https://away.example/plain", "code": "plain", "domain": "go.w.com"}));
+    assert_eq!(on("sl.test").status(), 302);
+    let plain = app
+        .client
+        .get(app.url("/plain"))
+        .header("Host", "go.w.com")
+        .send()
+        .expect("GET");
+    assert_eq!(plain.status(), 302);
+    let lead = app
+        .client
+        .post(app.url("/same"))
+        .header("Host", "go.w.com")
+        .header("accept", BROWSER_ACCEPT)
+        .header("user-agent", DESKTOP)
+        .form(&[("form", "1"), ("email", "a@b.example")])
+        .send()
+        .expect("POST the form");
+    assert_eq!(lead.status(), 302, "the lead is taken");
+    let response = app
+        .req(
+            Method::POST,
+            "/api/v1/links/same/review?domain=go.w.com",
+            Some(ADMIN),
+        )
+        .json(&json!({"verdict": "blocked"}))
+        .send()
+        .expect("review");
+    assert_eq!(response.status(), 200, "override");
+
+    let hits = receiver.wait_for(Duration::from_secs(30), "visits, lead and verdict", |h| {
+        let visits = visits_of(h, "same");
+        visits.iter().any(|v| v["domain"] == "sl.test")
+            && !visits_of(h, "plain").is_empty()
+            && h.iter().any(|h| h.ok() && h.event() == "lead")
+            && !delivered(h, "review", "same").is_empty()
+    });
+    let home_visits: Vec<Value> = visits_of(&hits, "same")
+        .into_iter()
+        .filter(|v| v["domain"] == "sl.test")
+        .collect();
+    assert_eq!(home_visits.len(), 1, "{home_visits:?}");
+    for visit in visits_of(&hits, "same") {
+        assert!(
+            visit["domain"] == "sl.test" || visit["domain"] == "go.w.com",
+            "{visit}"
+        );
+    }
+    let plain = visits_of(&hits, "plain");
+    assert_eq!(plain.len(), 1, "{plain:?}");
+    assert_eq!(plain[0]["domain"], "go.w.com");
+    let lead = hits
+        .iter()
+        .find(|h| h.ok() && h.event() == "lead")
+        .map(Hit::json)
+        .expect("lead");
+    assert_eq!(lead["data"]["link_id"], away_id);
+    assert_eq!(lead["data"]["domain"], "go.w.com");
+    let verdict = delivered(&hits, "review", "same")[0].json();
+    assert_eq!(verdict["data"]["link_id"], away_id);
+    assert_eq!(verdict["data"]["domain"], "go.w.com");
+    let created: Vec<Value> = delivered(&hits, "link.created", "same")
+        .into_iter()
+        .map(Hit::json)
+        .collect();
+    assert!(created
+        .iter()
+        .any(|c| c["data"]["id"] == away_id && c["data"]["domain"] == "go.w.com"));
+    assert!(created
+        .iter()
+        .any(|c| c["data"]["id"] == home_id && c["data"]["domain"] == "sl.test"));
+
+    // The verdict blocked go.w.com/same only.
+    let review_of = |path: &str| -> Value {
+        app.req(Method::GET, path, Some(ADMIN))
+            .send()
+            .expect("GET")
+            .json()
+            .expect("json")
+    };
+    assert_eq!(
+        review_of("/api/v1/links/same?domain=go.w.com")["review"]["verdict"],
+        "blocked"
+    );
+    assert_eq!(
+        review_of("/api/v1/links/same")["review"],
+        Value::Null,
+        "not the other link"
+    );
+    assert_eq!(
+        on("sl.test").status(),
+        302,
+        "the default domain's link still redirects"
+    );
 }
 
 #[test]

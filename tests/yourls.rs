@@ -237,6 +237,87 @@ fn shorturl_expand_and_stats_in_json() {
     assert_eq!(body["version"], "1.10");
 }
 
+/// YOURLS knows one domain, the default (SPEC §26): a link on another domain is not found
+/// by `expand` or `url-stats` (by its code, its key or its short URL), and `stats` and
+/// `db-stats` count only the default domain's links; creates land on the default domain.
+#[test]
+fn only_the_default_domains_links_are_seen() {
+    let app = start();
+    let added = app
+        .req(reqwest::Method::POST, "/api/v1/domains", Some(ADMIN))
+        .json(&serde_json::json!({"host": "go.y.com"}))
+        .send()
+        .expect("add domain");
+    assert_eq!(added.status(), 201);
+    let away = app.create(serde_json::json!({
+        "url": "https://away.example/", "code": "away", "domain": "go.y.com",
+    }));
+    assert_eq!(away["domain"], "go.y.com");
+    // The same code on both domains, and one only on the other domain.
+    let home = app.create(serde_json::json!({"url": "https://home.example/", "code": "both"}));
+    app.create(serde_json::json!({
+        "url": "https://away.example/both", "code": "both", "domain": "go.y.com",
+    }));
+    assert_eq!(home["domain"], "sl.test");
+
+    for short in [
+        // The code, its key on the first domain added (`code@1`), its short URL.
+        "away",
+        "away@1",
+        "http://go.y.com/away",
+    ] {
+        let (status, body) = call(&app, &[("action", "expand"), ("shorturl", short)]);
+        assert_eq!(status, 404, "expand {short}: {body}");
+        let (status, body) = call(&app, &[("action", "url-stats"), ("shorturl", short)]);
+        assert_eq!(status, 404, "url-stats {short}: {body}");
+    }
+    let (status, body) = call(&app, &[("action", "expand"), ("shorturl", "both")]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["longurl"], "https://home.example/");
+    let (status, body) = call(&app, &[("action", "url-stats"), ("shorturl", "both")]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["link"]["url"], "https://home.example/");
+
+    let (status, body) = call(
+        &app,
+        &[("action", "stats"), ("filter", "top"), ("limit", "10")],
+    );
+    assert_eq!(status, 200, "{body}");
+    let links = body["links"].as_object().expect("links");
+    assert_eq!(links.len(), 1, "{body}");
+    assert_eq!(
+        body["links"]["link_1"]["shorturl"],
+        format!("{BASE_URL}/both")
+    );
+    assert_eq!(body["stats"]["total_links"], 1);
+    let (_, body) = call(
+        &app,
+        &[("action", "stats"), ("filter", "rand"), ("limit", "10")],
+    );
+    assert_eq!(
+        body["links"].as_object().map(|o| o.len()),
+        Some(1),
+        "{body}"
+    );
+    let (_, body) = call(&app, &[("action", "db-stats")]);
+    assert_eq!(body["db-stats"]["total_links"], 1, "{body}");
+
+    // A create is on the default domain, whatever domain has the keyword.
+    let (status, made) = call(
+        &app,
+        &[
+            ("action", "shorturl"),
+            ("url", "https://example.com/made-here"),
+            ("keyword", "away"),
+        ],
+    );
+    assert_eq!(status, 200, "{made}");
+    assert_eq!(made["shorturl"], format!("{BASE_URL}/away"));
+    let link = app.api_get("/api/v1/links/away", ADMIN);
+    assert_eq!(link["domain"], "sl.test");
+    assert_eq!(link["url"], "https://example.com/made-here");
+}
+
 #[test]
 fn every_action_in_every_format() {
     let app = start();

@@ -317,6 +317,8 @@ pub struct LinkQuery {
     pub status: Option<LinkStatus>,
     /// Code length.
     pub length: Option<u8>,
+    /// The links of one domain only ([`crate::domain`]); `None`: every domain.
+    pub domain: Option<u16>,
     /// A case-insensitive substring of the code, URL, title or one of the tags; stored
     /// lowercased (see [`LinkQuery::search`]).
     pub q: Option<String>,
@@ -338,6 +340,7 @@ impl LinkQuery {
     pub fn matches(&self, link: &Link) -> bool {
         self.space.as_ref().is_none_or(|s| *s == link.space)
             && self.status.is_none_or(|s| s == link.status)
+            && self.domain.is_none_or(|d| d == link.domain)
             && self
                 .length
                 .is_none_or(|l| usize::from(l) == link.code.len())

@@ -1155,6 +1155,22 @@ impl Links {
             .ok_or_else(|| LinkError::NotFound(code.to_string()))
     }
 
+    /// The host of the domain of the link with this id; `None` when it cannot be read. Reads
+    /// nothing while only the default domain exists (events name a link's domain this way:
+    /// visits and leads carry its id, not its domain).
+    pub fn domain_of_id(&self, id: u64) -> Option<String> {
+        if !self.domains.any_other() {
+            return Some(self.domains.default_host().to_string());
+        }
+        match self.store.link_by_id(id) {
+            Ok(link) => link.map(|link| self.domain_of(&link)),
+            Err(e) => {
+                tracing::warn!(error = %e, id, "reading a link's domain failed");
+                None
+            }
+        }
+    }
+
     /// A page of links.
     pub fn list(&self, query: &LinkQuery) -> Result<LinkPage> {
         Ok(self.store.list_links(query)?)

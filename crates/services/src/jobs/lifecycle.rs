@@ -146,7 +146,7 @@ impl Lifecycle {
                 for expired in self.store.expire_links(group, now)? {
                     // Redirects already refuse it (entries know their expiry); this frees
                     // the cache slot.
-                    self.links.invalidate(&expired.code);
+                    self.links.invalidate(&expired.key());
                     self.links
                         .tell_change(crate::links::LinkChange::Ended, &expired);
                     report.expired += 1;

@@ -2,8 +2,8 @@
 //! clicks (top, bottom), the newest, a random sample, and the totals of links and clicks; and
 //! a create that never deduplicates (YOURLS with `unique_urls = false`).
 //!
-//! A link's clicks are its visit total. These queries walk every active link (what a YOURLS
-//! table would hold) in pages, reading one counter per link: O(links) time, memory bounded by
+//! A link's clicks are its visit total. These queries walk every active link of the default
+//! domain (what a YOURLS table would hold: YOURLS knows one domain, SPEC §26) in pages, reading one counter per link: O(links) time, memory bounded by
 //! `start + limit`. Nothing here writes.
 
 use std::cmp::Reverse;
@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use rand::seq::{IteratorRandom, SliceRandom};
 
 use super::{CreateLink, LinkError, Links, Result};
-use crate::model::{Link, LinkQuery, LinkStatus, StoreError};
+use crate::model::{Link, LinkQuery, LinkStatus, StoreError, DEFAULT_DOMAIN};
 use crate::store::Created;
 
 /// Links per store page while walking the catalogue.
@@ -31,7 +31,7 @@ pub enum Ranking {
     Random,
 }
 
-/// Counts over every active link.
+/// Counts over every active link of the default domain.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
     pub links: u64,
@@ -58,8 +58,8 @@ impl Links {
         Ok(())
     }
 
-    /// Every active link of one space (all: `None`) with its clicks, in id order, read from
-    /// the store a page at a time. Ends after the first error.
+    /// Every active link of the default domain in one space (all: `None`) with its clicks,
+    /// in id order, read from the store a page at a time. Ends after the first error.
     fn active(&self, space: Option<&str>) -> impl Iterator<Item = Result<(Link, u64)>> + '_ {
         let space = space.map(str::to_string);
         let mut page = Vec::<Link>::new().into_iter();
@@ -77,6 +77,7 @@ impl Links {
             }
             match self.store.list_links(&LinkQuery {
                 space: space.clone(),
+                domain: Some(DEFAULT_DOMAIN),
                 after,
                 limit: PAGE,
                 ..LinkQuery::default()
@@ -167,7 +168,7 @@ impl Links {
         Ok((ranked.drain(..).skip(start).take(limit).collect(), totals))
     }
 
-    /// Active links of some spaces (all: `None`), and their clicks summed.
+    /// Active links of the default domain in some spaces (all: `None`), and their clicks summed.
     pub fn totals_in(&self, spaces: Option<&[String]>) -> Result<Totals> {
         let Some(spaces) = spaces else {
             return self.totals();
@@ -182,7 +183,7 @@ impl Links {
         Ok(totals)
     }
 
-    /// Active links, and their clicks summed.
+    /// Active links of the default domain, and their clicks summed.
     pub fn totals(&self) -> Result<Totals> {
         let mut totals = Totals::default();
         self.walk(|_, clicks| {

@@ -86,8 +86,8 @@ pub struct Reviews {
     told: std::sync::OnceLock<VerdictHook>,
 }
 
-/// Told of every review kept, with its link's code; must not block.
-pub type VerdictHook = Arc<dyn Fn(&Review, Option<&str>) + Send + Sync>;
+/// Told of every review kept, with its link's code and domain id; must not block.
+pub type VerdictHook = Arc<dyn Fn(&Review, Option<(&str, u16)>) + Send + Sync>;
 
 impl Reviews {
     /// The service, and the receiver of its triggers for [`Reviews::start`]. Without
@@ -361,7 +361,7 @@ impl Reviews {
     ) -> Result<Review, StoreError> {
         let store = self.store.clone();
         let links = self.links.clone();
-        let code = link.as_ref().map(|l| l.code.clone());
+        let named = link.as_ref().map(|l| (l.code.clone(), l.domain));
         let kept = tokio::task::spawn_blocking(move || {
             let kept = store.add_review(review, screenshot.as_deref())?;
             if let Some(link) = link.filter(|l| l.status == LinkStatus::Active) {
@@ -374,11 +374,13 @@ impl Reviews {
                     })),
                     ..LinkPatch::default()
                 };
-                match store.update_link(&link.code, &patch, kept.at) {
+                // By its key: the same code on another domain is another link.
+                let key = link.key();
+                match store.update_link(&key, &patch, kept.at) {
                     Ok(_) | Err(StoreError::WrongStatus(_)) | Err(StoreError::NotFound) => {}
                     Err(e) => return Err(e),
                 }
-                links.invalidate(&link.code);
+                links.invalidate(&key);
             }
             Ok(kept)
         })
@@ -390,7 +392,12 @@ impl Reviews {
             })
             .inc();
         if let Some(tell) = self.told.get() {
-            tell(&kept, code.as_deref());
+            tell(
+                &kept,
+                named
+                    .as_ref()
+                    .map(|(code, domain)| (code.as_str(), *domain)),
+            );
         }
         Ok(kept)
     }

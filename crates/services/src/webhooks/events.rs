@@ -62,11 +62,13 @@ pub fn link_data(link: &Link, short_url: &str, domain: &str) -> Value {
     })
 }
 
-/// One visit of a `visit` event.
-pub fn visit_data(visit: &Visit) -> Value {
+/// One visit of a `visit` event; `domain` is the host of the visited link's domain (a code
+/// is a link only together with its domain).
+pub fn visit_data(visit: &Visit, domain: Option<&str>) -> Value {
     json!({
         "id": visit.id,
         "code": visit.code,
+        "domain": domain,
         "at": rfc3339(visit.at),
         "referer": &*visit.referer,
         "browser": &*visit.browser,
@@ -80,8 +82,8 @@ pub fn visit_data(visit: &Visit) -> Value {
 
 /// A lead as its event carries it: what the visitor typed is personal data, sent only to
 /// webhooks that asked for `lead`.
-/// The link is named by its id, as `link.*` events carry it.
-pub fn lead_data(lead: &Lead) -> Value {
+/// The link is named by its id, as `link.*` events carry it, and by its domain's host.
+pub fn lead_data(lead: &Lead, domain: Option<&str>) -> Value {
     let values: serde_json::Map<String, Value> = lead
         .values
         .iter()
@@ -90,18 +92,20 @@ pub fn lead_data(lead: &Lead) -> Value {
     json!({
         "id": lead.id,
         "link_id": lead.link_id,
+        "domain": domain,
         "at": rfc3339(lead.at),
         "values": values,
         "consent": lead.consent,
     })
 }
 
-/// A review's verdict.
-pub fn review_data(review: &Review, code: Option<&str>) -> Value {
+/// A review's verdict; `code` and `domain` (its host) name the link when it is known.
+pub fn review_data(review: &Review, code: Option<&str>, domain: Option<&str>) -> Value {
     json!({
         "id": review.id,
         "link_id": review.link_id,
         "code": code,
+        "domain": domain,
         "at": rfc3339(review.at),
         "verdict": review.verdict.as_str(),
         "score": review.score,

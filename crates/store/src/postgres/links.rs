@@ -364,10 +364,15 @@ impl LinkStore for PgStore {
                    AND ($4::int IS NULL OR length(code) = $4)
                    AND ($5::text IS NULL OR code ILIKE $5 OR url ILIKE $5 OR title ILIKE $5
                         OR EXISTS (SELECT 1 FROM unnest(tags) AS t WHERE t ILIKE $5))
+                   AND ($7::int IS NULL OR domain = $7)
                  ORDER BY id {order} LIMIT $6"
             );
+            let domain = query.domain.map(i32::from);
             let rows = client
-                .rows(&sql, &[&after, &query.space, &status, &length, &q, &limit])
+                .rows(
+                    &sql,
+                    &[&after, &query.space, &status, &length, &q, &limit, &domain],
+                )
                 .await
                 .map_err(db_error)?;
             let items = rows

@@ -369,8 +369,8 @@ fn prefix_field(mut e: ApiError, index: usize) -> ApiError {
 }
 
 #[utoipa::path(get, path = "/api/v1/links", tag = "links", security(("api_key" = [])),
-    params(("space" = Option<String>, Query), ("status" = Option<String>, Query), ("cursor" = Option<String>, Query), ("limit" = Option<u32>, Query)),
-    responses((status = 200, description = "`{items, next_cursor}`")))]
+    params(("space" = Option<String>, Query), ("status" = Option<String>, Query), ("length" = Option<u8>, Query), ("q" = Option<String>, Query), ("domain" = Option<String>, Query, description = "Only the links of this domain (its host, SPEC §26); an unconfigured one: 400 `invalid_query` naming `domain`"), ("cursor" = Option<String>, Query), ("limit" = Option<u32>, Query)),
+    responses((status = 200, description = "`{items, next_cursor}`"), (status = 400, description = "A filter's value is not one it takes (`invalid_query`, naming the filter: `status`, `length`, `domain`, `cursor`)")))]
 pub async fn list_links(
     State(state): State<AppState>,
     caller: Caller,
@@ -402,11 +402,30 @@ pub async fn list_links(
             ApiError::bad_request("invalid_query", "length", format!("`{l}` is not a length"))
         })?),
     };
+    // A host no domain has is a bad filter value, as the other filters' are.
+    let domain = match params.get("domain").filter(|d| !d.trim().is_empty()) {
+        None => None,
+        Some(host) => Some(
+            state
+                .links
+                .domains()
+                .by_host(host)
+                .map(|d| d.id)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "invalid_query",
+                        "domain",
+                        format!("`{host}` is no configured domain"),
+                    )
+                })?,
+        ),
+    };
     let (after, limit) = page_params(&params)?;
     let query = LinkQuery {
         space,
         status,
         length,
+        domain,
         after,
         limit,
         ..LinkQuery::default()

@@ -1,7 +1,8 @@
 //! `/ui/domains` (admins of the whole instance, SPEC §26): every domain, a form to add one
-//! (host, team, the three redirects), and per domain: change its team and redirects and its
-//! well-known files, or delete it (behind a confirmation; never the default domain). A refused
-//! change is shown next to its field. The rules are the domains service's.
+//! (host, team, the three redirects, the two well-known files), and per domain: change its
+//! team and redirects and its well-known files, or delete it (behind a confirmation; never the
+//! default domain). A refused add or change is shown next to its field, with what was typed.
+//! The rules are the domains service's.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,12 +20,37 @@ use crate::web::access::blocking;
 use crate::web::domains::DomainView;
 use crate::web::error::ApiError;
 
+/// The fields of the add form, as posted.
+const ADD_FIELDS: [&str; 7] = [
+    "host",
+    "team",
+    "root_url",
+    "not_found_url",
+    "other_url",
+    "apple_app_site_association",
+    "assetlinks",
+];
+
+/// The fields of a domain's edit form, as posted.
+const EDIT_FIELDS: [&str; 6] = [
+    "team",
+    "root_url",
+    "not_found_url",
+    "other_url",
+    "apple_app_site_association",
+    "assetlinks",
+];
+
 /// What the page shows besides the domains.
 #[derive(Default)]
 struct Shown {
-    /// The add form's errors by field, and a row's (`row.<host>`).
+    /// The add form's errors by field; a row's: `row.<host>` for the row, `row.<host>.<field>`
+    /// for one of its edit form's fields.
     errors: BTreeMap<String, &'static str>,
+    /// The add form as posted, by field, shown again after a refusal.
     form: BTreeMap<String, String>,
+    /// A refused edit form as posted: by host, then by field.
+    rows: BTreeMap<String, BTreeMap<String, String>>,
     notice: Option<&'static str>,
 }
 
@@ -41,9 +67,29 @@ fn render(state: &PageState, visitor: &Visitor, status: StatusCode, shown: Shown
                     .and_then(|v| serde_json::to_string_pretty(v).ok())
                     .unwrap_or_default()
             };
+            // A refused edit shows what was typed, not what is stored.
+            let posted = shown.rows.get(&d.host);
+            let again = |name: &str, stored: String| match posted {
+                Some(fields) => fields.get(name).cloned().unwrap_or_default(),
+                None => stored,
+            };
+            let urls: BTreeMap<&str, String> = ["root_url", "not_found_url", "other_url"]
+                .into_iter()
+                .map(|name| {
+                    let stored = match name {
+                        "root_url" => view.root_url.clone(),
+                        "not_found_url" => view.not_found_url.clone(),
+                        _ => view.other_url.clone(),
+                    };
+                    (name, again(name, stored.unwrap_or_default()))
+                })
+                .collect();
             context! {
-                aasa => text(&view.apple_app_site_association),
-                assetlinks => text(&view.assetlinks),
+                aasa => again("apple_app_site_association", text(&view.apple_app_site_association)),
+                assetlinks => again("assetlinks", text(&view.assetlinks)),
+                urls => urls,
+                team => again("team", view.team.clone().unwrap_or_default()),
+                open => posted.is_some(),
                 d => Value::from_serialize(view),
             }
         })
@@ -81,9 +127,9 @@ fn json_field(
 ) -> Result<Option<serde_json::Value>, ApiError> {
     match text(fields, name) {
         None => Ok(None),
-        Some(raw) => serde_json::from_str(&raw)
-            .map(Some)
-            .map_err(|_| ApiError::bad_request("invalid_json", name, "not JSON")),
+        Some(raw) => serde_json::from_str(&raw).map(Some).map_err(|e| {
+            ApiError::bad_request("invalid_json", name, format!("`{name}` is not JSON: {e}"))
+        }),
     }
 }
 
@@ -123,8 +169,9 @@ pub async fn list(
     )
 }
 
-/// `POST /ui/domains` (`host`, `team`, `root_url`, `not_found_url`, `other_url`): adds a
-/// domain.
+/// `POST /ui/domains` (`host`, `team`, `root_url`, `not_found_url`, `other_url`,
+/// `apple_app_site_association`, `assetlinks`): adds a domain; a well-known file that is not
+/// JSON is refused naming its field (`invalid_json`), nothing written.
 pub async fn create(
     State(state): State<PageState>,
     visitor: Visitor,
@@ -133,18 +180,22 @@ pub async fn create(
     if let Err(r) = admin(&state, &visitor) {
         return *r;
     }
-    let new = NewDomain {
-        host: text(&fields, "host").unwrap_or_default(),
-        team: text(&fields, "team"),
-        root_url: text(&fields, "root_url"),
-        not_found_url: text(&fields, "not_found_url"),
-        other_url: text(&fields, "other_url"),
-        apple_app_site_association: None,
-        assetlinks: None,
-    };
-    let result = match check_team(&state, new.team.as_deref()) {
+    let new = (|| {
+        let new = NewDomain {
+            host: text(&fields, "host").unwrap_or_default(),
+            team: text(&fields, "team"),
+            root_url: text(&fields, "root_url"),
+            not_found_url: text(&fields, "not_found_url"),
+            other_url: text(&fields, "other_url"),
+            apple_app_site_association: json_field(&fields, "apple_app_site_association")?,
+            assetlinks: json_field(&fields, "assetlinks")?,
+        };
+        check_team(&state, new.team.as_deref())?;
+        Ok::<_, ApiError>(new)
+    })();
+    let result = match new {
         Err(e) => Err(e),
-        Ok(()) => {
+        Ok(new) => {
             let links = state.links.clone();
             blocking(move || {
                 let now = links.now();
@@ -157,7 +208,7 @@ pub async fn create(
         Ok(_) => see_other("/ui/domains?done=created"),
         Err(e) => {
             let refusal = Refusal::of(e);
-            let form = ["host", "team", "root_url", "not_found_url", "other_url"]
+            let form = ADD_FIELDS
                 .iter()
                 .filter_map(|k| Some((k.to_string(), fields.get(*k)?.clone())))
                 .collect();
@@ -169,7 +220,7 @@ pub async fn create(
                 Shown {
                     errors: refusal.errors(""),
                     form,
-                    notice: None,
+                    ..Shown::default()
                 },
             )
         }
@@ -239,15 +290,29 @@ pub async fn change(
         Err(e) => {
             let refusal = Refusal::of(e);
             let status = refusal.status;
-            render(
-                &state,
-                &visitor,
-                status,
-                Shown {
-                    errors: BTreeMap::from([(format!("row.{host}"), refusal.code)]),
-                    ..Shown::default()
-                },
-            )
+            // A refusal of one of the edit form's fields is shown under it, the form open
+            // with what was typed; any other (a delete's) above the row.
+            let mut shown = Shown::default();
+            let host = state
+                .links
+                .domains()
+                .by_host(&host)
+                .map_or(host, |d| d.host.clone());
+            if EDIT_FIELDS.contains(&refusal.field.as_str()) {
+                shown
+                    .errors
+                    .insert(format!("row.{host}.{}", refusal.field), refusal.code);
+                shown.rows.insert(
+                    host,
+                    EDIT_FIELDS
+                        .iter()
+                        .filter_map(|k| Some((k.to_string(), fields.get(*k)?.clone())))
+                        .collect(),
+                );
+            } else {
+                shown.errors.insert(format!("row.{host}"), refusal.code);
+            }
+            render(&state, &visitor, status, shown)
         }
     }
 }

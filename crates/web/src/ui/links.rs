@@ -224,7 +224,7 @@ enum Posted<'a> {
     Options(&'a OptionsForm, &'a Fields),
 }
 
-/// `GET /ui/links?q&space&status&length&cursor`: newest first.
+/// `GET /ui/links?q&space&status&length&domain&cursor`: newest first.
 pub async fn list(
     State(state): State<PageState>,
     visitor: Visitor,
@@ -244,10 +244,13 @@ pub async fn list(
     let status = get("status").and_then(|s| LinkStatus::ALL.into_iter().find(|x| x.as_str() == s));
     let length = get("length").and_then(|l| l.parse::<u8>().ok());
     let after = get("cursor").and_then(|c| c.parse::<u64>().ok());
+    // A host no domain has is ignored, as the other filters' unknown values are.
+    let domain = get("domain").and_then(|h| state.links.domains().by_host(h));
     let link_query = LinkQuery {
         space: space.clone(),
         status,
         length,
+        domain: domain.as_ref().map(|d| d.id),
         after,
         newest_first: true,
         limit: PAGE,
@@ -284,6 +287,9 @@ pub async fn list(
             keep.push((name.to_string(), v.to_string()));
         }
     }
+    if let Some(domain) = &domain {
+        keep.push(("domain".to_string(), domain.host.clone()));
+    }
     let next_href = next.map(|n| {
         let mut q: String = keep
             .iter()
@@ -302,8 +308,9 @@ pub async fn list(
         context! {
             items => items,
             many_domains => state.links.domains().any_other(),
+            domains => state.links.domains().list().iter().map(|d| d.host.clone()).collect::<Vec<_>>(),
             filtered => !keep.is_empty(),
-            filter => ["q", "space", "status", "length"]
+            filter => ["q", "space", "status", "length", "domain"]
                 .iter()
                 .map(|k| (k.to_string(), keep.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap_or_default()))
                 .collect::<HashMap<_, _>>(),

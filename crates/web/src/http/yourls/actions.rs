@@ -301,14 +301,22 @@ fn keyword_of(state: &AppState, shorturl: &str) -> String {
     shorturl.trim().replace(&base, "")
 }
 
-/// The active link of a keyword the caller may see.
+/// The active link of a keyword the caller may see. YOURLS knows one domain, the default
+/// (SPEC §26): a keyword is a code there, never another domain's key (`code@id`).
 fn visible(
     state: &AppState,
     principal: &Principal,
     keyword: &str,
 ) -> Result<Option<Link>, LinkError> {
+    if keyword.contains(crate::model::domain::KEY_SEPARATOR) {
+        return Ok(None);
+    }
     match state.links.get(keyword) {
-        Ok(link) if link.status == LinkStatus::Active && principal.allows_space(&link.space) => {
+        Ok(link)
+            if link.status == LinkStatus::Active
+                && link.domain == crate::model::domain::DEFAULT_DOMAIN
+                && principal.allows_space(&link.space) =>
+        {
             Ok(Some(link))
         }
         Ok(_) | Err(LinkError::NotFound(_)) => Ok(None),
