@@ -262,22 +262,32 @@ pub fn create(config: &Config, target: &Target, args: CreateArgs) -> Result<Valu
 }
 
 /// `vshortlink stats [CODE]`: a link and its visit total, or the system's counts.
-pub fn stats(config: &Config, target: &Target, code: Option<&str>) -> Result<Value, BoxError> {
+pub fn stats(
+    config: &Config,
+    target: &Target,
+    code: Option<&str>,
+    domain: Option<&str>,
+) -> Result<Value, BoxError> {
     match (target, code) {
-        (Target::Server { url, key }, Some(code)) => call(
-            url,
-            key,
-            Method::GET,
-            &format!("/api/v1/links/{code}"),
-            None,
-        ),
+        (Target::Server { url, key }, Some(code)) => {
+            let on = domain
+                .map(|host| format!("?domain={}", escaped(host)))
+                .unwrap_or_default();
+            call(
+                url,
+                key,
+                Method::GET,
+                &format!("/api/v1/links/{}{on}", escaped(code)),
+                None,
+            )
+        }
         (Target::Server { url, key }, None) => call(url, key, Method::GET, "/api/v1/stats", None),
         (Target::Offline, code) => {
             let (store, links) = service(config)?;
             let result = (|| -> Result<Value, BoxError> {
                 match code {
                     Some(code) => {
-                        let link = links.get(code)?;
+                        let link = links.get(&links.domains().key_of(domain, code)?)?;
                         let totals = store.visit_totals(link.id)?;
                         let mut v = link_json(&links, &link, None);
                         if let Some(o) = v.as_object_mut() {
@@ -298,6 +308,11 @@ pub fn stats(config: &Config, target: &Target, code: Option<&str>) -> Result<Val
     }
 }
 
+/// Text for a URL's path segment or query value, every reserved character escaped.
+fn escaped(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
 /// One API call over plain HTTP/1.1 (hyper's client on a runtime of its own); the JSON body
 /// on 2xx, an error with the body otherwise.
 fn call(
@@ -315,8 +330,12 @@ fn call(
         return Err("--server has no host".into());
     }
     let prefix = target.path().trim_end_matches('/').to_string();
+    let (path, query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
     target.set_path(&format!("{prefix}{path}"));
-    target.set_query(None);
+    target.set_query(query);
     target.set_fragment(None);
     let uri: Uri = target
         .as_str()

@@ -152,6 +152,9 @@ enum Command {
     /// A link's record and visit total, or the counts of all links.
     Stats {
         code: Option<String>,
+        /// The host of the domain the code is on (default: the default domain).
+        #[arg(long, requires = "code")]
+        domain: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -354,11 +357,16 @@ fn main() -> ExitCode {
         }) => {
             return print(vshortlink::commands::user_add(&config, &email, name, admin));
         }
-        Some(Command::Stats { code, remote }) => {
+        Some(Command::Stats {
+            code,
+            domain,
+            remote,
+        }) => {
             return print(vshortlink::commands::stats(
                 &config,
                 &remote.target(),
                 code.as_deref(),
+                domain.as_deref(),
             ));
         }
         _ => {}

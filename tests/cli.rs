@@ -258,6 +258,24 @@ fn create_takes_a_domain_through_a_server_and_offline() {
         "{}",
         text(&refused.stderr)
     );
+
+    // `stats CODE --domain HOST` reads the code on that domain; without it, the default's.
+    let there = json_out(&vsl(&config, &["stats", "off", "--domain", "go.c.com"]));
+    assert_eq!(there["url"], "https://example.com/off");
+    assert_eq!(there["visits_total"], 0);
+    let here = json_out(&vsl(&config, &["stats", "off"]));
+    assert_eq!(here["url"], "https://example.com/home");
+    let unknown = vsl(&config, &["stats", "off", "--domain", "nope.example"]);
+    assert!(!unknown.status.success());
+    app.respawn();
+    let server = format!("http://{}", app.addr);
+    let remote = json_out(&vsl(
+        &config,
+        &[
+            "stats", "srv", "--domain", "go.c.com", "--server", &server, "--key", ADMIN,
+        ],
+    ));
+    assert_eq!(remote["url"], "https://example.com/srv");
 }
 
 /// On PostgreSQL, `check` verifies what the database's constraints do not: no pooled code is
