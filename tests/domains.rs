@@ -792,6 +792,13 @@ fn the_pages_add_list_and_use_domains_in_both_languages() {
     let r = admin.post_form("/ui/domains/go.p.com", &[("action", "delete")]);
     assert_eq!(r.status(), 409);
     assert!(r.text().expect("body").contains("Links are on this domain"));
+    // A domain that is not (or no longer) configured: said above the list, not lost.
+    let r = admin.post_form("/ui/domains/gone.example", &[("action", "delete")]);
+    assert_eq!(r.status(), 404);
+    assert!(r
+        .text()
+        .expect("body")
+        .contains("That domain is no longer configured"));
     // Edited: the root URL cleared.
     let r = admin.post_form(
         "/ui/domains/go.p.com",

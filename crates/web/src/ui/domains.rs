@@ -293,11 +293,11 @@ pub async fn change(
             // A refusal of one of the edit form's fields is shown under it, the form open
             // with what was typed; any other (a delete's) above the row.
             let mut shown = Shown::default();
-            let host = state
-                .links
-                .domains()
-                .by_host(&host)
-                .map_or(host, |d| d.host.clone());
+            let Some(host) = state.links.domains().by_host(&host).map(|d| d.host.clone()) else {
+                // No row to show it on (deleted meanwhile, or a made-up path): above the list.
+                shown.errors.insert("list".into(), refusal.code);
+                return render(&state, &visitor, status, shown);
+            };
             if EDIT_FIELDS.contains(&refusal.field.as_str()) {
                 shown
                     .errors
