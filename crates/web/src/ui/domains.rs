@@ -20,7 +20,7 @@ use crate::web::access::blocking;
 use crate::web::domains::DomainView;
 use crate::web::error::ApiError;
 
-/// The fields of the add form, as posted.
+/// The fields of the add form, as posted: the host, then what a domain's edit form has too.
 const ADD_FIELDS: [&str; 7] = [
     "host",
     "team",
@@ -31,15 +31,8 @@ const ADD_FIELDS: [&str; 7] = [
     "assetlinks",
 ];
 
-/// The fields of a domain's edit form, as posted.
-const EDIT_FIELDS: [&str; 6] = [
-    "team",
-    "root_url",
-    "not_found_url",
-    "other_url",
-    "apple_app_site_association",
-    "assetlinks",
-];
+/// The fields of a domain's edit form, as posted: the add form's but the host.
+const EDIT_FIELDS: &[&str] = ADD_FIELDS.split_at(1).1;
 
 /// What the page shows besides the domains.
 #[derive(Default)]
