@@ -447,6 +447,23 @@ fn a_team_domain_takes_its_team_links_and_plans_gate_domains() {
         &json!({"url": "https://acme.example/", "code": "a1", "space": "acme", "domain": "go.acme.com"}),
     );
     assert_eq!(made.status(), 201);
+    // Another space's key names the team's domain: it sees none of the team's links there,
+    // listed or addressed by code.
+    let listed = app.api_get("/api/v1/links?domain=go.acme.com", common::SPORTS);
+    assert_eq!(listed["items"], json!([]), "{listed}");
+    let r = app
+        .req(
+            Method::GET,
+            "/api/v1/links/a1?domain=go.acme.com",
+            Some(common::SPORTS),
+        )
+        .send()
+        .expect("get");
+    assert!(
+        matches!(r.status().as_u16(), 403 | 404),
+        "another space's link: {}",
+        r.status()
+    );
     let before = app.link_total();
     let refused = problem(
         app.post_json(
