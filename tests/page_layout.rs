@@ -106,6 +106,17 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
             "tags": if i % 2 == 0 { vec!["docs"] } else { vec![] },
         }));
     }
+    // A second domain with a long name: the list gets its domain filter and column.
+    let domain = app.post_json(
+        "/api/v1/domains",
+        ADMIN,
+        &serde_json::json!({"host": "go.a-rather-long-campaign-domain.example"}),
+    );
+    assert_eq!(domain.status(), 201);
+    app.create(serde_json::json!({
+        "url": "https://example.org/spring-sale",
+        "domain": "go.a-rather-long-campaign-domain.example",
+    }));
     let visits = 120;
     for n in 0..visits {
         let _ = app
@@ -131,15 +142,17 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
     let profile = tempfile::tempdir().expect("profile dir");
     let base = format!("http://{}", app.addr);
     // (page, path, the tallest it may be at 360 px in either language). The link page gets
-    // 6 screens of 844 px; the list holds 25 links.
+    // 6 screens of 844 px; the list holds 26 links, each with its domain's line.
     let pages: &[(&str, &str, f64)] = &[
         ("home", "/", 1200.0),
         ("result", "/", 1800.0),
-        ("links", "/ui/links", 5200.0),
+        ("links", "/ui/links", 6200.0),
         ("link", "/ui/links/spring?range=30d", 6.0 * 844.0),
         ("dashboard", "/ui/dashboard", 2400.0),
         ("reviews", "/ui/reviews", 1200.0),
     ];
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot dir");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let failures = runtime.block_on(async {
         let c = connect(&driver, &chrome, profile.path()).await;
@@ -181,6 +194,23 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
                 for select in clipped_selects(&c).await {
                     eprintln!("{lang:5} {name:9} a select cut: {select}");
                     failures.push(format!("{lang} {name}: a select's text is cut: {select}"));
+                }
+                if *name == "links" {
+                    // The list with a second domain (its filter and column), whole.
+                    c.issue_cmd(Cdp(
+                        "Emulation.setDeviceMetricsOverride",
+                        serde_json::json!({ "width": PHONE, "height": height.clamp(600.0, 6000.0) as u32, "deviceScaleFactor": 1, "mobile": true }),
+                    ))
+                    .await
+                    .expect("metrics");
+                    let png = c.screenshot().await.expect("screenshot");
+                    std::fs::write(shots.join(format!("layout-phone-links-domains-{lang}.png")), &png).expect("write");
+                    c.issue_cmd(Cdp(
+                        "Emulation.setDeviceMetricsOverride",
+                        serde_json::json!({ "width": PHONE, "height": 780, "deviceScaleFactor": 1, "mobile": true }),
+                    ))
+                    .await
+                    .expect("phone");
                 }
             }
         }
@@ -346,6 +376,29 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
                     .await
                     .expect("metrics");
                 }
+            }
+        }
+        // The other scheme of each device, for the newest page (still signed in).
+        for (device, width, scheme) in [("desktop", 1280u32, "dark"), ("phone", PHONE, "light")] {
+            c.issue_cmd(color_scheme(scheme)).await.expect("colour scheme");
+            for lang in ["en", "zh-CN"] {
+                c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
+                c.issue_cmd(Cdp(
+                    "Emulation.setDeviceMetricsOverride",
+                    serde_json::json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width == PHONE }),
+                ))
+                .await
+                .expect("metrics");
+                c.goto(&format!("{base}/ui/domains")).await.expect("page");
+                let (_, _, height) = measure(&c).await;
+                c.issue_cmd(Cdp(
+                    "Emulation.setDeviceMetricsOverride",
+                    serde_json::json!({ "width": width, "height": height.clamp(600.0, 6000.0) as u32, "deviceScaleFactor": 1, "mobile": width == PHONE }),
+                ))
+                .await
+                .expect("metrics");
+                let png = c.screenshot().await.expect("screenshot");
+                std::fs::write(shots.join(format!("people-{device}-{scheme}-domains-{lang}.png")), &png).expect("write");
             }
         }
         c.close().await.expect("close");
