@@ -99,10 +99,14 @@ pub mod shares {
     /// The writer's enriched visits: one write's worth gathering and one being written, each
     /// at most this share's half ([`super::ENRICHED_VISIT`] a visit).
     pub const WRITER_BATCHES: u64 = 15;
-    /// sled's per-(link, day) counters held until a fold (`visit_counts.rs`).
-    pub const HELD_COUNTS: u64 = 15;
-    /// sled's visit-index references held until a fold (`visit_index.rs`).
-    pub const HELD_INDEX: u64 = 5;
+    /// sled's per-(link, day) counters held until a fold (`visit_counts.rs`): about 28 bytes a
+    /// visit and 25 a link.
+    pub const HELD_COUNTS: u64 = 10;
+    /// sled's visit-index runs held until a fold (`visit_index.rs`): 32 bytes a link in a
+    /// write. Each share is what lets a fold come every few seconds rather than every second
+    /// under traffic over 100,000 links (each fold writes a record per link it holds): at 15
+    /// and 5 the index, with the same visits held in more bytes, folded three times as often.
+    pub const HELD_INDEX: u64 = 10;
     /// The small caches: rate-limiter keys, parsed user agents, link states, review totals.
     pub const SMALL_CACHES: u64 = 5;
     /// With a webhook configured: the events waiting for the outbox writer and the visits

@@ -115,12 +115,25 @@ impl DayDelta {
     pub(super) fn add(&mut self, new: &NewVisit) {
         let v = &new.visit;
         let hour = ((v.at % DAY_MS) / HOUR_MS) as u8;
-        add_hour(&mut self.hours, hour, 1, u64::from(v.is_bot));
-        if !v.is_bot {
-            self.uniques.insert_hash(new.client_hash);
+        let values = top_values(new).map(|(dim, value)| (dim.stored(), value));
+        self.add_one(hour, v.is_bot, new.client_hash, values);
+    }
+
+    /// Adds one visit of the day: its hour, whether a bot made it, its client's hash and its
+    /// top values (stored dimension, value).
+    pub(super) fn add_one<'a>(
+        &mut self,
+        hour: u8,
+        is_bot: bool,
+        client_hash: u64,
+        values: impl Iterator<Item = (u8, &'a Arc<str>)>,
+    ) {
+        add_hour(&mut self.hours, hour, 1, u64::from(is_bot));
+        if !is_bot {
+            self.uniques.insert_hash(client_hash);
         }
-        for (dim, value) in top_values(new) {
-            self.add_dim(dim.stored(), value, 1);
+        for (dim, value) in values {
+            self.add_dim(dim, value, 1);
         }
     }
 

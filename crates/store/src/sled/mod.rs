@@ -42,6 +42,7 @@
 
 mod accounts;
 mod check;
+mod chunked;
 mod claims;
 mod codec;
 mod domains;

@@ -1,7 +1,7 @@
 //! The per-link day counters (`visit_days`) not yet written, held in memory, and their fold.
 //!
 //! Each write of visits (about a second) adds its counts per (link, day) to [`Unwritten`];
-//! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held days, or past their bytes' bound,
+//! every [`FOLD_EVERY`] (or sooner past [`MAX_HELD`] held visits, or past their bytes' bound,
 //! `memory.budget`'s share) a fold starts, which adds them to the stored records in key order,
 //! a share at each of the writes that follow ([`FOLD_SLICE`]) while new counts gather beside it.
 //! A write whose counts could take what is held past the bytes' bound waits for the fold
@@ -28,46 +28,55 @@
 //! records' running totals; a crash between those writes and the record's own can count that
 //! day twice in the later totals.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::chunked::Chunked;
 use super::formats::{decode_day_record, link_key, table_bytes, DayDelta, FastMap};
 use super::keys::counter;
 use super::{backend, SledStore};
 use crate::model::client_hash_of;
-use crate::model::tally::referer_host;
-use crate::{NewVisit, StoreResult, Visit};
+use crate::model::tally::{referer_host, top_values};
+use crate::model::time::HOUR_MS;
+use crate::{Dimension, NewVisit, StoreResult, Visit};
 
 /// How long counts wait in memory before a fold starts. It bounds the blocks counted again
 /// when the store opens after a crash, and how much a fold writes.
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
-/// (link, day) counts held before a fold starts early (a few hundred bytes each): under
-/// traffic spread over a million links, a fold every few seconds.
-pub(super) const MAX_HELD: usize = 1 << 17;
+/// Visits held before a fold starts early, without a configured bound (about 28 MB of them):
+/// under traffic spread over a million links, a fold every few seconds.
+pub(super) const MAX_HELD: usize = 1 << 20;
 /// How long each write spends on the fold under way (at least: it also writes as many records
 /// as the write added, so that the fold keeps pace). A fold is paced over the writes that
 /// follow it rather than made at once: 131,072 records at once kept the writer from the
 /// queue for seconds, and at 80,000 redirects a second the queue overflowed.
 const FOLD_SLICE: Duration = Duration::from_millis(250);
-/// Bytes of a held (link, day) besides its counts' lists and sketch and its map slot (counted
-/// from the table, [`SLOT_BYTES`]): its key while a fold is under way, the allocator's
+/// The bound of [`super::StoreOptions::new`]: [`MAX_HELD`] visits.
+pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * TICK_BYTES;
+
+/// A link's held visits past which they are added up into one [`DayDelta`] a day: below it
+/// a visit costs a [`Tick`] (28 bytes), above it nothing more (a link's delta is a few
+/// hundred bytes, and a reader adds its ticks up each time it asks).
+const PROMOTE_AT: u32 = 32;
+/// Bytes of a held tick.
+const TICK_BYTES: usize = std::mem::size_of::<Tick>();
+/// Bytes of one slot of the map of links' newest ticks (the key, the position and count, the
+/// table's control byte). The table is counted whole, from its capacity: it is at most 7/8
+/// full, doubles when it grows, and a fold's table keeps its size until the fold ends.
+const HEAD_SLOT: usize = std::mem::size_of::<(u64, Head)>() + 1;
+/// Bytes of one slot of the map of links added up ([`Days::promoted`]).
+const PROMOTED_SLOT: usize = std::mem::size_of::<(u64, SmallVec<[(u64, DayDelta); 1]>)>() + 1;
+/// Bytes of a distinct combination of top values besides its strings: its two copies (the
+/// list and the map's key) and the map's slot.
+const COMBO_BYTES: usize = 3 * std::mem::size_of::<Combo>() + 8;
+/// Bytes of a held (link, day) added up, besides its counts' lists and sketch: the allocator's
 /// rounding of its three small lists.
 const ENTRY_BYTES: usize = 64;
-/// Bytes of one slot of the map of links (its key, its days inline, the table's control
-/// byte). The table is counted whole, from its capacity: it is at most 7/8 full, doubles when
-/// it grows, and a fold's table keeps its size until the fold ends. A heap profile (jemalloc's,
-/// 1 M links, uniform redirects, `memory.budget = "256MB"`) showed the tables at 21 MB and
-/// the counts at 40 MB against a bound of 15 MB while they were estimated per entry.
-const SLOT_BYTES: usize = std::mem::size_of::<(u64, SmallVec<[(u64, DayDelta); 1]>)>() + 1;
-/// The most bytes one new (link, day) can add before the write's counts are in: its slot
-/// (twice over while the table doubles), its lists and sketch at their first sizes.
-const NEW_DAY_BYTES: usize = 2 * SLOT_BYTES + ENTRY_BYTES + 256;
-/// The bound of [`super::StoreOptions::new`]: [`MAX_HELD`] days of a few hundred bytes.
-pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * 256;
 
-/// What a held (link, day) takes, estimated: its lists as allocated, its sketch, the entry.
-/// The dimensions' strings are shared with the visits' (nothing is counted for them).
+/// What an added-up (link, day) takes, estimated: its lists as allocated, its sketch, the
+/// entry. The dimensions' strings are shared with the combinations' (counted there).
 fn delta_bytes(delta: &DayDelta) -> usize {
     delta.hours.capacity() * std::mem::size_of::<(u8, u64, u64)>()
         + delta.dims.capacity() * std::mem::size_of::<(u8, std::sync::Arc<str>, u64)>()
@@ -75,98 +84,310 @@ fn delta_bytes(delta: &DayDelta) -> usize {
         + ENTRY_BYTES
 }
 
-/// Counts per link and day.
+/// A visit's top values, one per dimension in [`Dimension::ALL`]'s order.
+type Combo = [Option<Arc<str>>; 6];
+
+/// One held visit, as the counters take it: 28 bytes, packed.
+#[derive(Clone, Copy)]
+#[repr(C, packed(4))]
+struct Tick {
+    link_id: u64,
+    client_hash: u64,
+    /// Hours since the epoch, with [`BOT`] set for a bot; [`TAKEN`] once added up elsewhere.
+    hour: u32,
+    /// Its top values, by number ([`Days::combos`]).
+    combo: u32,
+    /// The position of the link's tick before this one, plus one (0: none).
+    prev: u32,
+}
+
+const BOT: u32 = 1 << 31;
+const TAKEN: u32 = u32::MAX;
+
+impl Tick {
+    /// The day, and the hour of the day; `None` once taken.
+    fn when(&self) -> Option<(u64, u8)> {
+        let hour = self.hour;
+        (hour != TAKEN).then(|| {
+            let hours = u64::from(hour & !BOT);
+            (hours / 24, (hours % 24) as u8)
+        })
+    }
+}
+
+/// A link's newest tick (its position plus one, 0 when none) and how many it has.
+#[derive(Clone, Copy, Default)]
+struct Head {
+    tick: u32,
+    ticks: u32,
+}
+
+/// Counts per link and day: a tick per visit for links seen a few times, one [`DayDelta`] a
+/// day for links seen more often ([`PROMOTE_AT`]). Traffic spread over many links holds a
+/// tick a visit, about 50 bytes with the link's slot; the map of one delta per (link, day)
+/// it replaced held about 450, and filled its share of the budget in under a second with
+/// 100,000 links visited, so the fold wrote a record for nearly every visit.
 #[derive(Default)]
 struct Days {
-    /// Link → its days, each with its counts.
-    links: FastMap<u64, SmallVec<[(u64, DayDelta); 1]>>,
-    /// (link, day) pairs.
+    ticks: Chunked<Tick>,
+    /// Link → its newest tick.
+    heads: FastMap<u64, Head>,
+    /// Links seen often: their counts, added up per day.
+    promoted: FastMap<u64, SmallVec<[(u64, DayDelta); 1]>>,
+    /// The distinct combinations of top values, and their numbers.
+    combos: Vec<Combo>,
+    combo_ids: FastMap<Combo, u32>,
+    /// Bytes of the combinations' strings, and of the added-up deltas.
+    combo_bytes: usize,
+    promoted_bytes: usize,
+    /// (link, day) pairs held, at least (a link's tick of a day other than its newest one's
+    /// is looked for among a few of its ticks only).
     len: usize,
-    /// Their bytes ([`delta_bytes`]), the map's table aside ([`Days::bytes`]).
-    bytes: usize,
 }
 
 impl Days {
-    /// What the days hold: their counts, and the map's table at its capacity.
+    /// What the days hold: ticks, combinations and added-up deltas, the maps' tables at their
+    /// capacity.
     fn bytes(&self) -> usize {
-        self.bytes + table_bytes(&self.links, SLOT_BYTES)
+        self.ticks.bytes()
+            + table_bytes(&self.heads, HEAD_SLOT)
+            + table_bytes(&self.promoted, PROMOTED_SLOT)
+            + table_bytes(&self.combo_ids, 1)
+            + self.combos.capacity() * std::mem::size_of::<Combo>()
+            + self.combo_bytes
+            + self.promoted_bytes
     }
 
-    /// How many (link, day) pairs of `visits` are not held here.
-    fn new_days(&self, visits: &[NewVisit]) -> usize {
-        let mut new: FastMap<(u64, u64), ()> = FastMap::default();
+    /// The most bytes the visits can add: a tick and two slots each (a table may double),
+    /// a chunk, and their new combinations.
+    fn bytes_added_at_most(&self, visits: &[NewVisit]) -> usize {
+        let mut new: FastMap<Combo, usize> = FastMap::default();
         for v in visits {
-            let (link_id, day) = (v.visit.link_id, v.visit.at / super::DAY_MS);
-            if !self.of(link_id).iter().any(|(d, _)| *d == day) {
-                new.insert((link_id, day), ());
+            let combo = combo_of(v);
+            if !self.combo_ids.contains_key(&combo) {
+                let bytes = combo_strings(&combo);
+                new.insert(combo, bytes);
             }
         }
-        new.len()
+        visits.len() * (TICK_BYTES + 2 * HEAD_SLOT)
+            + self.ticks.growth_bytes()
+            + new.values().map(|b| b + COMBO_BYTES).sum::<usize>()
     }
 
-    /// Adds counts; whether the (link, day) is new here.
-    fn add(&mut self, link_id: u64, day: u64, delta: DayDelta) -> bool {
-        let days = self.links.entry(link_id).or_default();
-        match days.iter_mut().find(|(d, _)| *d == day) {
-            Some((_, held)) => {
-                let before = delta_bytes(held);
-                held.merge(&delta);
-                self.bytes = (self.bytes + delta_bytes(held)).saturating_sub(before);
-                false
-            }
-            None => {
-                self.bytes += delta_bytes(&delta);
-                days.push((day, delta));
-                self.len += 1;
-                true
-            }
+    /// The most bytes the visits can add, counting each as a new combination of long values.
+    fn bytes_added_at_most_roughly(visits: &[NewVisit]) -> usize {
+        visits.len() * (TICK_BYTES + 2 * HEAD_SLOT + COMBO_BYTES + 256) + 4096 * TICK_BYTES
+    }
+
+    fn combo_id(&mut self, new: &NewVisit) -> u32 {
+        let combo = combo_of(new);
+        if let Some(&id) = self.combo_ids.get(&combo) {
+            return id;
         }
+        let id = self.combos.len() as u32;
+        self.combo_bytes += combo_strings(&combo) + COMBO_BYTES;
+        self.combos.push(combo.clone());
+        self.combo_ids.insert(combo, id);
+        id
     }
 
-    fn of(&self, link_id: u64) -> &[(u64, DayDelta)] {
-        self.links.get(&link_id).map_or(&[], |days| &days[..])
+    /// The link's ticks, newest first, with their positions.
+    fn chain(&self, link_id: u64) -> impl Iterator<Item = (usize, Tick)> + '_ {
+        let mut next = self.heads.get(&link_id).map_or(0, |h| h.tick);
+        std::iter::from_fn(move || {
+            let at = (next as usize).checked_sub(1)?;
+            let tick = *self.ticks.get(at)?;
+            next = tick.prev;
+            Some((at, tick))
+        })
     }
 
-    fn take(&mut self, link_id: u64, day: u64) -> Option<DayDelta> {
-        let days = self.links.get_mut(&link_id)?;
-        let at = days.iter().position(|(d, _)| *d == day)?;
-        let (_, delta) = days.remove(at);
-        if days.is_empty() {
-            self.links.remove(&link_id);
-        }
-        self.len -= 1;
-        self.bytes = self.bytes.saturating_sub(delta_bytes(&delta));
-        Some(delta)
+    /// Adds a tick's visit to a delta.
+    fn add_tick(&self, delta: &mut DayDelta, tick: &Tick, hour: u8) {
+        let values = self
+            .combos
+            .get(tick.combo as usize)
+            .into_iter()
+            .flat_map(|combo| {
+                Dimension::ALL
+                    .iter()
+                    .zip(combo)
+                    .filter_map(|(dim, value)| Some((dim.stored(), value.as_ref()?)))
+            });
+        delta.add_one(hour, tick.hour & BOT != 0, tick.client_hash, values);
     }
 
     /// Adds a visit; whether its (link, day) is new here.
     fn add_visit(&mut self, new: &NewVisit) -> bool {
-        let (link_id, day) = (new.visit.link_id, new.visit.at / super::DAY_MS);
-        let days = self.links.entry(link_id).or_default();
-        if let Some((_, held)) = days.iter_mut().find(|(d, _)| *d == day) {
-            let before = delta_bytes(held);
-            held.add(new);
-            self.bytes = (self.bytes + delta_bytes(held)).saturating_sub(before);
-            return false;
+        let (link_id, at) = (new.visit.link_id, new.visit.at);
+        let day = at / super::DAY_MS;
+        if let Some(days) = self.promoted.get_mut(&link_id) {
+            let (added, bytes) = add_to_days(days, day, |delta| delta.add(new));
+            self.promoted_bytes = (self.promoted_bytes + bytes.1).saturating_sub(bytes.0);
+            self.len += usize::from(added);
+            return added;
         }
-        let mut delta = DayDelta::default();
-        delta.add(new);
-        self.bytes += delta_bytes(&delta);
-        days.push((day, delta));
-        self.len += 1;
-        true
+        let combo = self.combo_id(new);
+        let head = self.heads.get(&link_id).copied().unwrap_or_default();
+        let new_day = !self
+            .chain(link_id)
+            .take(8)
+            .any(|(_, t)| t.when().is_some_and(|(d, _)| d == day));
+        // Hours since the epoch stay below 2^31 until the year 246,953.
+        let hours = ((at / HOUR_MS) as u32) & !BOT;
+        let at = self.ticks.push(Tick {
+            link_id,
+            client_hash: new.client_hash,
+            hour: hours | if new.visit.is_bot { BOT } else { 0 },
+            combo,
+            prev: head.tick,
+        });
+        let head = Head {
+            tick: u32::try_from(at + 1).unwrap_or(u32::MAX),
+            ticks: head.ticks + 1,
+        };
+        self.heads.insert(link_id, head);
+        self.len += usize::from(new_day);
+        if head.ticks >= PROMOTE_AT {
+            self.promote(link_id);
+        }
+        new_day
+    }
+
+    /// Adds a link's ticks up into deltas, one a day, and holds its later visits that way.
+    fn promote(&mut self, link_id: u64) {
+        let mut days: SmallVec<[(u64, DayDelta); 1]> = SmallVec::new();
+        let taken: Vec<(usize, Tick)> = self.chain(link_id).collect();
+        for (_, tick) in &taken {
+            if let Some((day, hour)) = tick.when() {
+                add_to_days(&mut days, day, |delta| self.add_tick(delta, tick, hour));
+            }
+        }
+        for (at, _) in taken {
+            if let Some(tick) = self.ticks.get_mut(at) {
+                tick.hour = TAKEN;
+            }
+        }
+        self.heads.remove(&link_id);
+        self.promoted_bytes += days.iter().map(|(_, d)| delta_bytes(d)).sum::<usize>();
+        self.promoted.insert(link_id, days);
+    }
+
+    /// The link's days held here, with their counts.
+    fn of(&self, link_id: u64) -> SmallVec<[(u64, DayDelta); 1]> {
+        let mut days: SmallVec<[(u64, DayDelta); 1]> = SmallVec::new();
+        if let Some(promoted) = self.promoted.get(&link_id) {
+            for (day, delta) in promoted {
+                add_to_days(&mut days, *day, |d| d.merge(delta));
+            }
+        }
+        for (_, tick) in self.chain(link_id) {
+            if let Some((day, hour)) = tick.when() {
+                add_to_days(&mut days, day, |delta| self.add_tick(delta, &tick, hour));
+            }
+        }
+        days
+    }
+
+    /// Takes the counts of (link, day) out: they are no longer read here.
+    fn take(&mut self, link_id: u64, day: u64) -> Option<DayDelta> {
+        let mut delta = None;
+        if let Some(days) = self.promoted.get_mut(&link_id) {
+            if let Some(at) = days.iter().position(|(d, _)| *d == day) {
+                let (_, taken) = days.remove(at);
+                self.promoted_bytes = self.promoted_bytes.saturating_sub(delta_bytes(&taken));
+                delta = Some(taken);
+            }
+        }
+        let mine: Vec<(usize, Tick, u8)> = self
+            .chain(link_id)
+            .filter_map(|(at, t)| match t.when() {
+                Some((d, hour)) if d == day => Some((at, t, hour)),
+                _ => None,
+            })
+            .collect();
+        for (at, tick, hour) in mine {
+            self.add_tick(delta.get_or_insert_with(DayDelta::default), &tick, hour);
+            if let Some(tick) = self.ticks.get_mut(at) {
+                tick.hour = TAKEN;
+            }
+        }
+        if delta.is_some() {
+            self.len = self.len.saturating_sub(1);
+        }
+        delta
     }
 
     /// Every (link, day), in descending key order (the fold pops from the end).
     fn keys_descending(&self) -> Vec<(u64, u64)> {
-        let mut keys: Vec<(u64, u64)> = self
-            .links
-            .iter()
-            .flat_map(|(&link_id, days)| days.iter().map(move |(day, _)| (link_id, *day)))
-            .collect();
+        let mut keys: Vec<(u64, u64)> = Vec::with_capacity(self.heads.len() + self.promoted.len());
+        for (&link_id, days) in &self.promoted {
+            keys.extend(days.iter().map(|(day, _)| (link_id, *day)));
+        }
+        for &link_id in self.heads.keys() {
+            for (_, tick) in self.chain(link_id) {
+                if let Some((day, _)) = tick.when() {
+                    keys.push((link_id, day));
+                }
+            }
+        }
         keys.sort_unstable_by(|a, b| b.cmp(a));
+        keys.dedup();
         keys
     }
+
+    /// Puts counts taken out back (a fold that could not write them), added up.
+    fn put_back(&mut self, link_id: u64, day: u64, delta: DayDelta) {
+        let days = self.promoted.entry(link_id).or_default();
+        let (added, bytes) = add_to_days(days, day, |d| d.merge(&delta));
+        self.promoted_bytes = (self.promoted_bytes + bytes.1).saturating_sub(bytes.0);
+        self.len += usize::from(added);
+    }
+
+    /// Whether nothing is held.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.ticks.is_empty() && self.promoted.is_empty()
+    }
+}
+
+/// Adds to the delta of `day` in a link's days (a new one if none); whether it was new, and
+/// the delta's bytes before and after.
+fn add_to_days(
+    days: &mut SmallVec<[(u64, DayDelta); 1]>,
+    day: u64,
+    add: impl FnOnce(&mut DayDelta),
+) -> (bool, (usize, usize)) {
+    match days.iter_mut().find(|(d, _)| *d == day) {
+        Some((_, delta)) => {
+            let before = delta_bytes(delta);
+            add(delta);
+            (false, (before, delta_bytes(delta)))
+        }
+        None => {
+            let mut delta = DayDelta::default();
+            add(&mut delta);
+            let after = delta_bytes(&delta);
+            days.push((day, delta));
+            (true, (0, after))
+        }
+    }
+}
+
+/// The visit's top values.
+fn combo_of(new: &NewVisit) -> Combo {
+    let mut combo = Combo::default();
+    for (dim, value) in top_values(new) {
+        if let Some(at) = Dimension::ALL.iter().position(|d| *d == dim) {
+            combo[at] = Some(Arc::clone(value));
+        }
+    }
+    combo
+}
+
+/// Bytes of a combination's strings (each with its `Arc`'s counts).
+fn combo_strings(combo: &Combo) -> usize {
+    combo.iter().flatten().map(|s| s.len() + 16).sum()
 }
 
 /// The counts not yet in `visit_days`: those a fold under way is writing, and those gathered
@@ -204,21 +425,24 @@ impl Unwritten {
     /// Whether a fold should start: past either bound, or when the oldest counts have waited
     /// [`FOLD_EVERY`].
     fn due(&self, max_bytes: usize) -> bool {
-        self.held.len >= MAX_HELD
+        self.held.ticks.len() >= MAX_HELD
             || self.bytes() >= max_bytes
             || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
     }
 
     /// The link's days not yet in the tree, with their counts (a (link, day) may be in both
     /// the fold under way and what was gathered since).
-    pub(super) fn of(&self, link_id: u64) -> impl Iterator<Item = &(u64, DayDelta)> {
-        self.folding.of(link_id).iter().chain(self.held.of(link_id))
+    pub(super) fn of(&self, link_id: u64) -> impl Iterator<Item = (u64, DayDelta)> {
+        self.folding
+            .of(link_id)
+            .into_iter()
+            .chain(self.held.of(link_id))
     }
 
     /// Whether no counts are held.
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.held.len == 0 && self.folding.len == 0
+        self.held.is_empty() && self.folding.is_empty()
     }
 
     /// Starts a fold of everything held; returns the block it counts through.
@@ -257,10 +481,10 @@ impl SledStore {
         let past_bound = {
             let unwritten = self.unwritten_counts.read();
             let (held, bound) = (unwritten.bytes(), self.held_counts_bytes);
-            // Counting the write's new days takes a map of them: only when a write of new
-            // days only might not fit (new days are at most the visits).
-            held + visits.len() * NEW_DAY_BYTES > bound
-                && held + unwritten.held.new_days(visits) * NEW_DAY_BYTES > bound
+            // Counting the write's new combinations of top values takes a map of them: only
+            // when a write of new combinations only might not fit.
+            held + Days::bytes_added_at_most_roughly(visits) > bound
+                && held + unwritten.held.bytes_added_at_most(visits) > bound
         };
         if past_bound {
             self.fold_counts_locked()?;
@@ -326,7 +550,9 @@ impl SledStore {
             // counts in one place or the other.
             let mut unwritten = self.unwritten_counts.write();
             // Past a bound, the write goes on folding until back under it (or the fold ends).
-            if enough && unwritten.held.len < MAX_HELD && unwritten.bytes() < self.held_counts_bytes
+            if enough
+                && unwritten.held.ticks.len() < MAX_HELD
+                && unwritten.bytes() < self.held_counts_bytes
             {
                 return Ok(());
             }
@@ -337,7 +563,7 @@ impl SledStore {
                 if let Err(e) = self.count_day(link_id, day, &delta, through) {
                     // A storage fault: the counts stay held (and in the blocks, which the
                     // store reopened counts again from the fold point).
-                    unwritten.folding.add(link_id, day, delta);
+                    unwritten.folding.put_back(link_id, day, delta);
                     unwritten.folding_keys.push((link_id, day));
                     return Err(e);
                 }
@@ -588,17 +814,17 @@ mod tests {
         store.record_visits(&mut visits()).expect("record");
         assert!(store.visit_days.is_empty(), "held under the default bound");
         let held = store.unwritten_counts.read().bytes();
-        assert!(held >= 50 * ENTRY_BYTES, "{held} bytes held for 50 days");
+        assert!(held >= 50 * TICK_BYTES, "{held} bytes held for 50 visits");
 
         let dir = tempfile::tempdir().expect("temp dir");
         let options = super::super::StoreOptions {
-            held_counts_bytes: 10 * ENTRY_BYTES,
+            held_counts_bytes: 10 * TICK_BYTES,
             ..super::super::StoreOptions::new(dir.path())
         };
         let store = SledStore::open(&options).expect("open");
         store.record_visits(&mut visits()).expect("record");
         assert!(
-            store.unwritten_counts.read().bytes() < 10 * ENTRY_BYTES,
+            store.unwritten_counts.read().bytes() < 10 * TICK_BYTES,
             "folded back under the bound"
         );
         assert!(!store.visit_days.is_empty(), "a fold started early");
@@ -615,8 +841,19 @@ mod tests {
     /// way, and what is held, before its own counts go in; every visit is still counted once.
     #[test]
     fn a_write_past_the_bound_writes_what_is_held_first() {
+        // What a write of 100 links holds, measured under the default bound.
+        let held_by_one_write = {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let store =
+                SledStore::open(&super::super::StoreOptions::new(dir.path())).expect("open");
+            store
+                .record_visits(&mut hundred_links_from(0))
+                .expect("record");
+            let bytes = store.unwritten_counts.read().bytes();
+            bytes
+        };
         let dir = tempfile::tempdir().expect("temp dir");
-        let bound = 150 * NEW_DAY_BYTES;
+        let bound = held_by_one_write + 100 * TICK_BYTES;
         let options = super::super::StoreOptions {
             held_counts_bytes: bound,
             ..super::super::StoreOptions::new(dir.path())
@@ -635,7 +872,10 @@ mod tests {
             .record_visits(&mut hundred_links_from(100))
             .expect("record");
         let unwritten = store.unwritten_counts.read();
-        assert_eq!(unwritten.folding.len, 0, "the fold under way was written");
+        assert!(
+            unwritten.folding.is_empty(),
+            "the fold under way was written"
+        );
         assert_eq!(unwritten.held.len, 100, "the write's own counts are held");
         assert!(
             unwritten.bytes() <= bound,
@@ -648,7 +888,7 @@ mod tests {
         }
     }
 
-    /// What is held counts the maps' tables, and a finished fold lets its table and keys go.
+    /// What is held counts the ticks and the maps' tables, and a finished fold frees them.
     #[test]
     fn held_bytes_count_the_tables_and_a_finished_fold_frees_them() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -658,38 +898,68 @@ mod tests {
             .expect("record");
         {
             let unwritten = store.unwritten_counts.read();
-            let table = unwritten.held.links.capacity() * SLOT_BYTES;
-            assert!(unwritten.bytes() >= table + 100 * ENTRY_BYTES);
+            let table = unwritten.held.heads.capacity() * HEAD_SLOT;
+            assert!(unwritten.bytes() >= table + 100 * TICK_BYTES);
         }
         store.fold_counts().expect("fold");
         let unwritten = store.unwritten_counts.read();
-        assert_eq!(unwritten.folding.links.capacity(), 0);
+        assert_eq!(unwritten.folding.heads.capacity(), 0);
         assert_eq!(unwritten.folding_keys.capacity(), 0);
         assert_eq!(unwritten.bytes(), 0);
     }
 
+    /// A link's visits are a tick each until it has [`PROMOTE_AT`], then one delta a day;
+    /// either way it reads, folds and is taken the same.
     #[test]
-    fn a_link_day_held_over_many_writes_is_one_entry() {
+    fn a_link_day_reads_the_same_as_ticks_and_added_up() {
         let mut days = Days::default();
         for (link, day, new_here) in [(7, 1, true), (7, 1, false), (8, 1, true), (7, 2, true)] {
-            let mut delta = DayDelta::default();
-            delta.add(&new(link, day * DAY, "a", false));
-            assert_eq!(days.add(link, day, delta), new_here);
+            assert_eq!(days.add_visit(&new(link, day * DAY, "a", false)), new_here);
         }
         assert_eq!(days.len, 3);
-        let bytes: usize = [(7, 1), (8, 1), (7, 2)]
+        assert_eq!(days.ticks.len(), 4);
+        let seven = days.of(7);
+        assert_eq!(seven.len(), 2);
+        let day1 = &seven.iter().find(|d| d.0 == 1).expect("held").1;
+        assert_eq!(day1.counts(), (2, 0));
+        assert_eq!(day1.uniques.estimate(), 1);
+        assert!(day1
+            .dims
             .iter()
-            .map(|&(link, day)| {
-                delta_bytes(&days.of(link).iter().find(|d| d.0 == day).expect("held").1)
-            })
-            .sum();
-        assert_eq!(days.bytes, bytes);
-        assert_eq!(days.of(7)[0].1.counts(), (2, 0));
-        assert_eq!(days.of(7)[0].1.uniques.estimate(), 1);
+            .any(|(dim, value, n)| *dim == Dimension::Referer.stored()
+                && &**value == "news.example.org"
+                && *n == 2));
         assert_eq!(days.keys_descending(), vec![(8, 1), (7, 2), (7, 1)]);
-        assert!(days.take(7, 1).is_some());
+
+        // Link 9 seen often enough to be added up, over two days, bots among them.
+        for n in 0..40u64 {
+            let client = format!("c{}", n % 5);
+            days.add_visit(&new(9, (1 + n / 30) * DAY + n, &client, n % 10 == 0));
+        }
+        assert!(days.promoted.contains_key(&9) && !days.heads.contains_key(&9));
+        let nine = days.of(9);
+        let total = nine.iter().fold((0, 0), |t, (_, d)| {
+            let (v, b) = d.counts();
+            (t.0 + v, t.1 + b)
+        });
+        assert_eq!(total, (40, 4));
+        assert_eq!(
+            nine.iter()
+                .find(|d| d.0 == 1)
+                .map(|d| d.1.uniques.estimate()),
+            Some(5),
+            "c0 to c4 (c0 also as a bot, not counted twice)"
+        );
+        assert_eq!(days.len, 5);
+
+        let taken = days.take(7, 1).expect("held");
+        assert_eq!(taken.counts(), (2, 0));
         assert!(days.take(7, 1).is_none());
-        assert_eq!(days.len, 2);
         assert_eq!(days.of(7).len(), 1);
+        let taken = days.take(9, 2).expect("held");
+        assert_eq!(taken.counts(), (10, 1));
+        days.put_back(9, 2, taken);
+        assert_eq!(days.of(9).iter().map(|d| d.1.counts().0).sum::<u64>(), 40);
+        assert_eq!(days.len, 4);
     }
 }

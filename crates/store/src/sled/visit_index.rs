@@ -21,7 +21,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::formats::{link_key, table_bytes, FastMap};
+use super::chunked::Chunked;
+use super::formats::link_key;
 use super::keys::{counter, read_u64};
 use super::{backend, SledStore};
 use crate::StoreResult;
@@ -31,21 +32,10 @@ use crate::StoreResult;
 /// visits/s), and a fold's pause: at most one entry per link visited in the period, written
 /// in key order.
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
-/// Block references held in memory before a fold comes early, without a configured bound.
-pub(super) const MAX_REFS: usize = 1 << 20;
-/// Bytes of a held block reference: 8, in a list that doubles as it grows.
-const REF_BYTES: usize = 16;
-/// Bytes of a link's held entry besides its references and its map slot (counted from the
-/// table, [`SLOT_BYTES`]): its list's allocation, rounded.
-const SPAN_BYTES: usize = 32;
-/// Bytes of one slot of the map of links: the key, the [`Span`], the table's control byte.
-/// The table is counted whole, from its capacity (at most 7/8 full, doubling as it grows),
-/// and shrinks after a fold: a heap profile of the server under uniform traffic over 1 M
-/// links held 15 MB of references bounded at 6.3 MB while entries were counted one by one.
-const SLOT_BYTES: usize = std::mem::size_of::<(u64, Span)>() + 1;
-/// The bound of [`super::StoreOptions::new`]: [`MAX_REFS`] references, and about as much
-/// again of their links' entries.
-pub(super) const DEFAULT_HELD_BYTES: usize = MAX_REFS * 2 * REF_BYTES;
+/// Runs held in memory before a fold comes early, without a configured bound.
+pub(super) const MAX_RUNS: usize = 1 << 20;
+/// The bound of [`super::StoreOptions::new`]: [`MAX_RUNS`] runs of 32 bytes.
+pub(super) const DEFAULT_HELD_BYTES: usize = MAX_RUNS * std::mem::size_of::<Run>();
 /// Longest run of blocks one stored entry is read as (256 M visits of one link in one write).
 const MAX_RUN: u64 = 1 << 20;
 
@@ -122,14 +112,29 @@ impl Span {
     }
 }
 
+/// One write's run of blocks for one link: what the memory part holds, 32 bytes. Held per
+/// write rather than gathered per link: a map of links took about 130 bytes a link (its slot
+/// at the table's load, the entry, the list of blocks), so that with 100,000 links visited the
+/// part's share of `memory.budget` (about 5 MB at the default) filled in under a second and
+/// the fold wrote an entry for nearly every visit.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    link_id: u64,
+    first_id: u64,
+    last_id: u64,
+    /// The run's first block, after the fold point (an offset from it).
+    block: u32,
+    /// Blocks in the run, at least one.
+    blocks: u32,
+}
+
 /// The index entries not yet folded into the tree.
 #[derive(Default)]
 pub(super) struct Recent {
     /// The last block whose entries are in `visit_index`.
     folded: u64,
-    links: FastMap<u64, Span>,
-    /// Block references held.
-    refs: usize,
+    /// In the order they were written, so blocks ascend.
+    runs: Chunked<Run>,
     /// When the oldest entry held was added.
     since: Option<Instant>,
 }
@@ -139,44 +144,115 @@ impl Recent {
     /// ascending order.
     pub(super) fn add(&mut self, link_id: u64, block: u64, first_id: u64, last_id: u64) {
         self.since.get_or_insert_with(Instant::now);
-        let span = self.links.entry(link_id).or_insert_with(|| Span {
+        // Past the fold point by the callers' order; `due` folds long before the offset
+        // could leave 32 bits.
+        let offset = u32::try_from(block.saturating_sub(self.folded)).unwrap_or(u32::MAX);
+        if let Some(run) = self.runs.last_mut() {
+            if run.link_id == link_id {
+                let last = run.block + run.blocks - 1;
+                if offset == last || Some(offset) == last.checked_add(1) {
+                    run.blocks = offset - run.block + 1;
+                    run.first_id = run.first_id.min(first_id);
+                    run.last_id = run.last_id.max(last_id);
+                    return;
+                }
+            }
+        }
+        self.runs.push(Run {
+            link_id,
             first_id,
             last_id,
-            blocks: Vec::new(),
+            block: offset,
+            blocks: 1,
         });
-        span.first_id = span.first_id.min(first_id);
-        span.last_id = span.last_id.max(last_id);
-        if span.blocks.last() != Some(&block) {
-            span.blocks.push(block);
-            self.refs += 1;
-        }
     }
 
-    /// What the entries hold, estimated, with the map's table at its capacity.
+    /// What the runs hold, in whole chunks.
     fn bytes(&self) -> usize {
-        self.refs * REF_BYTES + self.links.len() * SPAN_BYTES + table_bytes(&self.links, SLOT_BYTES)
+        self.runs.bytes()
     }
 
     fn due(&self, max_bytes: usize) -> bool {
-        self.bytes() >= max_bytes || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
+        self.bytes() >= max_bytes
+            || self.since.is_some_and(|t| t.elapsed() >= FOLD_EVERY)
+            || self
+                .runs
+                .last()
+                .is_some_and(|run| run.block >= u32::MAX / 2)
     }
 
-    /// The fold point, and the link's entry held here.
+    /// The entry of `runs` (all of one link, in block order).
+    fn span(&self, runs: impl Iterator<Item = Run>) -> Option<Span> {
+        let mut span: Option<Span> = None;
+        for run in runs {
+            let first = self.folded + u64::from(run.block);
+            let blocks = first..first + u64::from(run.blocks);
+            match &mut span {
+                None => {
+                    span = Some(Span {
+                        first_id: run.first_id,
+                        last_id: run.last_id,
+                        blocks: blocks.collect(),
+                    })
+                }
+                Some(span) => {
+                    span.first_id = span.first_id.min(run.first_id);
+                    span.last_id = span.last_id.max(run.last_id);
+                    for block in blocks {
+                        if span.blocks.last().is_none_or(|&b| b < block) {
+                            span.blocks.push(block);
+                        }
+                    }
+                }
+            }
+        }
+        span
+    }
+
+    /// The fold point, and the link's entry held here (a scan of the runs: listings are rare
+    /// beside writes).
     pub(super) fn of(&self, link_id: u64) -> (u64, Option<Span>) {
-        (self.folded, self.links.get(&link_id).cloned())
+        let runs = self.runs.iter().filter(|r| r.link_id == link_id).copied();
+        (self.folded, self.span(runs))
+    }
+
+    /// Hands every link's entry to `each`, in link order; returns the last block they name
+    /// (the fold point when nothing is held). Sorts positions (4 bytes a run), not the runs.
+    fn each_entry(&self, mut each: impl FnMut(u64, Span) -> StoreResult<()>) -> StoreResult<u64> {
+        let run = |at: &u32| self.runs.get(*at as usize).copied();
+        // Runs are far fewer than 2^32: the bound folds long before.
+        let mut order: Vec<u32> = (0..self.runs.len() as u32).collect();
+        order.sort_unstable_by_key(|at| run(at).map(|r| (r.link_id, r.block)));
+        let mut through = self.folded;
+        for group in order.chunk_by(|a, b| run(a).map(|r| r.link_id) == run(b).map(|r| r.link_id)) {
+            let Some(first) = group.first().and_then(run) else {
+                continue;
+            };
+            if let Some(span) = self.span(group.iter().filter_map(run)) {
+                through = through.max(span.blocks.last().copied().unwrap_or(through));
+                each(first.link_id, span)?;
+            }
+        }
+        Ok(through)
     }
 
     /// Forgets blocks up to `through` (now in the tree).
     fn folded_through(&mut self, through: u64) {
-        self.folded = through;
-        self.links.retain(|_, span| {
-            span.blocks.retain(|&b| b > through);
-            !span.blocks.is_empty()
+        let shift = through.saturating_sub(self.folded);
+        self.runs.retain(|run| {
+            // Offsets `block..end`; those up to `shift` are folded.
+            let end = u64::from(run.block) + u64::from(run.blocks);
+            if end <= shift + 1 {
+                return false;
+            }
+            let start = u64::from(run.block).max(shift + 1);
+            // Both within the old offsets, so within 32 bits.
+            run.blocks = (end - start) as u32;
+            run.block = (start - shift) as u32;
+            true
         });
-        // The table sized for the fold's links would otherwise stay as large.
-        self.links.shrink_to_fit();
-        self.refs = self.links.values().map(|s| s.blocks.len()).sum();
-        self.since = (!self.links.is_empty()).then(Instant::now);
+        self.folded = through;
+        self.since = (!self.runs.is_empty()).then(Instant::now);
     }
 }
 
@@ -241,22 +317,15 @@ impl SledStore {
         let _one_at_a_time = self.index_fold.lock();
         let through = {
             let recent = self.recent_index.read();
-            let Some(through) = recent
-                .links
-                .values()
-                .filter_map(|s| s.blocks.last().copied())
-                .max()
-            else {
+            if recent.runs.is_empty() {
                 return Ok(());
-            };
-            let mut links: Vec<(&u64, &Span)> = recent.links.iter().collect();
-            links.sort_unstable_by_key(|(link_id, _)| **link_id);
-            for (&link_id, span) in links {
+            }
+            recent.each_entry(|link_id, span| {
                 self.visit_index
                     .insert(link_key(link_id, span.blocks[0]), span.value())
-                    .map_err(backend)?;
-            }
-            through
+                    .map(drop)
+                    .map_err(backend)
+            })?
         };
         self.counters
             .insert(counter::VISIT_INDEXED_BLOCK, &through.to_be_bytes()[..])
@@ -416,19 +485,21 @@ mod tests {
         assert!(store.visit_index.is_empty());
     }
 
-    /// After a fold the table shrinks to the links still held, and its bytes with it.
+    /// After a fold the runs' chunks go, and their bytes with them.
     #[test]
-    fn a_fold_lets_the_table_shrink() {
+    fn a_fold_frees_what_it_wrote() {
         let mut recent = Recent::default();
-        for link in 0..1000 {
+        for link in 0..10_000 {
             recent.add(link, 10, link, link);
         }
-        recent.add(7, 11, 2000, 2000);
+        recent.add(7, 11, 20_000, 20_000);
         let before = recent.bytes();
-        assert!(before >= 1000 * SLOT_BYTES);
+        assert!(before >= 10_001 * std::mem::size_of::<Run>());
+        assert!(before < 10_001 * std::mem::size_of::<Run>() + 4096 * 32 + 1024);
         recent.folded_through(10);
-        assert!(recent.links.capacity() <= 3, "{}", recent.links.capacity());
-        assert!(recent.bytes() < before / 100);
+        assert_eq!(recent.runs.len(), 1);
+        assert!(recent.bytes() < before / 2);
+        assert_eq!(recent.of(7).1.map(|s| s.blocks), Some(vec![11]));
     }
 
     #[test]
@@ -438,6 +509,7 @@ mod tests {
         recent.add(8, 10, 106, 106);
         recent.add(7, 11, 107, 107);
         recent.add(7, 11, 108, 109);
+        recent.add(7, 12, 110, 110);
         recent.add(7, 20, 200, 201);
         let (_, span) = recent.of(7);
         assert_eq!(
@@ -445,16 +517,29 @@ mod tests {
             Some(Span {
                 first_id: 100,
                 last_id: 201,
-                blocks: vec![10, 11, 20]
+                blocks: vec![10, 11, 12, 20]
             })
         );
-        assert_eq!(recent.refs, 4);
-        let table = table_bytes(&recent.links, SLOT_BYTES);
-        assert_eq!(recent.bytes(), 4 * REF_BYTES + 2 * SPAN_BYTES + table);
+        assert_eq!(
+            recent.runs.len(),
+            4,
+            "7 in 10, 8 in 10, 7 in 11..=12, 7 in 20"
+        );
+        let mut entries = Vec::new();
+        let through = recent
+            .each_entry(|link, span| {
+                entries.push((link, span.blocks));
+                Ok(())
+            })
+            .expect("entries");
+        assert_eq!(through, 20);
+        assert_eq!(entries, vec![(7, vec![10, 11, 12, 20]), (8, vec![10])]);
         assert!(recent.due(recent.bytes()) && !recent.due(recent.bytes() + 1));
         recent.folded_through(11);
-        assert_eq!(recent.of(7).1.map(|s| s.blocks), Some(vec![20]));
+        assert_eq!(recent.of(7).1.map(|s| s.blocks), Some(vec![12, 20]));
         assert_eq!(recent.of(8), (11, None));
-        assert_eq!(recent.refs, 1);
+        assert_eq!(recent.runs.len(), 2);
+        recent.add(9, 21, 300, 300);
+        assert_eq!(recent.of(9).1.map(|s| s.blocks), Some(vec![21]));
     }
 }

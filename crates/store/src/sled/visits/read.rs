@@ -191,10 +191,10 @@ impl VisitStore for SledStore {
             }
         }
         for (day, delta) in unwritten.of(link_id) {
-            if !(span.first_day..=span.last_day).contains(day) {
+            if !(span.first_day..=span.last_day).contains(&day) {
                 continue;
             }
-            add_hours(&mut summary, *day, &delta.hours);
+            add_hours(&mut summary, day, &delta.hours);
             for (dim, value, n) in &delta.dims {
                 if let Some(dim) = Dimension::of_stored(*dim) {
                     summary.add_dim(dim, value.to_string(), *n);
