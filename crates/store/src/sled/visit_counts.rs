@@ -56,10 +56,10 @@ const FOLD_SLICE: Duration = Duration::from_millis(250);
 /// The bound of [`super::StoreOptions::new`]: [`MAX_HELD`] visits.
 pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * TICK_BYTES;
 
-/// A link's held visits past which they are added up into one [`DayDelta`] a day: below it
-/// a visit costs a [`Tick`] (28 bytes), above it nothing more (a link's delta is a few
-/// hundred bytes, and a reader adds its ticks up each time it asks).
-const PROMOTE_AT: u32 = 32;
+/// A link's held visits at which they are added up into one [`DayDelta`] a day: below it a
+/// visit costs a [`Tick`] (28 bytes), above it nothing more. 16 ticks are about what a delta
+/// takes (a few hundred bytes), and they bound what a reader or the fold adds up each time.
+const PROMOTE_AT: u32 = 16;
 /// Bytes of a held tick.
 const TICK_BYTES: usize = std::mem::size_of::<Tick>();
 /// Bytes of one slot of the map of links' newest ticks (the key, the position and count, the
