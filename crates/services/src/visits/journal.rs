@@ -6,10 +6,12 @@
 //! store, in the same write as the visits).
 //!
 //! Format: a segment `<number:020>.vj` starts with [`MAGIC`]; then records, each
-//! `length: u32 LE | crc32(payload): u32 LE | payload`. A redirect appends with one `write`
-//! at the end it holds under a lock (it never reads, seeks or waits on the writer), so a
-//! record in the file is whole once the call returns: in the page cache, which a killed
-//! process does not take with it. A failed write is cut back off the file; if even that
+//! `length: u32 LE | crc32(payload): u32 LE | payload`. Redirects queue their records and
+//! share one `write` at the end of the segment ([`Journal::enqueue`], [`Journal::settle`]:
+//! whichever waits first writes for all, under a lock held for that write alone; it never
+//! reads, seeks or waits on the visit writer), so a record in the file is whole once its
+//! redirect is told it is written: in the page cache, which a killed process does not take
+//! with it. A failed write is cut back off the file; if even that
 //! fails, the segment is closed and the next record starts a new one. Opening never appends
 //! to an existing segment: whatever a crash left at its end stays there, and the reader
 //! skips a torn last record (with a log line) and goes on with the next segment.
@@ -18,13 +20,16 @@
 //! the segment being appended only up to the end the appender has published, so it never
 //! sees a record being written.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
+use tokio::sync::Notify;
 
 /// The first bytes of every segment.
 pub const MAGIC: &[u8; 8] = b"VSLJRNL1";
@@ -89,9 +94,77 @@ pub struct Journal {
     failing: AtomicBool,
     /// Records appended since the journal opened.
     appended: AtomicU64,
+    /// Redirects' records waiting for one shared write ([`Journal::enqueue`]).
+    group: Mutex<Group>,
+    /// Woken when a shared write has ended.
+    group_written: Notify,
     /// Test builds only: while this file exists, appends fail as on a full disk.
     #[cfg(debug_assertions)]
     full_when: Option<PathBuf>,
+}
+
+/// Refused shared writes remembered for their waiters (a waiter reads its write's outcome
+/// long before this many more writes were refused).
+const REFUSALS_KEPT: usize = 1024;
+
+/// A record's place in the shared writes: the order it was taken in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ticket(u64);
+
+/// What [`Journal::settle`] found: whether the record went in, and the records of the shared
+/// writes this caller made (each write is counted by the one caller that made it).
+#[derive(Debug, Default)]
+pub struct Settled {
+    pub mine: bool,
+    pub wrote: u64,
+    pub refused: u64,
+}
+
+/// The records waiting for a shared write, and the turn to write them.
+#[derive(Default)]
+struct Group {
+    /// Framed records, back to back, in ticket order.
+    records: Vec<u8>,
+    /// The next ticket.
+    next: u64,
+    /// Every ticket below this was written or refused.
+    written: u64,
+    /// Someone has the turn: a shared write is coming or under way.
+    writing: bool,
+    /// Tickets whose write was refused, the newest last.
+    refused: VecDeque<Range<u64>>,
+}
+
+/// The turn to write, held across the writer's yield: dropped there (its redirect went
+/// away), it hands the turn back and wakes a waiter to take it.
+struct Turn<'a>(&'a Journal);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.group.lock().writing = false;
+        self.0.group_written.notify_waiters();
+    }
+}
+
+/// A record: `length | crc32 | payload`. Refuses an empty payload or one over [`MAX_PAYLOAD`].
+fn frame(payload: &[u8]) -> io::Result<Vec<u8>> {
+    if payload.is_empty() || payload.len() > MAX_PAYLOAD {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a journal record is 1 to 64 KiB",
+        ));
+    }
+    let mut record = Vec::with_capacity(RECORD_HEADER + payload.len());
+    record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    record.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    record.extend_from_slice(payload);
+    Ok(record)
+}
+
+/// The length of the framed record `bytes` starts with (framed by us: whole).
+fn record_len(bytes: &[u8]) -> Option<usize> {
+    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    (bytes.len() >= RECORD_HEADER + len).then_some(RECORD_HEADER + len)
 }
 
 /// What a torn or corrupt stretch was: where, and how many bytes were skipped.
@@ -156,6 +229,8 @@ impl Journal {
             created: AtomicBool::new(false),
             failing: AtomicBool::new(false),
             appended: AtomicU64::new(0),
+            group: Mutex::new(Group::default()),
+            group_written: Notify::new(),
             #[cfg(debug_assertions)]
             full_when: std::env::var_os("VSHORTLINK_TEST_JOURNAL_FULL").map(PathBuf::from),
         })
@@ -220,54 +295,165 @@ impl Journal {
     /// for that write alone. Returns the position after it. On an error nothing of the record
     /// stays in the journal (what was written is cut off again).
     pub fn append(&self, payload: &[u8]) -> io::Result<Position> {
-        let result = self.append_locked(payload);
-        self.failing.store(result.is_err(), Ordering::Relaxed);
-        if result.is_ok() {
-            self.appended.fetch_add(1, Ordering::Relaxed);
-        }
+        let record = frame(payload)?;
+        let (_, result) = self.write_records(&record);
         result
     }
 
-    fn append_locked(&self, payload: &[u8]) -> io::Result<Position> {
-        if payload.is_empty() || payload.len() > MAX_PAYLOAD {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a journal record is 1 to 64 KiB",
-            ));
+    /// Takes a redirect's record into the next shared write; it is in the journal once
+    /// [`Journal::settle`] says so. Refuses only a payload of the wrong size.
+    pub fn enqueue(&self, payload: &[u8]) -> io::Result<Ticket> {
+        let record = frame(payload)?;
+        let mut group = self.group.lock();
+        group.records.extend_from_slice(&record);
+        group.next += 1;
+        Ok(Ticket(group.next - 1))
+    }
+
+    /// Waits until the ticket's record is written (or refused), writing the records waiting
+    /// itself when no one else is: the first redirect to wait lets the others ready on its
+    /// worker queue theirs, then writes all of them with one `write`, and every one of them
+    /// answers after it. One `write` a redirect was about a twentieth of the process's time
+    /// under a load of 60,000 redirects a second (the system call and ext4's write path).
+    pub async fn settle(&self, ticket: Ticket) -> Settled {
+        let mut settled = Settled::default();
+        loop {
+            let written = self.group_written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            // Decided under the lock, which is not held across an await.
+            let wait = {
+                let mut group = self.group.lock();
+                if group.written > ticket.0 {
+                    settled.mine = !group.refused.iter().any(|r| r.contains(&ticket.0));
+                    return settled;
+                }
+                let wait = group.writing;
+                group.writing = true;
+                wait
+            };
+            if wait {
+                written.await;
+                continue;
+            }
+            // A writer dropped before it wrote (the connection went) hands the turn on.
+            let turn = Turn(self);
+            tokio::task::yield_now().await;
+            std::mem::forget(turn);
+            let (wrote, refused) = self.write_group();
+            settled.wrote += wrote;
+            settled.refused += refused;
         }
-        let mut record = Vec::with_capacity(RECORD_HEADER + payload.len());
-        record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        record.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        record.extend_from_slice(payload);
+    }
+
+    /// Writes the records waiting, unless a shared write is under way (which writes them):
+    /// the visit writer calls it before reading, so that a record whose redirect went away
+    /// before it waited is not left unwritten. Returns the records written and refused.
+    pub fn write_waiting(&self) -> (u64, u64) {
+        {
+            let mut group = self.group.lock();
+            if group.writing || group.records.is_empty() {
+                return (0, 0);
+            }
+            group.writing = true;
+        }
+        self.write_group()
+    }
+
+    /// Writes every record waiting (the caller has the turn), hands the turn back and wakes
+    /// the waiters. Returns the records written and refused.
+    fn write_group(&self) -> (u64, u64) {
+        let (records, first, end) = {
+            let mut group = self.group.lock();
+            let records = std::mem::take(&mut group.records);
+            (records, group.written, group.next)
+        };
+        let (wrote, result) = if records.is_empty() {
+            (0, Ok(Position::default()))
+        } else {
+            self.write_records(&records)
+        };
+        let mut group = self.group.lock();
+        if result.is_err() {
+            if group.refused.len() == REFUSALS_KEPT {
+                group.refused.pop_front();
+            }
+            group.refused.push_back(first + wrote..end);
+        }
+        group.written = end;
+        group.writing = false;
+        drop(group);
+        self.group_written.notify_waiters();
+        (wrote, end - first - wrote)
+    }
+
+    /// Writes whole framed records at the end of the current segment, beginning the next one
+    /// where they do not all fit (one `write` a segment). Returns how many records went in,
+    /// and the position after them or the error that stopped the rest (nothing of a refused
+    /// record stays in the journal).
+    fn write_records(&self, records: &[u8]) -> (u64, io::Result<Position>) {
+        let mut written = 0;
+        let result = self.write_records_counting(records, &mut written);
+        self.failing.store(result.is_err(), Ordering::Relaxed);
+        self.appended.fetch_add(written, Ordering::Relaxed);
+        (written, result)
+    }
+
+    fn write_records_counting(&self, records: &[u8], written: &mut u64) -> io::Result<Position> {
         let mut active = self.active.lock();
         #[cfg(debug_assertions)]
         if self.full_when.as_ref().is_some_and(|p| p.exists()) {
             return Err(io::Error::from_raw_os_error(28)); // ENOSPC
         }
-        if active.file.is_some() && active.offset + record.len() as u64 > self.segment_bytes {
-            self.close_active(&mut active);
-        }
-        if active.file.is_none() {
-            self.begin_segment(&mut active)?;
-        }
-        let Some(file) = active.file.as_ref() else {
-            return Err(io::Error::other("no journal segment"));
-        };
-        let at = active.offset;
-        if let Err(e) = file.write_all_at(&record, at) {
-            // Cut off whatever part went in, so the next record follows the last whole one;
-            // if that fails too, give the segment up (the reader skips its torn end).
-            if file.set_len(at).is_err() {
-                self.close_active(&mut active);
+        let mut rest = records;
+        let mut end = *self.published.lock();
+        while !rest.is_empty() {
+            // The records that fit in what is left of the segment (at least the first, in a
+            // segment of its own: segments hold the longest record).
+            let room = self.segment_bytes.saturating_sub(active.offset);
+            let (mut take, mut count) = (0usize, 0u64);
+            while let Some(len) = record_len(&rest[take..]) {
+                if (take + len) as u64 > room {
+                    break;
+                }
+                take += len;
+                count += 1;
             }
-            return Err(e);
+            if take == 0 {
+                if active.file.is_some() && active.offset > MAGIC.len() as u64 {
+                    self.close_active(&mut active);
+                    continue;
+                }
+                if active.file.is_none() {
+                    self.begin_segment(&mut active)?;
+                    continue;
+                }
+                return Err(io::Error::other("a journal record longer than a segment"));
+            }
+            if active.file.is_none() {
+                self.begin_segment(&mut active)?;
+            }
+            let Some(file) = active.file.as_ref() else {
+                return Err(io::Error::other("no journal segment"));
+            };
+            let at = active.offset;
+            if let Err(e) = file.write_all_at(&rest[..take], at) {
+                // Cut off whatever part went in, so the next record follows the last whole
+                // one; if that fails too, give the segment up (the reader skips its torn end).
+                if file.set_len(at).is_err() {
+                    self.close_active(&mut active);
+                }
+                return Err(e);
+            }
+            active.offset = at + take as u64;
+            end = Position {
+                segment: active.segment,
+                offset: active.offset,
+            };
+            *self.published.lock() = end;
+            *written += count;
+            rest = &rest[take..];
         }
-        active.offset = at + record.len() as u64;
-        let end = Position {
-            segment: active.segment,
-            offset: active.offset,
-        };
-        *self.published.lock() = end;
         Ok(end)
     }
 
@@ -673,5 +859,94 @@ mod tests {
         assert_eq!(records, vec![payload(2)]);
         assert_eq!(journal.remove_before(read.next).expect("remove"), 1);
         assert_eq!(journal.id().len(), 32);
+    }
+
+    /// Redirects on several tasks at once: every record is written, in far fewer writes than
+    /// records, each counted once by the task that wrote it; the shared writes roll segments
+    /// over at record boundaries.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shared_writes_take_every_record_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let journal = std::sync::Arc::new(Journal::open_with(dir.path(), 80 * 1024).expect("open"));
+        let tasks: Vec<_> = (0..64u32)
+            .map(|task| {
+                let journal = journal.clone();
+                tokio::spawn(async move {
+                    let mut counted = (0, 0);
+                    for n in 0..50 {
+                        let ticket = journal.enqueue(&payload(task * 1000 + n)).expect("enqueue");
+                        let settled = journal.settle(ticket).await;
+                        assert!(settled.mine);
+                        counted.0 += settled.wrote;
+                        counted.1 += settled.refused;
+                    }
+                    counted
+                })
+            })
+            .collect();
+        let mut counted = (0, 0);
+        for task in tasks {
+            let (wrote, refused) = task.await.expect("task");
+            counted.0 += wrote;
+            counted.1 += refused;
+        }
+        assert_eq!(counted, (3200, 0), "each record counted once");
+        assert_eq!(journal.appended(), 3200);
+        let (records, _) = all(&journal, Position::default());
+        assert_eq!(records.len(), 3200);
+        let mut seen: Vec<Vec<u8>> = records;
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 3200, "no record twice");
+        assert!(journal.end().segment > 2, "segments rolled over");
+    }
+
+    /// A writer whose redirect went away before it wrote hands the turn on; a record nobody
+    /// waits for is written by the visit writer's call; a refused write is each waiter's to
+    /// know, and the next one goes in.
+    #[tokio::test]
+    async fn a_turn_given_up_a_record_left_behind_and_a_refused_write() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut journal = Journal::open(dir.path()).expect("open");
+        let first = journal.enqueue(&payload(1)).expect("enqueue");
+        let second = journal.enqueue(&payload(2)).expect("enqueue");
+        // Takes the turn, yields, and is dropped there.
+        {
+            use std::future::Future;
+            let mut settling = Box::pin(journal.settle(first));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(
+                settling.as_mut().poll(&mut cx).is_pending(),
+                "it yields before writing"
+            );
+        }
+        let settled = journal.settle(second).await;
+        assert!(settled.mine);
+        assert_eq!((settled.wrote, settled.refused), (2, 0));
+
+        journal.enqueue(&payload(3)).expect("enqueue");
+        assert_eq!(journal.write_waiting(), (1, 0));
+        assert_eq!(journal.write_waiting(), (0, 0));
+        assert_eq!(all(&journal, Position::default()).0.len(), 3);
+
+        let full = dir.path().join("full");
+        std::fs::write(&full, b"").expect("flag");
+        journal.full_when = Some(full.clone());
+        let refused = journal.enqueue(&payload(4)).expect("enqueue");
+        let settled = journal.settle(refused).await;
+        assert!(!settled.mine && journal.failing());
+        assert_eq!((settled.wrote, settled.refused), (0, 1));
+        std::fs::remove_file(&full).expect("unflag");
+        let taken = journal.enqueue(&payload(5)).expect("enqueue");
+        assert!(journal.settle(taken).await.mine);
+        assert!(
+            !journal.settle(refused).await.mine,
+            "still known as refused"
+        );
+        let (records, _) = all(&journal, Position::default());
+        assert_eq!(
+            records,
+            vec![payload(1), payload(2), payload(3), payload(5)]
+        );
     }
 }

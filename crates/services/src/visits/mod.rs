@@ -12,5 +12,6 @@ pub mod stats;
 pub use crate::model::tally;
 pub mod ua;
 
+pub use journal::Ticket;
 pub use recorder::{RawVisit, Recorder, VisitMetrics};
 pub use service::{Statistics, VisitFilter};

@@ -1,12 +1,13 @@
 //! The visit journal's two sides: the redirect's append and the writer that folds the journal
 //! into the store (see docs/architecture.md, "Visits and statistics, inside").
 //!
-//! The redirect handler calls [`Recorder::record`], which stamps the visit and appends it, as
-//! one record, to the visit journal ([`super::journal`]): one `write` of a couple of hundred
-//! bytes under a lock held for that write alone. It never waits on the writer or the store;
-//! when the call returns the visit is in the kernel's page cache, so a killed process keeps
-//! it, and the redirect answers after that. Only a write the disk refuses (full) drops the
-//! visit, counted, and `/healthz` says so until appends succeed again.
+//! The redirect handler calls [`Recorder::record`], which stamps the visit and queues it, as
+//! one record of a couple of hundred bytes, for the visit journal's next shared write
+//! ([`super::journal`]), then [`Recorder::settle`], which returns once that write is made (by
+//! the first redirect to wait, for all of them). It never waits on the writer or the store;
+//! when it returns the visit is in the kernel's page cache, so a killed process keeps it, and
+//! the redirect answers after that. Only a write the disk refuses (full) drops the visit,
+//! counted, and `/healthz` says so until appends succeed again.
 //!
 //! One writer task reads the journal from the position the store last noted (after a
 //! restart, that read is the replay), at most a batch at a time, decodes and enriches the
@@ -34,7 +35,7 @@ use tokio::task::JoinHandle;
 
 use super::client;
 use super::geo::{Geo, GeoDb, GeoError};
-use super::journal::{Journal, Position};
+use super::journal::{Journal, Position, Ticket};
 use super::tally::referer_host;
 use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
@@ -457,9 +458,10 @@ impl Recorder {
         self.geo.clone()
     }
 
-    /// Appends a visit to the journal (one `write`, never a wait on the writer or the store);
-    /// drops (and counts) it only when the journal cannot be written (a full disk). `route`
-    /// says which destination served it, on a link with rules or targets.
+    /// Takes a visit into the journal's next shared write (never a wait on the writer or the
+    /// store); the redirect answers once [`Recorder::settle`] has seen it written. The visit
+    /// is dropped (and counted) only when the journal cannot be written (a full disk).
+    /// `route` says which destination served it, on a link with rules or targets.
     pub fn record(
         &self,
         link_id: u64,
@@ -468,10 +470,8 @@ impl Recorder {
         user_agent: Option<&HeaderValue>,
         referer: Option<&HeaderValue>,
         route: Option<Route>,
-    ) {
-        let Some(journal) = &self.journal else {
-            return;
-        };
+    ) -> Option<Ticket> {
+        let journal = self.journal.as_ref()?;
         let mut visit = RawVisit::new(
             link_id,
             code,
@@ -481,24 +481,38 @@ impl Recorder {
             referer.map(HeaderValue::as_bytes),
         );
         visit.route = route;
-        let was_failing = journal.failing();
-        match journal.append(&visit.encode()) {
-            Ok(_) => {
-                self.metrics.accepted.inc();
-                if was_failing {
-                    tracing::info!("the visit journal takes visits again");
-                }
-            }
+        match journal.enqueue(&visit.encode()) {
+            Ok(ticket) => Some(ticket),
             Err(e) => {
                 self.metrics.dropped.inc();
-                if !was_failing {
-                    // Once per episode; vsl_visits_dropped_total counts every visit.
-                    tracing::error!(
-                        "the visit journal cannot be written ({e}): visits are dropped and \
-                         counted until it can"
-                    );
-                }
+                tracing::error!("a visit could not be journaled ({e}): dropped and counted");
+                None
             }
+        }
+    }
+
+    /// Waits until the visit of `ticket` is in the journal (or refused): the redirect answers
+    /// after it. Counts the visits of the shared writes this call made.
+    pub async fn settle(&self, ticket: Ticket) {
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        let was_failing = journal.failing();
+        let settled = journal.settle(ticket).await;
+        self.count_written(settled.wrote, settled.refused, was_failing);
+    }
+
+    /// Counts the visits of shared writes: taken, or dropped (once per episode in the log;
+    /// `vsl_visits_dropped_total` counts every visit).
+    fn count_written(&self, wrote: u64, refused: u64, was_failing: bool) {
+        self.metrics.accepted.inc_by(wrote);
+        self.metrics.dropped.inc_by(refused);
+        if refused > 0 && !was_failing {
+            tracing::error!(
+                "the visit journal cannot be written: visits are dropped and counted until it can"
+            );
+        } else if refused == 0 && wrote > 0 && was_failing {
+            tracing::info!("the visit journal takes visits again");
         }
     }
 
@@ -597,6 +611,10 @@ fn read_batch(
     max: usize,
     metrics: &VisitMetrics,
 ) -> io::Result<Batch> {
+    // Records whose redirect went away before it waited for them.
+    let (wrote, refused) = journal.write_waiting();
+    metrics.accepted.inc_by(wrote);
+    metrics.dropped.inc_by(refused);
     let mut raw = Vec::new();
     let mut undecodable = 0u64;
     let taken = journal.read(from, max, |payload| match RawVisit::decode(payload) {

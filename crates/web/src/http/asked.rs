@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::limits::RateLimited;
 use crate::model::Route;
+use crate::visits::Ticket;
 use crate::web::error::ApiError;
 use crate::web::state::AppState;
 
@@ -42,6 +43,8 @@ pub struct Asked<'a> {
     pub headers: &'a HeaderMap,
     pub visit: Visit,
     ip: OnceLock<IpAddr>,
+    /// The visit this request recorded (one at most).
+    recorded: OnceLock<Ticket>,
 }
 
 impl<'a> Asked<'a> {
@@ -57,6 +60,7 @@ impl<'a> Asked<'a> {
             headers,
             visit,
             ip: OnceLock::new(),
+            recorded: OnceLock::new(),
         }
     }
 
@@ -86,7 +90,7 @@ impl<'a> Asked<'a> {
     pub fn record(&self, link_id: u64, code: &str, route: Option<Route>) {
         let state = self.state;
         if self.visit.counts() && state.recorder.enabled() {
-            state.recorder.record(
+            let ticket = state.recorder.record(
                 link_id,
                 code,
                 self.ip(),
@@ -94,7 +98,15 @@ impl<'a> Asked<'a> {
                 self.headers.get(header::REFERER),
                 route,
             );
+            if let Some(ticket) = ticket {
+                let _ = self.recorded.set(ticket);
+            }
         }
+    }
+
+    /// The visit recorded, waiting for the journal's shared write: the response goes after it.
+    pub fn recorded(&self) -> Option<Ticket> {
+        self.recorded.get().copied()
     }
 
     /// 429 with `Retry-After`: problem+json for JSON clients, else the page.

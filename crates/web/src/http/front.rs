@@ -59,17 +59,16 @@ impl Front {
                 .decode_utf8()
                 .ok();
             let query = request.uri().query().unwrap_or("");
-            let response = match redirect::answer(
+            let response = redirect::answer(
                 &self.state,
                 peer,
                 code.as_deref(),
                 query,
                 request.headers(),
                 redirect::Visit::Counted,
-            ) {
-                redirect::Answer::Now(response) => response,
-                redirect::Answer::Later(later) => later.finish(query, None).await,
-            };
+            )
+            .finish(&self.state, query, None)
+            .await;
             count_redirect(&self.state, started, response.status());
             return response;
         }

@@ -28,6 +28,7 @@ use crate::limits::Limit;
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed, Unlock};
 use crate::model::options::App;
 use crate::model::{code_key, gate, Gate, InApp, LinkOptions, Passed, Route};
+use crate::visits::Ticket;
 use crate::web::error::ApiError;
 use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
@@ -59,10 +60,9 @@ pub async fn redirect(
         Visit::Counted
     };
     let query = uri.query().unwrap_or("");
-    match answer(&state, peer, code.as_deref(), query, &headers, visit) {
-        Answer::Now(response) => response,
-        Answer::Later(later) => later.finish(query, None).await,
-    }
+    answer(&state, peer, code.as_deref(), query, &headers, visit)
+        .finish(&state, query, None)
+        .await
 }
 
 /// `POST /{code}`: the password form of a protected link, and the form before the visit. A
@@ -89,18 +89,35 @@ pub async fn post(
 ) -> Response {
     let body: Posted = url::form_urlencoded::parse(&body).into_owned().collect();
     let query = uri.query().unwrap_or("");
-    match answer(&state, peer, Some(&code), query, &headers, Visit::Posted) {
-        Answer::Later(later) => later.finish(query, Some(body)).await,
-        // Nothing to post to: the same answer a GET gets.
-        Answer::Now(response) => response,
-    }
+    // With nothing to post to, the same answer a GET gets.
+    answer(&state, peer, Some(&code), query, &headers, Visit::Posted)
+        .finish(&state, query, Some(body))
+        .await
 }
 
 /// The answer to `/{code}`: at once (plain links, errors), or after the link's options have
 /// been worked through ([`Later::finish`]).
 pub enum Answer {
     Now(Response),
+    /// A redirect whose visit is in the journal's next shared write: sent once that is
+    /// written ([`crate::visits::Recorder::settle`]).
+    AfterVisit(Response, Ticket),
     Later(Box<Later>),
+}
+
+impl Answer {
+    /// The response, once its visit (if any) is in the journal; a link with options is
+    /// finished first (`body`: a post's form).
+    pub async fn finish(self, state: &AppState, raw_query: &str, body: Option<Posted>) -> Response {
+        match self {
+            Answer::Now(response) => response,
+            Answer::AfterVisit(response, ticket) => {
+                state.recorder.settle(ticket).await;
+                response
+            }
+            Answer::Later(later) => later.finish(raw_query, body).await,
+        }
+    }
 }
 
 impl From<Response> for Answer {
@@ -121,6 +138,15 @@ pub fn answer(
     visit: Visit,
 ) -> Answer {
     let asked = Asked::new(state, peer, headers, visit);
+    match (answer_to(&asked, code, raw_query), asked.recorded()) {
+        (Answer::Now(response), Some(ticket)) => Answer::AfterVisit(response, ticket),
+        (answer, _) => answer,
+    }
+}
+
+/// [`answer`], to `asked`.
+fn answer_to(asked: &Asked<'_>, code: Option<&str>, raw_query: &str) -> Answer {
+    let (state, headers) = (asked.state, asked.headers);
     if state.limits.limits_redirects() {
         if let Err(e) = state.limits.check_ip(Limit::RedirectPerIp, asked.ip(), 1) {
             return asked.rate_limited(e).into();
@@ -128,7 +154,7 @@ pub fn answer(
     }
     // A key's separator is no code character: `/sale@3` must not reach another domain's link.
     let Some(code) = code.filter(|c| !c.contains(crate::model::domain::KEY_SEPARATOR)) else {
-        return not_found(&asked, code.unwrap_or("")).into();
+        return not_found(asked, code.unwrap_or("")).into();
     };
     // The request's domain (SPEC §26): its codes are kept under keys of their own. Nothing is
     // read while no other domain than the default is configured, and a default-domain key is
@@ -140,7 +166,7 @@ pub fn answer(
         crate::model::DEFAULT_DOMAIN
     };
     if let Some(code) = code.strip_suffix('+') {
-        return preview(&asked, code, &code_key(domain, code)).into();
+        return preview(asked, code, &code_key(domain, code)).into();
     }
     match state.links.resolve(&code_key(domain, code)) {
         Ok(Resolution::Found {
@@ -155,25 +181,25 @@ pub fn answer(
                 let ua = asked.text(header::USER_AGENT);
                 if let Gate::InAppPage(app) = gate(None, InApp::Interstitial, Passed::default(), ua)
                 {
-                    return gates::in_app_page(&asked, id, code, &url, app).into();
+                    return gates::in_app_page(asked, id, code, &url, app).into();
                 }
             }
-            found(&asked, id, code, &url, None).into()
+            found(asked, id, code, &url, None).into()
         }
         Ok(Resolution::Found {
             state: Some(link),
             in_app_from,
             ..
         }) => decide(
-            &asked,
+            asked,
             code,
             link,
             raw_query,
             plan_in_app(state, in_app_from),
         ),
-        Ok(Resolution::Gone { fallback }) => gone(&asked, code, fallback).into(),
-        Ok(Resolution::NotFound) => not_found(&asked, code).into(),
-        Ok(Resolution::Blocked) => blocked(&asked, code).into(),
+        Ok(Resolution::Gone { fallback }) => gone(asked, code, fallback).into(),
+        Ok(Resolution::NotFound) => not_found(asked, code).into(),
+        Ok(Resolution::Blocked) => blocked(asked, code).into(),
         Err(e) => ApiError::from(e).into_response().into(),
     }
 }
@@ -447,6 +473,9 @@ impl Later {
         };
         if let Some(cookie) = pass_cookie {
             response.headers_mut().append(header::SET_COOKIE, cookie);
+        }
+        if let Some(ticket) = asked.recorded() {
+            state.recorder.settle(ticket).await;
         }
         response
     }
