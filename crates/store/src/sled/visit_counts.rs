@@ -5,8 +5,8 @@
 //! `memory.budget`'s share) a fold starts, which adds them to the stored records in key order,
 //! a share at each of the writes that follow ([`FOLD_SLICE`]) while new counts gather beside it.
 //! A write whose counts could take what is held past the bytes' bound waits for the fold
-//! under way and what is held to be written first, so the bound holds (the visit queue sheds
-//! meanwhile).
+//! under way and what is held to be written first, so the bound holds (the visit journal
+//! grows meanwhile).
 //! A link visited every second costs one record write per fold instead of one per second, and
 //! a fold that touches many records of one tree node does so while the node is in memory. With a read and a write of every dirty record every second,
 //! the counters were the largest cost of recording visits: switching them off (an experiment)
@@ -473,8 +473,8 @@ impl SledStore {
     ///
     /// When the write's counts could take what is held past its bound, the fold under way and
     /// then everything held are written first, however long that takes: the held counts stay
-    /// within the bound and one write's worth, and meanwhile the visit queue fills and sheds
-    /// (dropped visits are counted). Folding in the middle of a write's counts would leave a
+    /// within the bound and one write's worth, and meanwhile the visit journal grows (nothing
+    /// is dropped). Folding in the middle of a write's counts would leave a
     /// record counting part of the write's blocks, which a crash could count again or lose.
     pub(super) fn hold_counts(&self, visits: &[NewVisit], through: u64) -> StoreResult<()> {
         let _one_at_a_time = self.count_fold.lock();
