@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::Deserialize;
 
 use super::LinkError;
@@ -42,6 +42,10 @@ pub struct Domains {
     others: AtomicBool,
     /// Told every host after each reload (HTTPS's certificate hosts, [`Domains::on_change`]).
     watchers: RwLock<Vec<HostsHook>>,
+    /// One reload at a time, from its read to its swap: a reload told of an earlier change
+    /// (another thread's) could otherwise read before a delete and install its table after
+    /// the delete's own reload, bringing the deleted domain back until the next change.
+    reloading: Mutex<()>,
 }
 
 /// Called with every configured host (the default domain's first) after each reload.
@@ -165,6 +169,7 @@ impl Domains {
             table: RwLock::new(Table::default()),
             others: AtomicBool::new(false),
             watchers: RwLock::new(Vec::new()),
+            reloading: Mutex::new(()),
         };
         domains.reload();
         domains
@@ -172,6 +177,7 @@ impl Domains {
 
     /// Reads every domain again.
     pub fn reload(&self) {
+        let _one_at_a_time = self.reloading.lock();
         let records = match self.store.domains() {
             Ok(records) => records,
             Err(e) => {
