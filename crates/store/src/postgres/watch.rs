@@ -3,6 +3,12 @@
 //! committed by any instance) reaches the change handler. When the connection is lost,
 //! notifications sent meanwhile are lost with it: on reconnecting the handler is told to
 //! forget everything.
+//!
+//! The handler is synchronous and may wait (a domain reload takes a lock and reads the store
+//! through this very runtime), so it runs through `block_in_place`: this worker's queue moves
+//! to another thread meanwhile, and the driver tasks the handler's own queries need keep
+//! running. Called inline, a reload waiting on the lock held by a reload whose query needed
+//! this worker stalled both for good (CI, `tests/domains.rs` on PostgreSQL).
 
 use std::time::Duration;
 
@@ -58,17 +64,18 @@ async fn session(
         let _ = tx.send(None);
     });
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    let tell = |change| tokio::task::block_in_place(|| on_change(change));
     if !first {
         // Whatever changed while we were away is unknown.
-        on_change(StoreChange::All);
+        tell(StoreChange::All);
     }
     while let Some(Some(payload)) = rx.recv().await {
         if payload == super::accounts::ACCOUNTS_CHANGED {
-            on_change(StoreChange::Accounts);
+            tell(StoreChange::Accounts);
         } else if payload == super::domains::DOMAINS_CHANGED {
-            on_change(StoreChange::Domains);
+            tell(StoreChange::Domains);
         } else {
-            on_change(StoreChange::Code(payload));
+            tell(StoreChange::Code(payload));
         }
     }
     driver.abort();
