@@ -19,6 +19,25 @@ use fantoccini::{Client, Locator};
 /// The phone's width, in CSS pixels (the narrowest common phone).
 const PHONE: u32 = 360;
 
+/// Sets the window to `width` × `height` CSS pixels, as a phone when `width` is [`PHONE`].
+async fn viewport(c: &Client, width: u32, height: u32) {
+    c.issue_cmd(Cdp(
+        "Emulation.setDeviceMetricsOverride",
+        serde_json::json!({ "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width == PHONE }),
+    ))
+    .await
+    .expect("device metrics");
+}
+
+/// The whole page (`height` tall, within bounds) as a PNG in `file`, then the window back at
+/// `width` × `back` pixels.
+async fn screenshot_whole(c: &Client, width: u32, height: f64, file: &std::path::Path, back: u32) {
+    viewport(c, width, height.clamp(600.0, 6000.0) as u32).await;
+    let png = c.screenshot().await.expect("screenshot");
+    std::fs::write(file, &png).expect("write");
+    viewport(c, width, back).await;
+}
+
 /// The page's width, the viewport's, and the page's height.
 async fn measure(c: &Client) -> (f64, f64, f64) {
     let sizes = c
@@ -161,12 +180,7 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
         c.find(Locator::Id("key")).await.expect("key").send_keys(ADMIN).await.expect("type");
         c.find(Locator::Css("#key-form button.primary")).await.expect("button").click().await.expect("sign in");
         c.wait().for_element(Locator::Id("url")).await.expect("signed in");
-        c.issue_cmd(Cdp(
-            "Emulation.setDeviceMetricsOverride",
-            serde_json::json!({ "width": PHONE, "height": 780, "deviceScaleFactor": 1, "mobile": true }),
-        ))
-        .await
-        .expect("phone");
+        viewport(&c, PHONE, 780).await;
         let mut failures = Vec::new();
         for lang in ["en", "zh-CN"] {
             c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
@@ -197,20 +211,7 @@ fn working_pages_fit_a_360_pixel_phone_in_both_languages() {
                 }
                 if *name == "links" {
                     // The list with a second domain (its filter and column), whole.
-                    c.issue_cmd(Cdp(
-                        "Emulation.setDeviceMetricsOverride",
-                        serde_json::json!({ "width": PHONE, "height": height.clamp(600.0, 6000.0) as u32, "deviceScaleFactor": 1, "mobile": true }),
-                    ))
-                    .await
-                    .expect("metrics");
-                    let png = c.screenshot().await.expect("screenshot");
-                    std::fs::write(shots.join(format!("layout-phone-links-domains-{lang}.png")), &png).expect("write");
-                    c.issue_cmd(Cdp(
-                        "Emulation.setDeviceMetricsOverride",
-                        serde_json::json!({ "width": PHONE, "height": 780, "deviceScaleFactor": 1, "mobile": true }),
-                    ))
-                    .await
-                    .expect("phone");
+                    screenshot_whole(&c, PHONE, height, &shots.join(format!("layout-phone-links-domains-{lang}.png")), 780).await;
                 }
             }
         }
@@ -319,86 +320,116 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
         // Desktop light, phone dark: both schemes are looked at.
         for (device, width) in [("desktop", 1280u32), ("phone", PHONE)] {
             let scheme = if width == PHONE { "dark" } else { "light" };
-            c.issue_cmd(color_scheme(scheme)).await.expect("colour scheme");
-            for lang in ["en", "zh-CN"] {
-                c.issue_cmd(Cdp(
-                    "Emulation.setDeviceMetricsOverride",
-                    serde_json::json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width == PHONE }),
-                ))
+            c.issue_cmd(color_scheme(scheme))
                 .await
-                .expect("metrics");
-                c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
+                .expect("colour scheme");
+            for lang in ["en", "zh-CN"] {
+                viewport(&c, width, 800).await;
+                c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F"))
+                    .await
+                    .expect("language");
                 for (name, path, tallest) in pages {
                     if *name == "login" {
                         // Signed out for the sign-in page, then signed in with the password.
                         let _ = c.delete_all_cookies().await;
-                        c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
+                        c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F"))
+                            .await
+                            .expect("language");
                     }
                     if *name == "account" {
-                        c.find(Locator::Id("email")).await.expect("email").send_keys("grace.hopper@example.com").await.expect("type");
-                        c.find(Locator::Id("password")).await.expect("password").send_keys("a-long-password-01").await.expect("type");
-                        c.find(Locator::Css("#password-form button")).await.expect("button").click().await.expect("sign in");
-                        c.wait().for_element(Locator::Css("form.filters")).await.expect("signed in");
+                        c.find(Locator::Id("email"))
+                            .await
+                            .expect("email")
+                            .send_keys("grace.hopper@example.com")
+                            .await
+                            .expect("type");
+                        c.find(Locator::Id("password"))
+                            .await
+                            .expect("password")
+                            .send_keys("a-long-password-01")
+                            .await
+                            .expect("type");
+                        c.find(Locator::Css("#password-form button"))
+                            .await
+                            .expect("button")
+                            .click()
+                            .await
+                            .expect("sign in");
+                        c.wait()
+                            .for_element(Locator::Css("form.filters"))
+                            .await
+                            .expect("signed in");
                     }
                     c.goto(&format!("{base}{path}")).await.expect("page");
                     if *name == "new-key" {
-                        c.find(Locator::Id("key-name")).await.expect("key name").send_keys("deploy script").await.expect("type");
-                        c.find(Locator::Css(".key-form button.primary")).await.expect("make").click().await.expect("click");
-                        c.wait().for_element(Locator::Id("new-key")).await.expect("the new key");
+                        c.find(Locator::Id("key-name"))
+                            .await
+                            .expect("key name")
+                            .send_keys("deploy script")
+                            .await
+                            .expect("type");
+                        c.find(Locator::Css(".key-form button.primary"))
+                            .await
+                            .expect("make")
+                            .click()
+                            .await
+                            .expect("click");
+                        c.wait()
+                            .for_element(Locator::Id("new-key"))
+                            .await
+                            .expect("the new key");
                     }
                     let (w, viewport, height) = measure(&c).await;
-                    eprintln!("{device:7} {lang:5} {name:8} {w} / {viewport} px wide, {height} px tall");
+                    eprintln!(
+                        "{device:7} {lang:5} {name:8} {w} / {viewport} px wide, {height} px tall"
+                    );
                     if width == PHONE && (w > f64::from(PHONE) || viewport > f64::from(PHONE)) {
                         failures.push(format!("{lang} {name}: {w} px wide (viewport {viewport})"));
                     }
                     if width == PHONE && height > *tallest {
-                        failures.push(format!("{lang} {name}: {height} px tall, more than {tallest}"));
+                        failures.push(format!(
+                            "{lang} {name}: {height} px tall, more than {tallest}"
+                        ));
                     }
                     for select in clipped_selects(&c).await {
                         eprintln!("{device:7} {lang:5} {name:8} a select cut: {select}");
                         if width == PHONE {
-                            failures.push(format!("{lang} {name}: a select's text is cut: {select}"));
+                            failures
+                                .push(format!("{lang} {name}: a select's text is cut: {select}"));
                         }
                     }
                     // The whole page in the screenshot.
-                    c.issue_cmd(Cdp(
-                        "Emulation.setDeviceMetricsOverride",
-                        serde_json::json!({ "width": width, "height": height.clamp(600.0, 6000.0) as u32, "deviceScaleFactor": 1, "mobile": width == PHONE }),
-                    ))
-                    .await
-                    .expect("metrics");
-                    let png = c.screenshot().await.expect("screenshot");
-                    std::fs::write(shots.join(format!("people-{device}-{name}-{lang}.png")), &png).expect("write");
-                    c.issue_cmd(Cdp(
-                        "Emulation.setDeviceMetricsOverride",
-                        serde_json::json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width == PHONE }),
-                    ))
-                    .await
-                    .expect("metrics");
+                    screenshot_whole(
+                        &c,
+                        width,
+                        height,
+                        &shots.join(format!("people-{device}-{name}-{lang}.png")),
+                        800,
+                    )
+                    .await;
                 }
             }
         }
         // The other scheme of each device, for the newest page (still signed in).
         for (device, width, scheme) in [("desktop", 1280u32, "dark"), ("phone", PHONE, "light")] {
-            c.issue_cmd(color_scheme(scheme)).await.expect("colour scheme");
-            for lang in ["en", "zh-CN"] {
-                c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F")).await.expect("language");
-                c.issue_cmd(Cdp(
-                    "Emulation.setDeviceMetricsOverride",
-                    serde_json::json!({ "width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width == PHONE }),
-                ))
+            c.issue_cmd(color_scheme(scheme))
                 .await
-                .expect("metrics");
+                .expect("colour scheme");
+            for lang in ["en", "zh-CN"] {
+                c.goto(&format!("{base}/ui/lang?set={lang}&back=%2F"))
+                    .await
+                    .expect("language");
+                viewport(&c, width, 800).await;
                 c.goto(&format!("{base}/ui/domains")).await.expect("page");
                 let (_, _, height) = measure(&c).await;
-                c.issue_cmd(Cdp(
-                    "Emulation.setDeviceMetricsOverride",
-                    serde_json::json!({ "width": width, "height": height.clamp(600.0, 6000.0) as u32, "deviceScaleFactor": 1, "mobile": width == PHONE }),
-                ))
-                .await
-                .expect("metrics");
-                let png = c.screenshot().await.expect("screenshot");
-                std::fs::write(shots.join(format!("people-{device}-{scheme}-domains-{lang}.png")), &png).expect("write");
+                screenshot_whole(
+                    &c,
+                    width,
+                    height,
+                    &shots.join(format!("people-{device}-{scheme}-domains-{lang}.png")),
+                    800,
+                )
+                .await;
             }
         }
         c.close().await.expect("close");

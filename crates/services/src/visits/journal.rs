@@ -27,6 +27,7 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -98,10 +99,17 @@ pub struct Journal {
     group: Mutex<Group>,
     /// Woken when a shared write has ended.
     group_written: Notify,
+    /// Told each shared write's records written and refused (and whether the journal was
+    /// failing before it) before its waiters wake, so that a redirect answered is a visit
+    /// already counted ([`Journal::on_write`]).
+    on_write: OnceLock<WriteHook>,
     /// Test builds only: while this file exists, appends fail as on a full disk.
     #[cfg(debug_assertions)]
     full_when: Option<PathBuf>,
 }
+
+/// Told of each shared write: records written, records refused, the journal failing before.
+pub type WriteHook = Box<dyn Fn(u64, u64, bool) + Send + Sync>;
 
 /// Refused shared writes remembered for their waiters (a waiter reads its write's outcome
 /// long before this many more writes were refused).
@@ -231,6 +239,7 @@ impl Journal {
             appended: AtomicU64::new(0),
             group: Mutex::new(Group::default()),
             group_written: Notify::new(),
+            on_write: OnceLock::new(),
             #[cfg(debug_assertions)]
             full_when: std::env::var_os("VSHORTLINK_TEST_JOURNAL_FULL").map(PathBuf::from),
         })
@@ -261,6 +270,11 @@ impl Journal {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Sets what each shared write tells before its waiters wake (the first call only).
+    pub fn on_write(&self, hook: WriteHook) {
+        let _ = self.on_write.set(hook);
     }
 
     /// Did the last append fail (the disk is full)?
@@ -368,11 +382,16 @@ impl Journal {
             let records = std::mem::take(&mut group.records);
             (records, group.written, group.next)
         };
+        let was_failing = self.failing.load(Ordering::Relaxed);
         let (wrote, result) = if records.is_empty() {
             (0, Ok(Position::default()))
         } else {
             self.write_records(&records)
         };
+        let refused = end - first - wrote;
+        if let Some(hook) = self.on_write.get() {
+            hook(wrote, refused, was_failing);
+        }
         let mut group = self.group.lock();
         if result.is_err() {
             if group.refused.len() == REFUSALS_KEPT {
@@ -384,7 +403,7 @@ impl Journal {
         group.writing = false;
         drop(group);
         self.group_written.notify_waiters();
-        (wrote, end - first - wrote)
+        (wrote, refused)
     }
 
     /// Writes whole framed records at the end of the current segment, beginning the next one

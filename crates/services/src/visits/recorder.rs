@@ -435,6 +435,10 @@ impl Recorder {
                 metrics: metrics.clone(),
             },
         ));
+        let counted = metrics.clone();
+        opened.on_write(Box::new(move |wrote, refused, was_failing| {
+            count_written(&counted, wrote, refused, was_failing)
+        }));
         Ok(Arc::new(Recorder {
             journal: Some(opened),
             batch,
@@ -492,27 +496,10 @@ impl Recorder {
     }
 
     /// Waits until the visit of `ticket` is in the journal (or refused): the redirect answers
-    /// after it. Counts the visits of the shared writes this call made.
+    /// after it. The shared writes are counted as they end ([`count_written`]).
     pub async fn settle(&self, ticket: Ticket) {
-        let Some(journal) = &self.journal else {
-            return;
-        };
-        let was_failing = journal.failing();
-        let settled = journal.settle(ticket).await;
-        self.count_written(settled.wrote, settled.refused, was_failing);
-    }
-
-    /// Counts the visits of shared writes: taken, or dropped (once per episode in the log;
-    /// `vsl_visits_dropped_total` counts every visit).
-    fn count_written(&self, wrote: u64, refused: u64, was_failing: bool) {
-        self.metrics.accepted.inc_by(wrote);
-        self.metrics.dropped.inc_by(refused);
-        if refused > 0 && !was_failing {
-            tracing::error!(
-                "the visit journal cannot be written: visits are dropped and counted until it can"
-            );
-        } else if refused == 0 && wrote > 0 && was_failing {
-            tracing::info!("the visit journal takes visits again");
+        if let Some(journal) = &self.journal {
+            journal.settle(ticket).await;
         }
     }
 
@@ -595,6 +582,20 @@ struct Tick {
     metrics: VisitMetrics,
 }
 
+/// Counts a shared write's visits, before its redirects answer: taken, or dropped (once per
+/// episode in the log; `vsl_visits_dropped_total` counts every visit).
+fn count_written(metrics: &VisitMetrics, wrote: u64, refused: u64, was_failing: bool) {
+    metrics.accepted.inc_by(wrote);
+    metrics.dropped.inc_by(refused);
+    if refused > 0 && !was_failing {
+        tracing::error!(
+            "the visit journal cannot be written: visits are dropped and counted until it can"
+        );
+    } else if refused == 0 && wrote > 0 && was_failing {
+        tracing::info!("the visit journal takes visits again");
+    }
+}
+
 /// A batch read from the journal: its visits enriched, and where the next read starts.
 struct Batch {
     visits: Vec<NewVisit>,
@@ -611,10 +612,8 @@ fn read_batch(
     max: usize,
     metrics: &VisitMetrics,
 ) -> io::Result<Batch> {
-    // Records whose redirect went away before it waited for them.
-    let (wrote, refused) = journal.write_waiting();
-    metrics.accepted.inc_by(wrote);
-    metrics.dropped.inc_by(refused);
+    // Records whose redirect went away before it waited for them (counted by the write).
+    journal.write_waiting();
     let mut raw = Vec::new();
     let mut undecodable = 0u64;
     let taken = journal.read(from, max, |payload| match RawVisit::decode(payload) {
