@@ -496,7 +496,7 @@ impl Recorder {
     }
 
     /// Waits until the visit of `ticket` is in the journal (or refused): the redirect answers
-    /// after it. The shared writes are counted as they end ([`count_written`]).
+    /// after it. The shared writes are counted as they end (`count_written`, before they wake).
     pub async fn settle(&self, ticket: Ticket) {
         if let Some(journal) = &self.journal {
             journal.settle(ticket).await;
