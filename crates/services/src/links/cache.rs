@@ -1,28 +1,32 @@
-//! The redirect cache: code → target, in process (quick_cache), read-through from the active
-//! mapping. Entries carry their insert time and their link's expiry, so a hit past either is a
-//! miss. Only the link service, its parent, fills or invalidates it.
+//! The redirect cache: code → target, in process, read-through from the active mapping.
+//! Entries are served until the earlier of their link's expiry and the cache's ttl after they
+//! were filled; a hit past that is a miss. Only the link service, its parent, fills or
+//! invalidates it.
 //!
-//! Bounded in bytes (its share of `memory.budget`): each entry weighs what it holds, so that
+//! Bounded in bytes (its share of `memory.budget`): each entry takes what it holds, so that
 //! long URLs and links with options take more of the cache than short plain ones. With
-//! `cache.capacity` set it counts entries instead, each weighing one.
+//! `cache.capacity` set it holds at most that many entries instead.
 //!
-//! Compact, so that a small team's links stay cached whole at the default budget: a key of up
-//! to 18 ASCII characters (every generated code, nearly every custom one, with the domain the
-//! link service appends) is packed into two words instead of a string of its own; a plain
-//! link's entry is its URL, id, expiry and fill time, and what only some links carry (options,
-//! a review's block, a plan's in-app day) sits behind one pointer that plain links leave empty.
+//! Compact, so that a small team's links stay cached whole at the default budget: entries are
+//! written back to back into a log per shard ([`log`]), a plain link's entry being its header,
+//! key and URL and a slot of the table; what only some links carry (options, a review's
+//! block, a plan's in-app day) sits in a side table that plain links leave empty.
 //! `examples/cache_footprint.rs` measures an entry with a heap profiler.
 
+mod log;
+mod table;
+
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
-use quick_cache::sync::Cache;
-use quick_cache::{OptionsBuilder, Weighter};
 
+use self::log::{Entry, Found, Shard, HEADER};
 use super::LinkState;
 use crate::model::Millis;
 
-/// What a cached redirect needs.
+/// What the link service fills an entry with.
 #[derive(Clone, Debug)]
 pub struct CachedTarget {
     pub id: u64,
@@ -39,6 +43,16 @@ pub struct CachedTarget {
     pub in_app_from: Option<Millis>,
 }
 
+/// What a hit gives the redirect.
+#[derive(Clone, Debug)]
+pub struct CacheHit {
+    pub id: u64,
+    pub url: Arc<str>,
+    pub state: Option<Arc<LinkState>>,
+    pub blocked: bool,
+    pub in_app_from: Option<Millis>,
+}
+
 /// Hit and miss counters, shared with `/metrics`.
 #[derive(Clone, Debug, Default)]
 pub struct CacheCounters {
@@ -46,76 +60,147 @@ pub struct CacheCounters {
     pub misses: Counter,
 }
 
-/// What an entry costs besides its URL and a key too long to pack: the URL's `Arc` header,
-/// the entry in quick_cache's slab and its share of the ghosts' (the hashes of evicted codes,
-/// kept in slots of the same size), the hash table's share, the allocator's rounding of the
-/// URL. Measured by `examples/cache_footprint.rs` (100,000 plain links with 80-byte URLs and
-/// 6-character codes): 218 bytes an entry in the heap profile (dhat), 208 resident when the
-/// cache first fills and 236 once as many again were evicted (its ghosts, the allocator's
-/// free lists). Before this layout: 266 in the heap profile and about 350 resident.
-pub const ENTRY_OVERHEAD: usize = 160;
-/// Entries of a typical weight (a URL of about a hundred bytes), to size the cache's table
-/// when it is bounded in bytes.
-const TYPICAL_ENTRY: u64 = 250;
-/// The evicted codes remembered, as a share of the estimated entries ([`table`]).
-const GHOST_SHARE: f64 = 0.25;
-/// The longest key packed into two words: 9 characters of 7 bits in each.
-const PACKED_LEN: usize = 18;
-
-/// A code (with its domain, as the link service writes it) as the cache keys it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Key {
-    /// Up to [`PACKED_LEN`] ASCII characters, 7 bits each; a zero ends the key.
-    Packed([u64; 2]),
-    /// Anything longer, or not ASCII.
-    Text(Box<str>),
-}
-
-impl Key {
-    fn of(code: &str) -> Key {
-        let bytes = code.as_bytes();
-        if bytes.len() > PACKED_LEN || !bytes.iter().all(|b| (1..0x80).contains(b)) {
-            return Key::Text(code.into());
-        }
-        let mut words = [0u64; 2];
-        for (i, &b) in bytes.iter().enumerate() {
-            words[i / 9] |= u64::from(b) << (7 * (i % 9));
-        }
-        Key::Packed(words)
-    }
-
-    /// Bytes the key holds outside the entry.
-    fn heap_bytes(&self) -> usize {
-        match self {
-            Key::Packed(_) => 0,
-            Key::Text(text) => text.len(),
-        }
-    }
-}
-
-/// An entry as the cache holds it; [`CachedTarget`] is what it is read as.
-#[derive(Clone)]
-struct Stored {
-    url: Arc<str>,
-    id: u64,
-    /// `Millis::MAX`: the link does not expire.
-    expires_at: Millis,
-    cached_at: Millis,
-    /// `None` for a plain link.
-    extra: Option<Arc<Extra>>,
-}
-
 /// What only some links carry.
 struct Extra {
     state: Option<Arc<LinkState>>,
     blocked: bool,
     in_app_from: Option<Millis>,
-    /// The state's estimated bytes, worked out once (the weighter runs during eviction).
-    state_bytes: u64,
+    /// The state's estimated bytes, worked out once.
+    state_bytes: usize,
 }
 
-impl Stored {
-    fn of(target: CachedTarget) -> Stored {
+impl Extra {
+    /// What the entry's extra part holds besides its slot in the log.
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Extra>() + 16 + self.state_bytes
+    }
+}
+
+/// Entries of a typical size (a 6-character code and an 80-byte URL), to size the tables.
+const TYPICAL_ENTRY: usize = HEADER + 6 + 80;
+/// A shard's log is cut into segments of at most this many bytes; eviction empties one.
+const SEGMENT: usize = 16 * 1024;
+/// Segments a shard's log has at least: eviction empties one at a time, so this bounds the
+/// share of the cache an eviction forgets at once, and the share left empty after it.
+/// (A URL longer than a segment, past 16 KB at the default budget, is not cached.)
+const MIN_SEGMENTS: usize = 32;
+/// Most shards: each has its own lock, and two cores seldom wait on sixteen.
+const MAX_SHARDS: usize = 16;
+/// Fewest bytes a shard is given before the cache takes fewer shards.
+const MIN_SHARD: usize = 256 * 1024;
+/// The bytes a `cache.capacity` entry is given in the log: entries are counted, and this much
+/// room each keeps long URLs from evicting before the count is reached.
+pub const BYTES_PER_COUNTED: usize = 512;
+
+/// A bounded cache of active mappings.
+pub struct RedirectCache {
+    shards: Box<[Mutex<Shard<foldhash::fast::RandomState>>]>,
+    hasher: foldhash::fast::RandomState,
+    ttl_ms: u64,
+    counters: CacheCounters,
+    /// Counted in entries (`cache.capacity`), not bytes.
+    counted: bool,
+}
+
+impl RedirectCache {
+    /// A cache of at most `capacity` entries (`cache.capacity`).
+    pub fn new(capacity: usize, ttl_ms: u64) -> Self {
+        let capacity = capacity.max(1);
+        // Room enough that a URL of any allowed length is cached whatever the count; pages
+        // of the log no entry reached are never resident.
+        let bytes = capacity
+            .saturating_mul(BYTES_PER_COUNTED)
+            .max(MIN_SEGMENTS * SEGMENT);
+        Self::build(bytes, capacity, ttl_ms)
+    }
+
+    /// A cache whose entries take their bytes, the log and its table at most `bytes`
+    /// together (its share of `memory.budget`).
+    pub fn with_bytes(bytes: u64, ttl_ms: u64) -> Self {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        Self::build(bytes, usize::MAX, ttl_ms)
+    }
+
+    fn build(bytes: usize, max_entries: usize, ttl_ms: u64) -> Self {
+        let bytes = bytes.max(2 * (HEADER + 64) * MIN_SEGMENTS);
+        let shards = 1 << (bytes / MIN_SHARD).clamp(1, MAX_SHARDS).ilog2();
+        let per_shard = bytes / shards;
+        let counted = max_entries != usize::MAX;
+        let max_per_shard = match max_entries {
+            usize::MAX => usize::MAX,
+            n => n.div_ceil(shards),
+        };
+        // The table takes 8 bytes a slot at a load of up to 7/8 ([`table`]); the log has the
+        // rest.
+        let expected = if counted {
+            max_per_shard
+        } else {
+            per_shard / (TYPICAL_ENTRY + 10)
+        };
+        let table = table::Table::new(expected).bytes();
+        let log = if counted {
+            per_shard
+        } else {
+            per_shard.saturating_sub(table).max(per_shard / 2)
+        };
+        let segment = (log / MIN_SEGMENTS).min(SEGMENT);
+        let segments = log / segment;
+        let hasher = foldhash::fast::RandomState::default();
+        Self {
+            shards: (0..shards)
+                .map(|_| {
+                    Mutex::new(Shard::new(
+                        hasher.clone(),
+                        segments,
+                        segment,
+                        expected,
+                        max_per_shard,
+                    ))
+                })
+                .collect(),
+            hasher,
+            ttl_ms,
+            counters: CacheCounters::default(),
+            counted,
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> (u64, &Mutex<Shard<foldhash::fast::RandomState>>) {
+        let hash = self.hasher.hash_one(key);
+        // The table places by the low bits and tells apart by the top seven: the shard is
+        // picked by bits neither uses much.
+        let shard = (hash >> 32) as usize & (self.shards.len() - 1);
+        (hash, &self.shards[shard])
+    }
+
+    /// A fresh entry for `code` that has not expired at `now`.
+    pub fn get(&self, code: &str, now: Millis) -> Option<CacheHit> {
+        let (hash, shard) = self.shard(code.as_bytes());
+        let found = shard.lock().get(hash, code.as_bytes(), now);
+        match found {
+            Found::Hit { id, url, extra } => {
+                self.counters.hits.inc();
+                let extra = extra.as_deref();
+                Some(CacheHit {
+                    id,
+                    url,
+                    state: extra.and_then(|e| e.state.clone()),
+                    blocked: extra.is_some_and(|e| e.blocked),
+                    in_app_from: extra.and_then(|e| e.in_app_from),
+                })
+            }
+            Found::Stale | Found::Missing => {
+                self.counters.misses.inc();
+                None
+            }
+        }
+    }
+
+    pub fn counters(&self) -> &CacheCounters {
+        &self.counters
+    }
+
+    pub fn insert(&self, code: &str, target: CachedTarget) {
         let CachedTarget {
             id,
             url,
@@ -125,8 +210,11 @@ impl Stored {
             blocked,
             in_app_from,
         } = target;
+        let until = cached_at
+            .saturating_add(self.ttl_ms)
+            .min(expires_at.unwrap_or(Millis::MAX));
         let extra = (state.is_some() || blocked || in_app_from.is_some()).then(|| {
-            let state_bytes = state.as_ref().map_or(0, |s| s.estimated_bytes() as u64);
+            let state_bytes = state.as_ref().map_or(0, |s| s.estimated_bytes());
             Arc::new(Extra {
                 state,
                 blocked,
@@ -134,143 +222,58 @@ impl Stored {
                 state_bytes,
             })
         });
-        Stored {
-            url,
-            id,
-            expires_at: expires_at.unwrap_or(Millis::MAX),
-            cached_at,
-            extra,
+        let key = code.as_bytes();
+        let (hash, shard) = self.shard(key);
+        let mut shard = shard.lock();
+        if !shard.fits(key, &url) {
+            // Longer than a segment: served from the store each time.
+            shard.remove(hash, key);
+            return;
         }
+        shard.insert(
+            hash,
+            Entry {
+                key,
+                id,
+                url: &url,
+                until,
+                extra,
+            },
+        );
     }
 
-    fn target(&self) -> CachedTarget {
-        let extra = self.extra.as_deref();
-        CachedTarget {
-            id: self.id,
-            url: self.url.clone(),
-            expires_at: (self.expires_at != Millis::MAX).then_some(self.expires_at),
-            cached_at: self.cached_at,
-            state: extra.and_then(|e| e.state.clone()),
-            blocked: extra.is_some_and(|e| e.blocked),
-            in_app_from: extra.and_then(|e| e.in_app_from),
-        }
-    }
-}
-
-/// Weighs an entry: its bytes, or one with `cache.capacity`.
-#[derive(Clone, Copy)]
-struct ByWeight {
-    by_bytes: bool,
-}
-
-impl Weighter<Key, Stored> for ByWeight {
-    fn weight(&self, key: &Key, stored: &Stored) -> u64 {
-        if !self.by_bytes {
-            return 1;
-        }
-        let extra = stored
-            .extra
-            .as_ref()
-            .map_or(0, |e| std::mem::size_of::<Extra>() as u64 + e.state_bytes);
-        (key.heap_bytes() + stored.url.len() + ENTRY_OVERHEAD) as u64 + extra
-    }
-}
-
-/// quick_cache with a quarter of the estimated entries remembered as ghosts (the hashes of
-/// evicted codes, which let a code seen again come back as hot): its default of a half cost a
-/// slot of the entry's size for every second entry, about 20 bytes an entry more.
-fn table(items: usize, weight: u64, weigher: ByWeight) -> Cache<Key, Stored, ByWeight> {
-    let options = OptionsBuilder::new()
-        .estimated_items_capacity(items)
-        .weight_capacity(weight)
-        .ghost_allocation(GHOST_SHARE)
-        .build();
-    match options {
-        Ok(options) => {
-            Cache::with_options(options, weigher, Default::default(), Default::default())
-        }
-        // Only an unset capacity is refused, and both are set above.
-        Err(_) => Cache::with_weighter(items, weight, weigher),
-    }
-}
-
-/// A bounded cache of active mappings.
-pub struct RedirectCache {
-    entries: Cache<Key, Stored, ByWeight>,
-    ttl_ms: u64,
-    counters: CacheCounters,
-}
-
-impl RedirectCache {
-    /// A cache of at most `capacity` entries (`cache.capacity`).
-    pub fn new(capacity: usize, ttl_ms: u64) -> Self {
-        let capacity = capacity.max(1);
-        Self {
-            entries: table(capacity, capacity as u64, ByWeight { by_bytes: false }),
-            ttl_ms,
-            counters: CacheCounters::default(),
-        }
-    }
-
-    /// A cache whose entries weigh their bytes, at most `bytes` together (its share of
-    /// `memory.budget`).
-    pub fn with_bytes(bytes: u64, ttl_ms: u64) -> Self {
-        let bytes = bytes.max(TYPICAL_ENTRY);
-        let items = usize::try_from(bytes / TYPICAL_ENTRY).unwrap_or(usize::MAX);
-        Self {
-            entries: table(items, bytes, ByWeight { by_bytes: true }),
-            ttl_ms,
-            counters: CacheCounters::default(),
-        }
-    }
-
-    /// A fresh entry for `code` that has not expired at `now`.
-    pub fn get(&self, code: &str, now: Millis) -> Option<CachedTarget> {
-        let key = Key::of(code);
-        let Some(hit) = self.entries.get(&key) else {
-            self.counters.misses.inc();
-            return None;
-        };
-        let fresh = now < hit.cached_at.saturating_add(self.ttl_ms);
-        if fresh && now < hit.expires_at {
-            self.counters.hits.inc();
-            Some(hit.target())
-        } else {
-            self.counters.misses.inc();
-            self.entries.remove(&key);
-            None
-        }
-    }
-
-    pub fn counters(&self) -> &CacheCounters {
-        &self.counters
-    }
-
-    pub fn insert(&self, code: &str, target: CachedTarget) {
-        self.entries.insert(Key::of(code), Stored::of(target));
-    }
-
-    /// The entries' weight: bytes, or entries with `cache.capacity`.
+    /// What the entries weigh: their bytes, or their number with `cache.capacity`.
     pub fn weight(&self) -> u64 {
-        self.entries.weight()
+        if self.counted {
+            return self.len() as u64;
+        }
+        self.shards.iter().map(|s| s.lock().live_bytes()).sum()
+    }
+
+    /// Bytes the cache holds however full it is: every shard's log and table.
+    pub fn footprint(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().footprint()).sum()
     }
 
     /// Forgets a code at once (update, delete, expiry).
     pub fn invalidate(&self, code: &str) {
-        self.entries.remove(&Key::of(code));
+        let (hash, shard) = self.shard(code.as_bytes());
+        shard.lock().remove(hash, code.as_bytes());
     }
 
     /// Forgets every code (changes made elsewhere may have been missed).
     pub fn clear(&self) {
-        self.entries.clear();
+        for shard in self.shards.iter() {
+            shard.lock().clear();
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.len() == 0
+        self.len() == 0
     }
 }
 
@@ -308,70 +311,126 @@ mod tests {
     }
 
     #[test]
-    fn keys_pack_without_colliding() {
-        let codes = [
-            "a",
-            "a0",
-            "0a",
-            "abcdefghi",
-            "abcdefghij",
-            "abcdefghijklmnopqr",
-            "x@7",
-        ];
-        let keys: std::collections::HashSet<Key> = codes.iter().map(|c| Key::of(c)).collect();
-        assert_eq!(keys.len(), codes.len());
-        assert!(codes.iter().all(|c| matches!(Key::of(c), Key::Packed(_))));
-        assert!(matches!(Key::of("abcdefghijklmnopqrs"), Key::Text(_)));
-        assert!(matches!(Key::of("中文"), Key::Text(_)));
-        // Entries with and without the rarer parts read back as they went in.
+    fn entries_read_back_as_they_went_in() {
         let cache = RedirectCache::new(10, 1000);
         let mut rich = target(Some(900), 5);
         rich.blocked = true;
         rich.in_app_from = Some(3);
         cache.insert("rich", rich);
         cache.insert("plain", target(None, 5));
+        cache.insert("中文@7", target(None, 5));
         let rich = cache.get("rich", 10).expect("cached");
-        assert!(rich.blocked && rich.in_app_from == Some(3) && rich.expires_at == Some(900));
+        assert!(rich.blocked && rich.in_app_from == Some(3) && rich.state.is_none());
         let plain = cache.get("plain", 10).expect("cached");
-        assert!(!plain.blocked && plain.in_app_from.is_none() && plain.expires_at.is_none());
+        assert!(!plain.blocked && plain.in_app_from.is_none());
+        assert_eq!(&*plain.url, "https://example.com/");
+        assert!(cache.get("中文@7", 10).is_some() && cache.get("中文", 10).is_none());
+        // A replaced entry reads as the new one, and counts once.
+        let mut again = target(None, 5);
+        again.url = "https://example.org/new".into();
+        cache.insert("plain", again);
+        assert_eq!(
+            &*cache.get("plain", 10).expect("cached").url,
+            "https://example.org/new"
+        );
+        assert_eq!(cache.len(), 3);
+        cache.clear();
+        assert!(cache.is_empty() && cache.get("rich", 10).is_none());
+    }
+
+    fn url(n: usize) -> CachedTarget {
+        CachedTarget {
+            url: format!("https://example.com/{}", "x".repeat(n)).into(),
+            ..target(None, 0)
+        }
     }
 
     #[test]
     fn a_cache_bounded_in_bytes_holds_fewer_long_urls() {
-        let url = |n: usize| -> CachedTarget {
-            CachedTarget {
-                url: format!("https://example.com/{}", "x".repeat(n)).into(),
-                ..target(None, 0)
-            }
-        };
-        let short = RedirectCache::with_bytes(64 * 1024, 1000);
-        let long = RedirectCache::with_bytes(64 * 1024, 1000);
-        for i in 0..2000 {
+        let short = RedirectCache::with_bytes(256 * 1024, 1000);
+        let long = RedirectCache::with_bytes(256 * 1024, 1000);
+        for i in 0..20_000 {
             short.insert(&format!("s{i}"), url(10));
             long.insert(&format!("l{i}"), url(2000));
         }
-        assert!(short.weight() <= 64 * 1024 && long.weight() <= 64 * 1024);
-        assert!(long.len() < 40, "{} long entries", long.len());
         assert!(
-            short.len() > 5 * long.len(),
-            "{} short entries",
-            short.len()
+            short.footprint() <= 256 * 1024 && long.footprint() <= 256 * 1024,
+            "{} and {} bytes",
+            short.footprint(),
+            long.footprint()
         );
-        // A packed key weighs nothing beyond the entry; a long one its bytes.
+        assert!(short.weight() <= 256 * 1024 && long.weight() <= 256 * 1024);
+        assert!(long.len() < 130, "{} long entries", long.len());
+        assert!(long.len() > 80, "{} long entries", long.len());
+        assert!(short.len() > 15 * long.len(), "{} short", short.len());
+        // An entry weighs its header, key and URL.
         let one = RedirectCache::with_bytes(1 << 20, 1000);
         one.insert("abc", url(10));
-        assert_eq!(one.weight(), (30 + ENTRY_OVERHEAD) as u64);
-        let long_key = "a-custom-code-longer-than-eighteen";
-        one.insert(long_key, url(10));
-        assert_eq!(
-            one.weight(),
-            (2 * (30 + ENTRY_OVERHEAD) + long_key.len()) as u64
-        );
-        // Counted in entries, as `cache.capacity` asks.
+        assert_eq!(one.weight(), (HEADER + 3 + 30) as u64);
+        // Longer than a segment: not cached, and an older entry for the key goes.
+        let small = RedirectCache::with_bytes(0, 1000);
+        small.insert("big", url(10));
+        assert!(small.get("big", 1).is_some());
+        small.insert("big", url(100_000));
+        assert!(small.get("big", 1).is_none() && small.is_empty());
+    }
+
+    #[test]
+    fn a_counted_cache_holds_its_count() {
         let counted = RedirectCache::new(10, 1000);
         for i in 0..100 {
             counted.insert(&format!("c{i}"), url(2000));
+            assert!(counted.len() <= 10);
         }
-        assert!(counted.len() <= 10 && counted.weight() == counted.len() as u64);
+        assert!(counted.len() >= 5 && counted.weight() == counted.len() as u64);
+        assert!(counted.get("c99", 1).is_some(), "the newest stays");
+    }
+
+    #[test]
+    fn eviction_keeps_what_is_read() {
+        // About 2,000 entries fit; 200 are read between every 100 new ones.
+        let cache = RedirectCache::with_bytes(256 * 1024, u64::MAX / 2);
+        for i in 0..200 {
+            cache.insert(&format!("hot{i}"), url(60));
+        }
+        for round in 0..200 {
+            for i in 0..100 {
+                cache.insert(&format!("cold{round}-{i}"), url(60));
+            }
+            for i in 0..200 {
+                assert!(
+                    cache.get(&format!("hot{i}"), 1).is_some(),
+                    "hot{i} evicted in round {round}"
+                );
+            }
+        }
+        assert!(cache.get("cold0-0", 1).is_none(), "the cold go");
+        let held = cache.len();
+        assert!(held > 1_500, "{held} entries in 256 KiB");
+        // Invalidated entries free their room when their segment is emptied.
+        for i in 0..200 {
+            cache.invalidate(&format!("hot{i}"));
+        }
+        assert_eq!(cache.len(), held - 200);
+        assert!(cache.get("hot3", 1).is_none());
+    }
+
+    #[test]
+    fn entries_with_extra_parts_give_them_back_when_they_go() {
+        let cache = RedirectCache::with_bytes(256 * 1024, u64::MAX / 2);
+        for i in 0..10_000 {
+            let mut t = url(40);
+            t.in_app_from = Some(i);
+            cache.insert(&format!("e{i}"), t);
+        }
+        let held = cache.len();
+        assert!(held > 500, "{held}");
+        let newest = cache.get("e9999", 1).expect("cached");
+        assert_eq!(newest.in_app_from, Some(9999));
+        for i in 0..10_000 {
+            if let Some(hit) = cache.get(&format!("e{i}"), 1) {
+                assert_eq!(hit.in_app_from, Some(i), "e{i} reads its own part");
+            }
+        }
     }
 }
