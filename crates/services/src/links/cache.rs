@@ -8,9 +8,10 @@
 //! `cache.capacity` set it holds at most that many entries instead.
 //!
 //! Compact, so that a small team's links stay cached whole at the default budget: entries are
-//! written back to back into a log per shard ([`log`]), a plain link's entry being its header,
-//! key and URL and a slot of the table; what only some links carry (options, a review's
-//! block, a plan's in-app day) sits in a side table that plain links leave empty.
+//! written back to back into a log per shard (`cache/log.rs`), a plain link's entry being its
+//! header, key and URL and a slot of the table (`cache/table.rs`); what only some links carry
+//! (options, a review's block, a plan's in-app day) sits in a side table that plain links
+//! leave empty.
 //! `examples/cache_footprint.rs` measures an entry with a heap profiler.
 
 mod log;
@@ -325,6 +326,10 @@ mod tests {
         assert!(!plain.blocked && plain.in_app_from.is_none());
         assert_eq!(&*plain.url, "https://example.com/");
         assert!(cache.get("中文@7", 10).is_some() && cache.get("中文", 10).is_none());
+        // A key longer than its length's field is not cached (nothing that long is a code).
+        let long_key = "k".repeat(300);
+        cache.insert(&long_key, target(None, 5));
+        assert!(cache.get(&long_key, 10).is_none());
         // A replaced entry reads as the new one, and counts once.
         let mut again = target(None, 5);
         again.url = "https://example.org/new".into();
@@ -432,5 +437,81 @@ mod tests {
                 assert_eq!(hit.in_app_from, Some(i), "e{i} reads its own part");
             }
         }
+    }
+
+    #[test]
+    fn random_use_never_serves_a_wrong_or_removed_entry() {
+        // A small cache (a few hundred entries, many evictions) against a model of what was
+        // last written and removed: a hit is always the key's last URL, never a removed one.
+        let cache = RedirectCache::with_bytes(64 * 1024, u64::MAX / 2);
+        let mut model: std::collections::HashMap<u32, Option<u32>> = Default::default();
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        for version in 0..200_000u32 {
+            let key = next() % 2_000;
+            let code = format!("k{key}");
+            match next() % 10 {
+                0 => {
+                    cache.invalidate(&code);
+                    model.insert(key, None);
+                }
+                1..=4 => {
+                    let mut t = url((next() % 300) as usize);
+                    t.id = u64::from(version);
+                    if next() % 4 == 0 {
+                        t.in_app_from = Some(u64::from(version));
+                    }
+                    cache.insert(&code, t);
+                    model.insert(key, Some(version));
+                }
+                _ => {
+                    if let Some(hit) = cache.get(&code, 1) {
+                        let want = model.get(&key).copied().flatten();
+                        assert_eq!(Some(hit.id as u32), want, "{code}");
+                        assert!(hit.in_app_from.is_none_or(|v| v == hit.id));
+                    }
+                }
+            }
+        }
+        assert!(cache.footprint() <= 64 * 1024);
+    }
+
+    #[test]
+    fn threads_share_it() {
+        let cache = Arc::new(RedirectCache::with_bytes(128 * 1024, u64::MAX / 2));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let cache = cache.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50_000u64 {
+                        let key = format!("c{}", (i * 7 + t) % 3_000);
+                        match i % 5 {
+                            0 => cache.invalidate(&key),
+                            1 | 2 => cache.insert(
+                                &key,
+                                CachedTarget {
+                                    url: format!("https://example.com/{key}").into(),
+                                    ..target(None, 0)
+                                },
+                            ),
+                            _ => {
+                                if let Some(hit) = cache.get(&key, 1) {
+                                    assert_eq!(&*hit.url, format!("https://example.com/{key}"));
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().expect("no panic");
+        }
+        assert!(cache.len() <= 3_000);
     }
 }
