@@ -7,7 +7,8 @@
 //! - `store only`: the same number of already-enriched visits written in the writer's batches
 //!   straight through `Store::record_visits`, to show what enrichment costs.
 //!
-//! `cargo bench --bench visit_writer` (env VISITS=200000, LINKS=10000, DURABILITY=process).
+//! `cargo bench --bench visit_writer` (env VISITS=200000, LINKS=10000, DURABILITY=process;
+//! HELD_BYTES, each held part's bound in bytes: 15000000 is about the default budget's).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -45,6 +46,15 @@ fn open(durability: Durability) -> (tempfile::TempDir, Arc<dyn Store>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut options = StoreOptions::new(dir.path());
     options.durability = durability;
+    // The default `memory.budget` gives each held part about 15 MB: folds then come as often
+    // as they do in the server, where StoreOptions' own bound is far larger.
+    if let Some(bytes) = std::env::var("HELD_BYTES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        options.held_counts_bytes = bytes;
+        options.held_index_bytes = bytes;
+    }
     let store: Arc<dyn Store> = SledStore::open(&options).expect("open");
     (dir, store)
 }

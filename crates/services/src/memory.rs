@@ -102,10 +102,10 @@ pub mod shares {
     /// while the last is written); what is held between folds is what saves the store's work,
     /// so the held shares below took 10 of its 15.
     pub const WRITER_BATCHES: u64 = 5;
-    /// sled's per-(link, day) counters held until a fold (`visit_counts.rs`): about 28 bytes a
+    /// sled's per-(link, day) counters held until a fold (`visit_counts.rs`): about 20 bytes a
     /// visit and 25 a link.
     pub const HELD_COUNTS: u64 = 15;
-    /// sled's visit-index runs held until a fold (`visit_index.rs`): 32 bytes a link in a
+    /// sled's visit-index runs held until a fold (`visit_index.rs`): 16 bytes a link in a
     /// write. Each held share is what lets a fold come every several seconds rather than every
     /// second under traffic over 100,000 links (each fold writes a record per link it holds,
     /// so the more visits a fold takes in, the fewer records a visit costs): at 15 and 5 the

@@ -45,7 +45,7 @@ use crate::{Dimension, NewVisit, StoreResult, Visit};
 /// How long counts wait in memory before a fold starts. It bounds the blocks counted again
 /// when the store opens after a crash, and how much a fold writes.
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
-/// Visits held before a fold starts early, without a configured bound (about 28 MB of them):
+/// Visits held before a fold starts early, without a configured bound (about 20 MB of them):
 /// under traffic spread over a million links, a fold every few seconds.
 pub(super) const MAX_HELD: usize = 1 << 20;
 /// How long each write spends on the fold under way (at least: it also writes as many records
@@ -57,11 +57,12 @@ const FOLD_SLICE: Duration = Duration::from_millis(250);
 pub(super) const DEFAULT_HELD_BYTES: usize = MAX_HELD * TICK_BYTES;
 
 /// A link's held visits at which they are added up into one [`DayDelta`] a day: below it a
-/// visit costs a [`Tick`] (28 bytes), above it nothing more. 16 ticks are about what a delta
+/// visit costs a [`Tick`] (20 bytes), above it nothing more. 16 ticks are about what a delta
 /// takes (a few hundred bytes), and they bound what a reader or the fold adds up each time.
 const PROMOTE_AT: u32 = 16;
 /// Bytes of a held tick.
 const TICK_BYTES: usize = std::mem::size_of::<Tick>();
+const _: () = assert!(TICK_BYTES == 20);
 /// Bytes of one slot of the map of links' newest ticks (the key, the position and count, the
 /// table's control byte). The table is counted whole, from its capacity: it is at most 7/8
 /// full, doubles when it grows, and a fold's table keeps its size until the fold ends.
@@ -87,11 +88,11 @@ fn delta_bytes(delta: &DayDelta) -> usize {
 /// A visit's top values, one per dimension in [`Dimension::ALL`]'s order.
 type Combo = [Option<Arc<str>>; 6];
 
-/// One held visit, as the counters take it: 28 bytes, packed.
+/// One held visit, as the counters take it: 20 bytes, packed. Its link is the chain it is
+/// on ([`Days::heads`]), not a field: a link id a visit was 8 of every 28 bytes held.
 #[derive(Clone, Copy)]
 #[repr(C, packed(4))]
 struct Tick {
-    link_id: u64,
     client_hash: u64,
     /// Hours since the epoch, with [`BOT`] set for a bot; [`TAKEN`] once added up elsewhere.
     hour: u32,
@@ -124,7 +125,7 @@ struct Head {
 
 /// Counts per link and day: a tick per visit for links seen a few times, one [`DayDelta`] a
 /// day for links seen more often ([`PROMOTE_AT`]). Traffic spread over many links holds a
-/// tick a visit, about 50 bytes with the link's slot; the map of one delta per (link, day)
+/// tick a visit, about 40 bytes with the link's slot; the map of one delta per (link, day)
 /// it replaced held about 450, and filled its share of the budget in under a second with
 /// 100,000 links visited, so the fold wrote a record for nearly every visit.
 #[derive(Default)]
@@ -236,7 +237,6 @@ impl Days {
         // Hours since the epoch stay below 2^31 until the year 246,953.
         let hours = ((at / HOUR_MS) as u32) & !BOT;
         let at = self.ticks.push(Tick {
-            link_id,
             client_hash: new.client_hash,
             hour: hours | if new.visit.is_bot { BOT } else { 0 },
             combo,

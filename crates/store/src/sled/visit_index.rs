@@ -34,13 +34,14 @@ use crate::StoreResult;
 pub(super) const FOLD_EVERY: Duration = Duration::from_secs(10);
 /// Runs held in memory before a fold comes early, without a configured bound.
 pub(super) const MAX_RUNS: usize = 1 << 20;
-/// The bound of [`super::StoreOptions::new`]: [`MAX_RUNS`] runs of 32 bytes.
+/// The bound of [`super::StoreOptions::new`]: [`MAX_RUNS`] runs of 16 bytes.
 pub(super) const DEFAULT_HELD_BYTES: usize = MAX_RUNS * std::mem::size_of::<Run>();
 /// Longest run of blocks one stored entry is read as (256 M visits of one link in one write).
 const MAX_RUN: u64 = 1 << 20;
 
-/// The blocks of one link that one index entry names, and the link's first and last visit id
-/// in them.
+/// The blocks of one link that one index entry names, and bounds of the link's visit ids in
+/// them: no visit of the link there is outside `first_id..=last_id` (entries folded before
+/// 2026-11-29 hold the link's own first and last; later ones their blocks' first and last).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Span {
     pub first_id: u64,
@@ -112,21 +113,24 @@ impl Span {
     }
 }
 
-/// One write's run of blocks for one link: what the memory part holds, 32 bytes. Held per
+/// One write's run of blocks for one link: what the memory part holds, 16 bytes. Held per
 /// write rather than gathered per link: a map of links took about 130 bytes a link (its slot
 /// at the table's load, the entry, the list of blocks), so that with 100,000 links visited the
 /// part's share of `memory.budget` (about 5 MB at the default) filled in under a second and
-/// the fold wrote an entry for nearly every visit.
+/// the fold wrote an entry for nearly every visit. The link's own first and last visit ids
+/// are not held (they were half of a run's 32 bytes): an entry's ids are its blocks' (see
+/// [`Recent::ids`]), wider by the other links' visits in those blocks, which a listing skips
+/// as it reads.
 #[derive(Clone, Copy, Debug)]
 struct Run {
     link_id: u64,
-    first_id: u64,
-    last_id: u64,
     /// The run's first block, after the fold point (an offset from it).
     block: u32,
     /// Blocks in the run, at least one.
     blocks: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Run>() == 16);
 
 /// The index entries not yet folded into the tree.
 #[derive(Default)]
@@ -135,6 +139,9 @@ pub(super) struct Recent {
     folded: u64,
     /// In the order they were written, so blocks ascend.
     runs: Chunked<Run>,
+    /// Each block's first and last visit id, ascending by block (a block a second: a few
+    /// hundred between folds).
+    block_ids: Vec<(u64, u64, u64)>,
     /// When the oldest entry held was added.
     since: Option<Instant>,
 }
@@ -144,6 +151,18 @@ impl Recent {
     /// ascending order.
     pub(super) fn add(&mut self, link_id: u64, block: u64, first_id: u64, last_id: u64) {
         self.since.get_or_insert_with(Instant::now);
+        // A write's links each walk its blocks from the first: the block is one of the last.
+        match self.block_ids.iter().rposition(|(b, _, _)| *b <= block) {
+            Some(at) if self.block_ids[at].0 == block => {
+                let (_, first, last) = &mut self.block_ids[at];
+                *first = (*first).min(first_id);
+                *last = (*last).max(last_id);
+            }
+            at => {
+                let at = at.map_or(0, |at| at + 1);
+                self.block_ids.insert(at, (block, first_id, last_id));
+            }
+        }
         // Past the fold point by the callers' order; `due` folds long before the offset
         // could leave 32 bits.
         let offset = u32::try_from(block.saturating_sub(self.folded)).unwrap_or(u32::MAX);
@@ -152,24 +171,35 @@ impl Recent {
                 let last = run.block + run.blocks - 1;
                 if offset == last || Some(offset) == last.checked_add(1) {
                     run.blocks = offset - run.block + 1;
-                    run.first_id = run.first_id.min(first_id);
-                    run.last_id = run.last_id.max(last_id);
                     return;
                 }
             }
         }
         self.runs.push(Run {
             link_id,
-            first_id,
-            last_id,
             block: offset,
             blocks: 1,
         });
     }
 
-    /// What the runs hold, in whole chunks.
+    /// The first visit id of `first` and the last of `last` (blocks held here): an entry's
+    /// ids. A block not noted (none is) widens them to every id.
+    fn ids(&self, first: u64, last: u64) -> (u64, u64) {
+        let of = |block: u64| {
+            self.block_ids
+                .binary_search_by_key(&block, |(b, _, _)| *b)
+                .ok()
+                .map(|at| self.block_ids[at])
+        };
+        (
+            of(first).map_or(0, |(_, id, _)| id),
+            of(last).map_or(u64::MAX, |(_, _, id)| id),
+        )
+    }
+
+    /// What the runs hold, in whole chunks, and the blocks' ids.
     fn bytes(&self) -> usize {
-        self.runs.bytes()
+        self.runs.bytes() + self.block_ids.capacity() * std::mem::size_of::<(u64, u64, u64)>()
     }
 
     fn due(&self, max_bytes: usize) -> bool {
@@ -183,30 +213,22 @@ impl Recent {
 
     /// The entry of `runs` (all of one link, in block order).
     fn span(&self, runs: impl Iterator<Item = Run>) -> Option<Span> {
-        let mut span: Option<Span> = None;
+        let mut blocks: Vec<u64> = Vec::new();
         for run in runs {
             let first = self.folded + u64::from(run.block);
-            let blocks = first..first + u64::from(run.blocks);
-            match &mut span {
-                None => {
-                    span = Some(Span {
-                        first_id: run.first_id,
-                        last_id: run.last_id,
-                        blocks: blocks.collect(),
-                    })
-                }
-                Some(span) => {
-                    span.first_id = span.first_id.min(run.first_id);
-                    span.last_id = span.last_id.max(run.last_id);
-                    for block in blocks {
-                        if span.blocks.last().is_none_or(|&b| b < block) {
-                            span.blocks.push(block);
-                        }
-                    }
+            for block in first..first + u64::from(run.blocks) {
+                if blocks.last().is_none_or(|&b| b < block) {
+                    blocks.push(block);
                 }
             }
         }
-        span
+        let (first, last) = (*blocks.first()?, *blocks.last()?);
+        let (first_id, last_id) = self.ids(first, last);
+        Some(Span {
+            first_id,
+            last_id,
+            blocks,
+        })
     }
 
     /// The fold point, and the link's entry held here (a scan of the runs: listings are rare
@@ -251,6 +273,7 @@ impl Recent {
             run.block = (start - shift) as u32;
             true
         });
+        self.block_ids.retain(|(block, _, _)| *block > through);
         self.folded = through;
         self.since = (!self.runs.is_empty()).then(Instant::now);
     }
@@ -438,6 +461,29 @@ mod tests {
             let mut backward = ids_of(store.recent_visits(link, None, 100).expect("recent"));
             backward.reverse();
             assert_eq!(forward, backward, "link {link}: both directions agree");
+            // A page at a time: entries' ids are their blocks' (wider than the link's), and
+            // no visit is skipped or listed twice across pages.
+            let (mut paged, mut after) = (Vec::new(), None);
+            loop {
+                let page = store.visits_page(link, after, 1).expect("page");
+                after = page.next;
+                paged.extend(ids_of(page));
+                if after.is_none() {
+                    break;
+                }
+            }
+            assert_eq!(paged, forward, "link {link}: forward a page at a time");
+            let (mut paged, mut before) = (Vec::new(), None);
+            loop {
+                let page = store.recent_visits(link, before, 1).expect("recent");
+                before = page.next;
+                paged.extend(ids_of(page));
+                if before.is_none() {
+                    break;
+                }
+            }
+            paged.reverse();
+            assert_eq!(paged, forward, "link {link}: backward a page at a time");
             forward
         };
         let check = |store: &SledStore| {
@@ -500,6 +546,30 @@ mod tests {
         assert_eq!(recent.runs.len(), 1);
         assert!(recent.bytes() < before / 2);
         assert_eq!(recent.of(7).1.map(|s| s.blocks), Some(vec![11]));
+    }
+
+    /// A write's links walk its blocks each from the first; every block's ids stay one
+    /// ascending entry, and a link's entry takes its blocks' ids, which hold its own.
+    #[test]
+    fn an_entrys_ids_are_its_blocks_and_hold_the_links_own() {
+        let mut recent = Recent::default();
+        // Link 7 over blocks 5..=6 (ids 10..=30), link 8 in block 5 (id 12), 9 in 6 (id 31).
+        recent.add(7, 5, 10, 30);
+        recent.add(7, 6, 10, 30);
+        recent.add(8, 5, 12, 12);
+        recent.add(9, 6, 31, 31);
+        assert_eq!(recent.block_ids, vec![(5, 10, 30), (6, 10, 31)]);
+        let span = |link| recent.of(link).1.expect("held");
+        assert_eq!((span(8).first_id, span(8).last_id), (10, 30));
+        assert_eq!((span(9).first_id, span(9).last_id), (10, 31));
+        assert_eq!(span(7).blocks, vec![5, 6]);
+        recent.folded_through(5);
+        assert_eq!(recent.block_ids, vec![(6, 10, 31)]);
+        assert_eq!(
+            recent.ids(5, 6),
+            (0, 31),
+            "a block not held widens to every id"
+        );
     }
 
     #[test]
