@@ -387,7 +387,9 @@ mod tests {
             counted.insert(&format!("c{i}"), url(2000));
             assert!(counted.len() <= 10);
         }
-        assert!(counted.len() >= 5 && counted.weight() == counted.len() as u64);
+        // Past its count a shard (two here, five entries each) empties its oldest segment,
+        // which holds up to four entries of URLs this long: each keeps at least its newest.
+        assert!(counted.len() >= 2 && counted.weight() == counted.len() as u64);
         assert!(counted.get("c99", 1).is_some(), "the newest stays");
     }
 

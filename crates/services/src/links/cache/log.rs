@@ -86,8 +86,10 @@ pub(super) struct Shard<S> {
     max_entries: usize,
     /// Bytes of the live entries and their extra parts.
     live_bytes: u64,
-    /// Entries to write again while a segment is emptied (kept to reuse its allocation).
+    /// Entries to write again while a segment is emptied, and their old places and hashes
+    /// (both kept to reuse their allocations: a segment is emptied every few hundred inserts).
     keep: Vec<u8>,
+    moved: Vec<(usize, u64)>,
 }
 
 impl<S: BuildHasher> Shard<S> {
@@ -121,6 +123,7 @@ impl<S: BuildHasher> Shard<S> {
             max_entries,
             live_bytes: 0,
             keep: Vec::new(),
+            moved: Vec::new(),
         }
     }
 
@@ -297,18 +300,19 @@ impl<S: BuildHasher> Shard<S> {
         let start = segment as usize * self.segment;
         let end = start + self.used[segment as usize] as usize;
         let mut keep = std::mem::take(&mut self.keep);
+        let mut moved = std::mem::take(&mut self.moved);
         keep.clear();
-        let mut moved = Vec::new();
+        moved.clear();
         let mut at = start;
         while at < end {
             let len = entry_len(&self.log, at);
             let marks = self.log[at + MARKS];
             if marks & DEAD == 0 {
+                let hash = self.hasher.hash_one(key_at(&self.log, at as u32));
                 if marks & READ != 0 {
-                    moved.push(at);
+                    moved.push((at, hash));
                     keep.extend_from_slice(&self.log[at..at + len]);
                 } else {
-                    let hash = self.hasher.hash_one(key_at(&self.log, at as u32));
                     self.remove_at(hash, at);
                 }
             }
@@ -319,18 +323,18 @@ impl<S: BuildHasher> Shard<S> {
         // Written again at the head (the emptied segment is free, so this empties nothing),
         // and the table pointed at the new place.
         let mut from = 0;
-        for old in moved {
+        for &(old, hash) in &moved {
             let len = entry_len(&keep, from);
             let new = self.room(len);
             self.log[new..new + len].copy_from_slice(&keep[from..from + len]);
             self.log[new + MARKS] &= !READ;
-            let hash = self.hasher.hash_one(key_at(&self.log, new as u32));
             if let Some(slot) = self.table.find(hash, |a| a as usize == old) {
                 self.table.set(slot, new as u32);
             }
             from += len;
         }
         self.keep = keep;
+        self.moved = moved;
     }
 }
 
