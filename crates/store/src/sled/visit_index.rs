@@ -40,8 +40,8 @@ pub(super) const DEFAULT_HELD_BYTES: usize = MAX_RUNS * std::mem::size_of::<Run>
 const MAX_RUN: u64 = 1 << 20;
 
 /// The blocks of one link that one index entry names, and bounds of the link's visit ids in
-/// them: no visit of the link there is outside `first_id..=last_id` (entries folded before
-/// 2026-11-29 hold the link's own first and last; later ones their blocks' first and last).
+/// them: no visit of the link there is outside `first_id..=last_id` (entries written by
+/// earlier versions hold the link's own first and last; newer ones their blocks').
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Span {
     pub first_id: u64,
