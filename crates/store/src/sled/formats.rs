@@ -366,42 +366,47 @@ const MAX_BLOCK_BYTES: usize = 16 << 20;
 pub(super) fn encode_block(block: &Block) -> Vec<u8> {
     let raw = super::encode(block);
     // Compressing a buffer in memory fails only on allocation; the plain form stays readable.
-    COMPRESSOR
-        .with_borrow_mut(|c| {
-            if c.is_none() {
-                *c = zstd::bulk::Compressor::new(ZSTD_LEVEL).ok();
-            }
-            c.as_mut().map(|c| c.compress(&raw))
-        })
-        .and_then(Result::ok)
-        .unwrap_or(raw)
+    with_context(
+        &COMPRESSOR,
+        || zstd::bulk::Compressor::new(ZSTD_LEVEL),
+        |c| c.compress(&raw),
+    )
+    .unwrap_or(raw)
 }
 
 pub(super) fn decode_block(bytes: &[u8]) -> StoreResult<Block> {
     if bytes.starts_with(&ZSTD_MAGIC) {
-        let raw = DECOMPRESSOR
-            .with_borrow_mut(|d| {
-                if d.is_none() {
-                    *d = Some(zstd::bulk::Decompressor::new()?);
-                }
-                match d.as_mut() {
-                    Some(d) => d.decompress(bytes, MAX_BLOCK_BYTES),
-                    None => zstd::bulk::decompress(bytes, MAX_BLOCK_BYTES),
-                }
-            })
-            .map_err(|e| corrupt("visit_blocks", e))?;
+        let raw = with_context(&DECOMPRESSOR, zstd::bulk::Decompressor::new, |d| {
+            d.decompress(bytes, MAX_BLOCK_BYTES)
+        })
+        .map_err(|e| corrupt("visit_blocks", e))?;
         return rmp_serde::from_slice(&raw).map_err(|e| corrupt("visit_blocks", e));
     }
     rmp_serde::from_slice(bytes).map_err(|e| corrupt("visit_blocks", e))
 }
 
+type Context<C> = std::cell::RefCell<Option<C>>;
+
 thread_local! {
     /// A zstd context a thread, made once: `zstd::bulk::compress` makes and frees one a call
     /// (its tables), about a block every 3 ms under load.
-    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
-    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+    static COMPRESSOR: Context<zstd::bulk::Compressor<'static>> = const { Context::new(None) };
+    static DECOMPRESSOR: Context<zstd::bulk::Decompressor<'static>> = const { Context::new(None) };
+}
+
+/// Runs `work` with this thread's context of `cell`, made by `make` the first time.
+fn with_context<C: 'static, R>(
+    cell: &'static std::thread::LocalKey<Context<C>>,
+    make: impl FnOnce() -> std::io::Result<C>,
+    work: impl FnOnce(&mut C) -> std::io::Result<R>,
+) -> std::io::Result<R> {
+    cell.with_borrow_mut(|slot| {
+        let context = match slot {
+            Some(context) => context,
+            None => slot.insert(make()?),
+        };
+        work(context)
+    })
 }
 
 /// Decodes a visit block and every visit in it (for [`super::check_record`]).
