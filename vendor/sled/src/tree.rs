@@ -423,6 +423,45 @@ impl Tree {
         }
     }
 
+    /// [`Tree::get`], which also rewrites the leaf it read as one fragment when the leaf is
+    /// held as `min_fragments` or more on disk (a base and the updates linked to it since).
+    /// A leaf read from disk costs a read and a decode per fragment; a tree read far more
+    /// often than written (a key per leaf changed now and then, read at random) stays at one
+    /// fragment a leaf this way. The rewrite is what sled does on its own once a leaf has ten
+    /// fragments; a lost race with a writer leaves the leaf as it was.
+    pub fn get_consolidating<K: AsRef<[u8]>>(
+        &self,
+        key: K,
+        min_fragments: usize,
+    ) -> Result<Option<IVec>> {
+        let mut guard = pin();
+        let _cc = concurrency_control::read();
+        let View { node_view, pid, .. } =
+            self.view_for_key(key.as_ref(), &guard)?;
+        let val = node_view.leaf_pair_for_key(key.as_ref()).map(|kv| kv.1.clone());
+        if node_view.0.cache_infos.len() >= min_fragments.max(2) {
+            let node: Node = (*node_view).clone();
+            let _lost_race = self.context.pagecache.replace(
+                pid,
+                node_view.0,
+                node,
+                &guard,
+            )?;
+        }
+        guard.readset.push(pid);
+        Ok(val)
+    }
+
+    /// The fragments on disk of the leaf that holds `key` (tests of
+    /// [`Tree::get_consolidating`]).
+    #[doc(hidden)]
+    pub fn fragments_of<K: AsRef<[u8]>>(&self, key: K) -> Result<usize> {
+        let guard = pin();
+        let _cc = concurrency_control::read();
+        let view = self.view_for_key(key.as_ref(), &guard)?;
+        Ok(view.node_view.0.cache_infos.len())
+    }
+
     pub(crate) fn get_inner(
         &self,
         key: &[u8],
