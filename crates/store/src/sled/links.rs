@@ -783,30 +783,41 @@ mod tests {
             .open()
             .expect("open");
         let tree = db.open_tree("codes").expect("tree");
-        for key in scattered(4_000) {
+        let even = |key: [u8; 4]| u32::from_be_bytes(key) % 2 == 0;
+        for key in scattered(8_000).filter(|k| even(*k)) {
             tree.insert(key, value(&key, 0)).expect("insert");
         }
+        // Beside the readers, in the same leaves: every odd key inserted once (one lost to a
+        // rewrite would never come back), every even key overwritten three times.
         let writer = {
             let tree = tree.clone();
             std::thread::spawn(move || {
-                for round in 1..=5u8 {
-                    for key in scattered(4_000) {
+                for key in scattered(8_000).filter(|k| !even(*k)) {
+                    tree.insert(key, value(&key, 1)).expect("insert");
+                }
+                for round in 2..=4u8 {
+                    for key in scattered(8_000).filter(|k| even(*k)) {
                         tree.insert(key, value(&key, round)).expect("insert");
                     }
                 }
             })
         };
+        let mut reads = 0u32;
         while !writer.is_finished() {
-            for key in scattered(4_000) {
+            for key in scattered(8_000).filter(|k| even(*k)) {
                 let got = tree.get_consolidating(key, 2).expect("get").expect("there");
                 assert_eq!(&got[..4], &key[..]);
             }
+            reads += 1;
         }
         writer.join().expect("writer");
-        for key in scattered(4_000) {
+        assert!(reads > 0, "the reads ran beside the writes");
+        for key in scattered(8_000) {
+            let round = if even(key) { 4 } else { 1 };
             assert_eq!(
                 tree.get(key).expect("get").map(|v| v.to_vec()),
-                Some(value(&key, 5))
+                Some(value(&key, round)),
+                "key {key:?}"
             );
         }
     }
