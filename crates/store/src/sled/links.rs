@@ -725,12 +725,23 @@ mod tests {
     #[test]
     fn a_read_rewrites_a_fragmented_leaf_as_one_and_what_it_holds_stays() {
         let dir = tempfile::tempdir().expect("tempdir");
+        // sled's flusher thread lets go of the file lock a moment after the last handle is
+        // dropped: a reopen waits for it.
         let open = || {
-            sled::Config::new()
+            let config = sled::Config::new()
                 .path(dir.path())
-                .cache_capacity(64 * 1024)
-                .open()
-                .expect("open")
+                .cache_capacity(64 * 1024);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match config.open() {
+                    Ok(db) => return db,
+                    Err(e) if std::time::Instant::now() < deadline => {
+                        assert!(e.to_string().contains("lock"), "open: {e}");
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(e) => panic!("open: {e}"),
+                }
+            }
         };
         let db = open();
         let tree = db.open_tree("codes").expect("tree");
