@@ -744,6 +744,15 @@ fn parse(bytes: &[u8]) -> Parsed<'_> {
 mod tests {
     use super::*;
 
+    /// Cuts the last `bytes` of the first segment, as a crash in the middle of its last
+    /// record would leave it.
+    fn cut_tail(dir: &Path, bytes: u64) {
+        let path = dir.join(segment_name(1));
+        let len = std::fs::metadata(&path).expect("segment").len();
+        let file = OpenOptions::new().write(true).open(&path).expect("open");
+        file.set_len(len - bytes).expect("cut");
+    }
+
     fn all(journal: &Journal, from: Position) -> (Vec<Vec<u8>>, Taken) {
         let mut out = Vec::new();
         let read = journal
@@ -815,11 +824,7 @@ mod tests {
             }
         }
         // A crash in the middle of the last record: cut its last bytes.
-        let path = dir.path().join(segment_name(1));
-        let len = std::fs::metadata(&path).expect("segment").len();
-        let file = OpenOptions::new().write(true).open(&path).expect("open");
-        file.set_len(len - 3).expect("cut");
-        drop(file);
+        cut_tail(dir.path(), 3);
         // Reopened, the journal appends to a new segment; the torn record is skipped.
         let journal = Journal::open(dir.path()).expect("reopen");
         let after = journal.append(&payload(99)).expect("append");
@@ -872,11 +877,7 @@ mod tests {
             }
             assert_eq!(back, records);
         }
-        let path = dir.path().join(segment_name(1));
-        let len = std::fs::metadata(&path).expect("segment").len();
-        let file = OpenOptions::new().write(true).open(&path).expect("open");
-        file.set_len(len - 5).expect("cut");
-        drop(file);
+        cut_tail(dir.path(), 5);
         let journal = Journal::open(dir.path()).expect("reopen");
         let (records, read) = all(&journal, Position::default());
         assert_eq!(

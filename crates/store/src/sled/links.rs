@@ -716,6 +716,24 @@ mod tests {
         (0..u64::from(n)).map(move |i| ((i * 761 % u64::from(n)) as u32).to_be_bytes())
     }
 
+    /// A store with a small cache, so that leaves are read back from disk. sled's flusher
+    /// thread lets go of the file lock a moment after the last handle is dropped: a reopen
+    /// waits for it.
+    fn open(path: &std::path::Path) -> sled::Db {
+        let config = sled::Config::new().path(path).cache_capacity(64 * 1024);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match config.open() {
+                Ok(db) => return db,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    assert!(e.to_string().contains("lock"), "open: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("open: {e}"),
+            }
+        }
+    }
+
     fn value(key: &[u8; 4], round: u8) -> Vec<u8> {
         let mut v = vec![round; 40];
         v[..4].copy_from_slice(key);
@@ -725,24 +743,7 @@ mod tests {
     #[test]
     fn a_read_rewrites_a_fragmented_leaf_as_one_and_what_it_holds_stays() {
         let dir = tempfile::tempdir().expect("tempdir");
-        // sled's flusher thread lets go of the file lock a moment after the last handle is
-        // dropped: a reopen waits for it.
-        let open = || {
-            let config = sled::Config::new()
-                .path(dir.path())
-                .cache_capacity(64 * 1024);
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            loop {
-                match config.open() {
-                    Ok(db) => return db,
-                    Err(e) if std::time::Instant::now() < deadline => {
-                        assert!(e.to_string().contains("lock"), "open: {e}");
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                    }
-                    Err(e) => panic!("open: {e}"),
-                }
-            }
-        };
+        let open = || open(dir.path());
         let db = open();
         let tree = db.open_tree("codes").expect("tree");
         for key in scattered(5_000) {
@@ -788,11 +789,7 @@ mod tests {
     #[test]
     fn reads_that_rewrite_leaves_lose_no_write_racing_them() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = sled::Config::new()
-            .path(dir.path())
-            .cache_capacity(64 * 1024)
-            .open()
-            .expect("open");
+        let db = open(dir.path());
         let tree = db.open_tree("codes").expect("tree");
         let even = |key: [u8; 4]| u32::from_be_bytes(key) % 2 == 0;
         for key in scattered(8_000).filter(|k| even(*k)) {
