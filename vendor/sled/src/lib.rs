@@ -414,6 +414,9 @@ pub(crate) enum Link {
     Set(IVec, IVec),
     /// The associated value is removed for a given key
     Del(IVec),
+    /// vshortlink: new values for several keys of one leaf, in ascending order, as one
+    /// fragment ([`Tree::set_sorted`]). See VENDORED.md.
+    SetMany(Vec<(IVec, IVec)>),
     /// A child of this Index node is marked as mergable
     ParentMergeIntention(PageId),
     /// The merging child has been completely merged into its left sibling

@@ -77,6 +77,11 @@ impl Node {
             Del(ref k) => {
                 self.del_leaf(k);
             }
+            SetMany(ref pairs) => {
+                for (k, v) in pairs {
+                    self.set_leaf(k.clone(), v.clone());
+                }
+            }
             ParentMergeIntention(pid) => {
                 assert!(
                     self.merging_child.is_none(),

@@ -348,6 +348,15 @@ impl Serialize for Link {
                 1 + (key.len() as u64).serialized_size()
                     + u64::try_from(key.len()).unwrap()
             }
+            Link::SetMany(pairs) => {
+                1 + (pairs.len() as u64).serialized_size()
+                    + pairs
+                        .iter()
+                        .map(|(key, value)| {
+                            key.serialized_size() + value.serialized_size()
+                        })
+                        .sum::<u64>()
+            }
             Link::ParentMergeIntention(a) => 1 + a.serialized_size(),
             Link::ParentMergeConfirm | Link::ChildMergeCap => 1,
         }
@@ -363,6 +372,14 @@ impl Serialize for Link {
             Link::Del(key) => {
                 1_u8.serialize_into(buf);
                 key.serialize_into(buf);
+            }
+            Link::SetMany(pairs) => {
+                5_u8.serialize_into(buf);
+                (pairs.len() as u64).serialize_into(buf);
+                for (key, value) in pairs {
+                    key.serialize_into(buf);
+                    value.serialize_into(buf);
+                }
             }
             Link::ParentMergeIntention(pid) => {
                 2_u8.serialize_into(buf);
@@ -389,6 +406,18 @@ impl Serialize for Link {
             2 => Link::ParentMergeIntention(u64::deserialize(buf)?),
             3 => Link::ParentMergeConfirm,
             4 => Link::ChildMergeCap,
+            5 => {
+                let count = u64::deserialize(buf)?;
+                // Each pair takes at least two bytes: a count past that is corruption.
+                if count > buf.len() as u64 / 2 {
+                    return Err(Error::corruption(None));
+                }
+                let mut pairs = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    pairs.push((IVec::deserialize(buf)?, IVec::deserialize(buf)?));
+                }
+                Link::SetMany(pairs)
+            }
             _ => return Err(Error::corruption(None)),
         })
     }
@@ -925,8 +954,12 @@ mod qc {
 
     impl Arbitrary for Link {
         fn arbitrary<G: Gen>(g: &mut G) -> Link {
-            let discriminant = g.gen_range(0, 5);
+            let discriminant = g.gen_range(0, 6);
             match discriminant {
+                5 => Link::SetMany(vec![
+                    (IVec::arbitrary(g), IVec::arbitrary(g)),
+                    (IVec::arbitrary(g), IVec::arbitrary(g)),
+                ]),
                 0 => Link::Set(IVec::arbitrary(g), IVec::arbitrary(g)),
                 1 => Link::Del(IVec::arbitrary(g)),
                 2 => Link::ParentMergeIntention(u64::arbitrary(g)),

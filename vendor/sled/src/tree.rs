@@ -126,6 +126,11 @@ unsafe impl Send for Tree {}
 #[allow(unsafe_code)]
 unsafe impl Sync for Tree {}
 
+/// vshortlink: most keys [`Tree::set_sorted`] links to a leaf as one fragment: a leaf past
+/// its split size (32 entries) is split by the next traversal that finds it, so a fragment
+/// of at most this many keys leaves it at most twice that before it is.
+pub const SET_SORTED_RUN: usize = 32;
+
 impl Tree {
     #[doc(hidden)]
     #[deprecated(since = "0.24.2", note = "replaced by `Tree::insert`")]
@@ -450,6 +455,58 @@ impl Tree {
         }
         guard.readset.push(pid);
         Ok(val)
+    }
+
+    /// vshortlink: sets many keys at once, given in ascending order without repeats: the keys
+    /// that fall in one leaf are linked to it as one fragment (at most [`SET_SORTED_RUN`] of
+    /// them), so the leaf is found once and copied once for all of them, where an `insert`
+    /// each finds it and copies it whole again (sled's pages are copied on write). The log
+    /// holds the same bytes as for the `insert`s. Not atomic across leaves, as the `insert`s
+    /// would not be; a crash keeps a prefix of the leaves' fragments, each whole. Subscribers
+    /// (`watch_prefix`) are not told. See VENDORED.md.
+    pub fn set_sorted(&self, pairs: &[(IVec, IVec)]) -> Result<()> {
+        // A key out of order would be linked to a leaf that does not cover it.
+        if pairs.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(Error::Unsupported(
+                "set_sorted: keys must be ascending, without repeats".into(),
+            ));
+        }
+        let mut at = 0;
+        while at < pairs.len() {
+            // Pinned for one leaf at a time: while any thread is pinned, nothing any thread
+            // freed (pages evicted, copies replaced) is reclaimed, and a pin held across a
+            // whole fold grew the process by hundreds of megabytes under redirects that read
+            // leaves from disk. The same for the lock transactions take whole: held across
+            // many leaves, a create would wait for all of them, and every read behind it.
+            let guard = pin();
+            let _cc = concurrency_control::read();
+            let View { node_view, pid, .. } =
+                self.view_for_key(pairs[at].0.as_ref(), &guard)?;
+            // The first key is in this leaf; the rest, in order, up to its upper bound.
+            let hi = node_view.hi.as_ref();
+            let end = at
+                + pairs[at..]
+                    .iter()
+                    .take(SET_SORTED_RUN)
+                    .take_while(|(key, _)| hi.is_empty() || key.as_ref() < hi)
+                    .count();
+            let prefix = node_view.prefix_len as usize;
+            let encoded =
+                |(key, value): &(IVec, IVec)| (IVec::from(&key[prefix..]), value.clone());
+            let frag = if end - at == 1 {
+                let (key, value) = encoded(&pairs[at]);
+                Link::Set(key, value)
+            } else {
+                Link::SetMany(pairs[at..end].iter().map(encoded).collect())
+            };
+            if self.context.pagecache.link(pid, node_view.0, frag, &guard)?.is_ok() {
+                at = end;
+            } else {
+                // The leaf changed under us (or split): find it again.
+                M.tree_looped();
+            }
+        }
+        Ok(())
     }
 
     /// The fragments on disk of the leaf that holds `key` (tests of

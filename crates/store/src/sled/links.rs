@@ -706,7 +706,7 @@ impl LinkStore for SledStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::CONSOLIDATE_AT;
 
     /// Every key below `n` once, in an order that spreads each leaf's inserts over time, so
@@ -719,7 +719,7 @@ mod tests {
     /// A store with a small cache, so that leaves are read back from disk. sled's flusher
     /// thread lets go of the file lock a moment after the last handle is dropped: a reopen
     /// waits for it.
-    fn open(path: &std::path::Path) -> sled::Db {
+    pub(in crate::sled) fn open(path: &std::path::Path) -> sled::Db {
         let config = sled::Config::new().path(path).cache_capacity(64 * 1024);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {

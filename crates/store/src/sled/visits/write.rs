@@ -265,16 +265,20 @@ impl SledStore {
         Ok((block_id, spans))
     }
 
-    /// Adds a link's counts of a day to its stored record (a fold's step,
-    /// [`crate::sled::visit_counts`]), stamped with the fold's last block: one read of
-    /// the record (or, the first time in a day, of the link's last record) and one write.
-    pub(in crate::sled) fn count_day(
+    /// A link's stored record of a day with `delta` added (a fold's step,
+    /// [`crate::sled::visit_counts`]), stamped with the fold's last block: one read of the
+    /// record (or, the first time in a day, of the link's last record). The caller writes
+    /// it, with the records beside it, then notes it ([`Self::noted_counted`]); until then a
+    /// later day of the same link must not be read. `None` when the record says this fold
+    /// (`through`) wrote it already: a fold retried after a write that failed part-way adds
+    /// nothing twice.
+    pub(in crate::sled) fn counted_day(
         &self,
         link_id: u64,
         day: u64,
         delta: &DayDelta,
         through: u64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<Option<(sled::IVec, sled::IVec)>> {
         // A link already counted today: its record of the day is a point read. Otherwise
         // one forward look finds the link's first record, which for most such links is
         // none at all (or today's); only a link counted on an earlier day looks further.
@@ -298,7 +302,11 @@ impl SledStore {
             Some((key, bytes)) => {
                 let last_day = key.get(8..).and_then(read_u64).unwrap_or(0);
                 let stored = decode_day_record(link_id, last_day, &bytes);
-                if last_day == day {
+                if last_day == day && stored.through == through && through > 0 {
+                    // Written by this fold already (a chunk whose write failed part-way is
+                    // taken again): its counts are in the record.
+                    return Ok(None);
+                } else if last_day == day {
                     let before = stored.totals;
                     (stored, before)
                 } else if last_day < day {
@@ -349,11 +357,16 @@ impl SledStore {
             hll.merge(&delta.uniques);
             record.uniques = hll.to_bytes();
         }
-        self.visit_days
-            .insert(today, encode(&record))
-            .map_err(backend)?;
+        Ok(Some((
+            sled::IVec::from(&today[..]),
+            sled::IVec::from(encode(&record)),
+        )))
+    }
+
+    /// Notes that the link's record of the day is written (the next fold of the day reads
+    /// it with one point read).
+    pub(in crate::sled) fn noted_counted(&self, link_id: u64, day: u64) {
         self.counted.lock().insert(day, link_id);
-        Ok(())
     }
 
     /// Adds a call's visits to the system-wide visits of each day (a few counters, written at
@@ -448,5 +461,36 @@ mod tests {
         assert_eq!(ids, vec![1, 2, 3, 4]);
         let summary = store.visit_summary(7, 0, at(11)).expect("summary");
         assert_eq!(summary.hours.iter().map(|h| h.visits).sum::<u64>(), 4);
+    }
+
+    /// A fold taken again after its write failed part-way finds the records it wrote by
+    /// their `through` and adds nothing to them twice.
+    #[test]
+    fn a_record_this_fold_wrote_is_not_counted_again() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SledStore::open(&crate::sled::StoreOptions::new(dir.path())).expect("open");
+        let mut delta = DayDelta::default();
+        delta.add(&NewVisit {
+            visit: visit(0, 7, 0, "agent"),
+            client_hash: 1,
+            referer_host: "".into(),
+        });
+        let (key, value) = store
+            .counted_day(7, 0, &delta, 40)
+            .expect("read")
+            .expect("a record to write");
+        store.visit_days.set_sorted(&[(key, value)]).expect("write");
+        store.noted_counted(7, 0);
+        assert_eq!(store.counted_day(7, 0, &delta, 40).expect("read"), None);
+        let (_, later) = store
+            .counted_day(7, 0, &delta, 41)
+            .expect("read")
+            .expect("the next fold adds");
+        let totals = decode_day_record(7, 0, &later).totals;
+        assert_eq!(
+            totals.map(|(visits, _)| visits),
+            Some(2),
+            "one visit, then one more"
+        );
     }
 }
