@@ -12,7 +12,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::chrome::{browser_or_skip, color_scheme, connect, Cdp, Driver};
+use common::chrome::{
+    browser_or_skip, color_scheme, connect, element_after_navigation, Cdp, Driver,
+};
 use common::{TestApp, ADMIN};
 use fantoccini::{Client, Locator};
 
@@ -355,10 +357,7 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
                             .click()
                             .await
                             .expect("sign in");
-                        c.wait()
-                            .for_element(Locator::Css("form.filters"))
-                            .await
-                            .expect("signed in");
+                        element_after_navigation(&c, Locator::Css("form.filters")).await;
                     }
                     c.goto(&format!("{base}{path}")).await.expect("page");
                     if *name == "new-key" {
@@ -374,10 +373,7 @@ fn people_pages_fit_a_phone_and_are_screenshotted() {
                             .click()
                             .await
                             .expect("click");
-                        c.wait()
-                            .for_element(Locator::Id("new-key"))
-                            .await
-                            .expect("the new key");
+                        element_after_navigation(&c, Locator::Id("new-key")).await;
                     }
                     let (w, viewport, height) = measure(&c).await;
                     eprintln!(

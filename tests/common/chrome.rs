@@ -106,6 +106,30 @@ pub async fn connect(driver: &Driver, chrome: &Path, profile: &Path) -> Client {
 }
 
 /// The colour scheme the page sees (`light` or `dark`), as a DevTools command.
+/// Waits up to 15 s for an element that a click's navigation brings. chromedriver answers a
+/// lookup made while the page is being replaced with "aborted by navigation", which
+/// fantoccini's wait does not retry: a lookup that meets it is made again.
+pub async fn element_after_navigation(
+    c: &Client,
+    locator: fantoccini::Locator<'_>,
+) -> fantoccini::elements::Element {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match c
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(locator)
+            .await
+        {
+            Ok(element) => return element,
+            Err(e) if e.to_string().contains("navigation") && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{locator:?}: {e}"),
+        }
+    }
+}
+
 pub fn color_scheme(scheme: &str) -> Cdp {
     Cdp(
         "Emulation.setEmulatedMedia",
