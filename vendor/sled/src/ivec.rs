@@ -107,6 +107,23 @@ impl IVec {
         IVec(inner)
     }
 
+    /// vshortlink: `len` bytes of `base` from `offset`, held inline when short enough and
+    /// otherwise sharing `base` (a node read from the log shares its buffer with the keys and
+    /// values decoded from it: `Node::deserialize_sharing`). `None` when the range is not
+    /// within `base`.
+    pub(crate) fn shared(
+        base: &Arc<[u8]>,
+        offset: usize,
+        len: usize,
+    ) -> Option<Self> {
+        let bytes = base.get(offset..offset.checked_add(len)?)?;
+        Some(if is_inline_candidate(len) {
+            Self::inline(bytes)
+        } else {
+            Self(IVecInner::Subslice { base: base.clone(), offset, len })
+        })
+    }
+
     fn inline(slice: &[u8]) -> Self {
         assert!(is_inline_candidate(slice.len()));
         let mut data = Inner::default();

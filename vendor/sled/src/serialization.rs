@@ -492,6 +492,65 @@ impl Serialize for Node {
     }
 }
 
+impl Node {
+    /// vshortlink: a node as `deserialize` reads it, from the whole of `base`, with every key
+    /// and value longer than an inline `IVec` sharing `base` instead of copied into an
+    /// allocation of its own. A leaf read in from the log then costs one allocation (its
+    /// buffer) rather than one for each of its values, and dropping it frees one. A redirect
+    /// that misses the redirect cache reads and decodes a whole `codes` leaf, so this is most
+    /// of what such a miss costs. Nodes are written the same way either way. See
+    /// `VENDORED.md`.
+    pub(crate) fn deserialize_sharing(base: &crate::Arc<[u8]>) -> Result<Node> {
+        let start = base.as_ptr() as usize;
+        let buf = &mut &base[..];
+        let ivec = |buf: &mut &[u8]| -> Result<IVec> {
+            let len = usize::try_from(u64::deserialize(buf)?)
+                .map_err(|_| Error::corruption(None))?;
+            let offset = buf.as_ptr() as usize - start;
+            let ivec = IVec::shared(base, offset, len)
+                .ok_or_else(|| Error::corruption(None))?;
+            *buf = &buf[len..];
+            Ok(ivec)
+        };
+        let ivecs = |buf: &mut &[u8], len: usize| -> Result<Vec<IVec>> {
+            // A length no buffer could hold is corruption, not an allocation to try.
+            if len > buf.len() {
+                return Err(Error::corruption(None));
+            }
+            let mut ivecs = Vec::with_capacity(len);
+            for _ in 0..len {
+                ivecs.push(ivec(buf)?);
+            }
+            Ok(ivecs)
+        };
+        let next = Serialize::deserialize(buf)?;
+        let merging_child = Serialize::deserialize(buf)?;
+        let merging = bool::deserialize(buf)?;
+        let prefix_len = u8::deserialize(buf)?;
+        let lo = ivec(buf)?;
+        let hi = ivec(buf)?;
+        if buf.is_empty() {
+            return Err(Error::corruption(None));
+        }
+        let discriminant = buf[0];
+        *buf = &buf[1..];
+        let len = usize::try_from(u64::deserialize(buf)?)
+            .map_err(|_| Error::corruption(None))?;
+        let data = match discriminant {
+            0 => Data::Leaf(Leaf {
+                keys: ivecs(buf, len)?,
+                values: ivecs(buf, len)?,
+            }),
+            1 => Data::Index(Index {
+                keys: ivecs(buf, len)?,
+                pointers: deserialize_bounded_sequence(buf, len)?,
+            }),
+            _ => return Err(Error::corruption(None)),
+        };
+        Ok(Node { next, merging_child, merging, prefix_len, lo, hi, data })
+    }
+}
+
 impl Serialize for Option<i64> {
     fn serialized_size(&self) -> u64 {
         shift_i64_opt(self).serialized_size()

@@ -2040,15 +2040,17 @@ impl PageCache {
             let _deserialize_latency = Measure::new(&M.deserialize);
 
             match header.kind {
+                // vshortlink: a node is decoded sharing the buffer it was read into.
+                BlobNode | InlineNode => {
+                    Node::deserialize_sharing(&crate::Arc::<[u8]>::from(&buf[..]))
+                        .map(Update::Node)
+                }
                 Counter => u64::deserialize(buf).map(Update::Counter),
                 BlobMeta | InlineMeta => {
                     Meta::deserialize(buf).map(Update::Meta)
                 }
                 BlobLink | InlineLink => {
                     Link::deserialize(buf).map(Update::Link)
-                }
-                BlobNode | InlineNode => {
-                    Node::deserialize(buf).map(Update::Node)
                 }
                 Free => Ok(Update::Free),
                 Corrupted | Canceled | Cap | BatchManifest => {
