@@ -1,7 +1,7 @@
 //! Measures what the redirect cache holds per entry, with a heap profiler (dhat): gives a
 //! cache `N` × 120 bytes, fills it twice over with plain links (6-character codes, 80-byte
-//! URLs, and the same codes on a second domain), and prints the heap bytes each entry it
-//! holds costs, beside the bytes it takes in the log. The README's "links the default budget
+//! URLs, the same codes on a second domain, then URLs of 26 bytes), and prints the heap bytes
+//! each entry it holds costs, beside the bytes it takes in the log. The README's "links the default budget
 //! holds" comes from here.
 //! Usage: `cargo run --release --example cache_footprint [N]` (default 100,000).
 
@@ -16,6 +16,12 @@ fn url(i: usize) -> Arc<str> {
     // 80 bytes, like a typical long link with a path and a query.
     let s = format!("https://www.example.com/products/catalogue/item?id={i:010}&utm_source=mail");
     format!("{s:x<80}").into()
+}
+
+/// 26 bytes or so, the benchmark's (`https://example.com/{i}`): the table, sized for 80-byte
+/// URLs, doubles out of the log's unwritten bytes to hold more of them.
+fn short_url(i: usize) -> Arc<str> {
+    format!("https://example.com/{}", 100_000 + i).into()
 }
 
 fn code(i: usize) -> String {
@@ -54,7 +60,7 @@ fn budget(n: usize) -> u64 {
     n as u64 * 120
 }
 
-fn measure(label: &str, n: usize, key: impl Fn(usize) -> String) {
+fn measure(label: &str, n: usize, key: impl Fn(usize) -> String, url: impl Fn(usize) -> Arc<str>) {
     // The keys and URLs are made before the count starts: the cache keeps its own copies.
     let items: Vec<(String, Arc<str>)> = (0..2 * n).map(|i| (key(i), url(i))).collect();
     let before = dhat::HeapStats::get().curr_bytes;
@@ -95,8 +101,12 @@ fn main() {
     );
     drop((cache, items));
     let _profiler = dhat::Profiler::builder().testing().build();
-    measure("default domain, 6-character codes", n, code);
-    measure("a second domain (code@id keys)", n, |i| {
-        format!("{}@7", code(i))
-    });
+    measure("default domain, 6-character codes", n, code, url);
+    measure(
+        "a second domain (code@id keys)",
+        n,
+        |i| format!("{}@7", code(i)),
+        url,
+    );
+    measure("26-byte URLs", n, code, short_url);
 }

@@ -14,6 +14,11 @@
 //! the next one emptied, and each mark is cleared on the way, so emptying ends within a cycle.
 //! Removed and replaced entries are marked dead where they lie and their bytes come back when
 //! their segment is emptied.
+//!
+//! The table is first sized for entries of a typical URL. When it fills while part of the log
+//! was never written (the URLs are shorter than that), it doubles and the log gives up as
+//! many never-written bytes as the table took, so short URLs fill the shard's bytes rather
+//! than its table's slots; the shard's footprint stays what it was given.
 
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -72,6 +77,14 @@ pub(super) struct Shard<S> {
     /// Every segment's bytes, in one allocation; pages never written are never resident.
     log: Box<[u8]>,
     segment: usize,
+    /// Segments in use: those past it were given up to the table and are never written.
+    segments: usize,
+    /// Segments written so far: they are the first `written` (segments are taken in order
+    /// until one is emptied), so the pages past them were never touched.
+    written: usize,
+    /// The most entries the cache's configuration allows this shard (`usize::MAX` when only
+    /// its bytes bound it); `max_entries` is this or the table's capacity, if lower.
+    max_allowed: usize,
     /// Bytes written in each segment.
     used: Vec<u32>,
     /// Segments holding entries, oldest first; the last is the one being written.
@@ -105,8 +118,10 @@ impl<S: BuildHasher> Shard<S> {
         let segments = segments.max(2);
         let segment = segment.clamp(HEADER + 64, u32::MAX as usize / segments);
         let table = Table::new(expected);
-        // The table never grows: past what it was sized for, entries are evicted as if the
-        // log were full, so that many short URLs cannot take more than the cache's bytes.
+        // Past what the table was sized for, entries are evicted as if the log were full
+        // unless the log's unwritten end pays for a larger table (`grow_table`), so that many
+        // short URLs cannot take more than the cache's bytes.
+        let max_allowed = max_entries;
         let max_entries = max_entries.min(table.capacity());
         Self {
             hasher,
@@ -114,6 +129,9 @@ impl<S: BuildHasher> Shard<S> {
             // Zeroed: the allocator maps fresh pages, which cost nothing until written.
             log: vec![0u8; segments * segment].into_boxed_slice(),
             segment,
+            segments,
+            written: 0,
+            max_allowed,
             used: vec![0; segments],
             order: Default::default(),
             free: (0..segments as u32).rev().collect(),
@@ -129,7 +147,7 @@ impl<S: BuildHasher> Shard<S> {
 
     /// Bytes the shard holds whatever is in it: the log and the table.
     pub fn footprint(&self) -> usize {
-        self.log.len() + self.table.bytes()
+        self.segments * self.segment + self.table.bytes()
     }
 
     /// The longest entry a segment takes; longer ones are not cached.
@@ -185,6 +203,9 @@ impl<S: BuildHasher> Shard<S> {
             // Sixteen million links with options in one shard: the rest are not cached.
             return;
         }
+        if self.entries >= self.max_entries {
+            self.grow_table();
+        }
         while self.entries >= self.max_entries && !self.order.is_empty() {
             self.empty_oldest();
         }
@@ -232,12 +253,30 @@ impl<S: BuildHasher> Shard<S> {
         }
     }
 
+    /// Doubles the table when the log's never-written segments can pay for it: the table's
+    /// new bytes are taken from the log's end, which is then never written. Otherwise the
+    /// table stays as it is and the caller evicts.
+    fn grow_table(&mut self) {
+        if self.max_entries >= self.max_allowed {
+            return;
+        }
+        let cost = Table::bytes_for(self.table.capacity() * 2).saturating_sub(self.table.bytes());
+        let left = self.segments.saturating_sub(cost.div_ceil(self.segment));
+        if left < self.written.max(2) {
+            return;
+        }
+        self.table = self.table.doubled();
+        self.segments = left;
+        self.free.retain(|&s| (s as usize) < left);
+        self.max_entries = self.max_allowed.min(self.table.capacity());
+    }
+
     /// Forgets every entry.
     pub fn clear(&mut self) {
         self.table.clear();
         self.used.iter_mut().for_each(|u| *u = 0);
         self.order.clear();
-        self.free = (0..self.used.len() as u32).rev().collect();
+        self.free = (0..self.segments as u32).rev().collect();
         self.extras.clear();
         self.free_extras.clear();
         self.entries = 0;
@@ -285,7 +324,10 @@ impl<S: BuildHasher> Shard<S> {
                 }
             }
             match self.free.pop() {
-                Some(segment) => self.order.push_back(segment),
+                Some(segment) => {
+                    self.written = self.written.max(segment as usize + 1);
+                    self.order.push_back(segment);
+                }
                 None => self.empty_oldest(),
             }
         }

@@ -1,10 +1,11 @@
 //! The redirect cache's table: where each key's entry lies in its shard's log, by the key's
-//! hash. Open addressing with linear probing and backward-shift deletion, sized once.
+//! hash. Open addressing with linear probing and backward-shift deletion.
 //!
 //! Why not `hashbrown`: a removal there may leave a tombstone, and tombstones make a full
 //! table grow to twice its size; a cache removes as often as it inserts. Here a removal
-//! moves the following slots back, so the table never holds more than its entries, never
-//! grows, and costs 8 bytes a slot at a load of up to [`LOAD`] — about 9 bytes an entry.
+//! moves the following slots back, so the table never holds more than its entries, grows
+//! only when its shard decides to ([`Table::doubled`], paid for out of the log), and costs
+//! 8 bytes a slot at a load of up to [`LOAD`] — about 9 bytes an entry.
 
 /// The most entries a table takes, as a share of its slots.
 const LOAD: f64 = 0.875;
@@ -26,11 +27,20 @@ pub(super) struct Table {
 impl Table {
     /// A table that holds `entries` without passing [`LOAD`].
     pub fn new(entries: usize) -> Self {
-        let slots = ((entries.max(1) as f64 / LOAD).ceil() as usize).max(2);
+        let slots = Self::slots_for(entries);
         Self {
             slots: vec![Slot { at: EMPTY, hash: 0 }; slots].into_boxed_slice(),
             len: 0,
         }
+    }
+
+    fn slots_for(entries: usize) -> usize {
+        ((entries.max(1) as f64 / LOAD).ceil() as usize).max(2)
+    }
+
+    /// Bytes of a table that holds `entries` ([`Table::new`]).
+    pub fn bytes_for(entries: usize) -> usize {
+        Self::slots_for(entries) * std::mem::size_of::<Slot>()
     }
 
     /// Entries the table takes before an insert must evict.
@@ -116,6 +126,15 @@ impl Table {
         self.len -= 1;
     }
 
+    /// A table of twice the capacity holding the same entries.
+    pub fn doubled(&self) -> Self {
+        let mut doubled = Self::new(self.capacity() * 2);
+        for slot in self.slots.iter().filter(|s| s.at != EMPTY) {
+            doubled.insert(u64::from(slot.hash), slot.at);
+        }
+        doubled
+    }
+
     pub fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| s.at = EMPTY);
         self.len = 0;
@@ -156,5 +175,14 @@ mod tests {
             }
         }
         assert_eq!(table.len, held.len());
+        let doubled = table.doubled();
+        assert!(doubled.capacity() >= 2 * table.capacity() && doubled.len == table.len);
+        for &k in held.keys() {
+            let h = u64::from(k % 13) << 28 | u64::from(k);
+            assert!(
+                doubled.find(h, |at| at == k).is_some(),
+                "{k} lost in doubling"
+            );
+        }
     }
 }
