@@ -80,12 +80,8 @@ fn measure(label: &str, n: usize, key: impl Fn(usize) -> String, url: impl Fn(us
     drop(cache);
 }
 
-fn main() {
-    let n = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(100_000);
-    // First the resident set, with nothing tracking the heap (dhat's own books would count).
+/// What filling a cache of `n` × 120 bytes twice over adds to the resident set.
+fn resident(label: &str, n: usize, url: impl Fn(usize) -> Arc<str>) {
     let items: Vec<(String, Arc<str>)> = (0..2 * n).map(|i| (code(i), url(i))).collect();
     let before = rss_bytes();
     let cache = RedirectCache::with_bytes(budget(n), u64::MAX / 2);
@@ -94,12 +90,24 @@ fn main() {
     }
     let full = rss_bytes().saturating_sub(before);
     println!(
-        "resident set: {:.0} bytes an entry ({} entries held after {} inserts)",
+        "resident set, {label}: {:.1} MB of {:.1}, {:.0} bytes an entry ({} entries held after \
+         {} inserts)",
+        full as f64 / 1e6,
+        budget(n) as f64 / 1e6,
         full as f64 / cache.len() as f64,
         cache.len(),
         2 * n
     );
-    drop((cache, items));
+}
+
+fn main() {
+    let n = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    // First the resident set, with nothing tracking the heap (dhat's own books would count).
+    resident("80-byte URLs", n, url);
+    resident("26-byte URLs", n, short_url);
     let _profiler = dhat::Profiler::builder().testing().build();
     measure("default domain, 6-character codes", n, code, url);
     measure(

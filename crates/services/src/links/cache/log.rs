@@ -77,8 +77,6 @@ pub(super) struct Shard<S> {
     /// Every segment's bytes, in one allocation; pages never written are never resident.
     log: Box<[u8]>,
     segment: usize,
-    /// Segments in use: those past it were given up to the table and are never written.
-    segments: usize,
     /// Segments written so far: they are the first `written` (segments are taken in order
     /// until one is emptied), so the pages past them were never touched.
     written: usize,
@@ -129,7 +127,6 @@ impl<S: BuildHasher> Shard<S> {
             // Zeroed: the allocator maps fresh pages, which cost nothing until written.
             log: vec![0u8; segments * segment].into_boxed_slice(),
             segment,
-            segments,
             written: 0,
             max_allowed,
             used: vec![0; segments],
@@ -147,7 +144,7 @@ impl<S: BuildHasher> Shard<S> {
 
     /// Bytes the shard holds whatever is in it: the log and the table.
     pub fn footprint(&self) -> usize {
-        self.segments * self.segment + self.table.bytes()
+        self.log.len() + self.table.bytes()
     }
 
     /// The longest entry a segment takes; longer ones are not cached.
@@ -253,21 +250,27 @@ impl<S: BuildHasher> Shard<S> {
         }
     }
 
-    /// Doubles the table when the log's never-written segments can pay for it: the table's
-    /// new bytes are taken from the log's end, which is then never written. Otherwise the
-    /// table stays as it is and the caller evicts.
+    /// Doubles the table when the log's never-written segments can pay for it: the log
+    /// gives up that many segments from its end (its allocation shrinks: jemalloc returns a
+    /// large allocation's tail in place). Otherwise the table stays as it is and the caller
+    /// evicts.
     fn grow_table(&mut self) {
         if self.max_entries >= self.max_allowed {
             return;
         }
         let cost = Table::bytes_for(self.table.capacity() * 2).saturating_sub(self.table.bytes());
-        let left = self.segments.saturating_sub(cost.div_ceil(self.segment));
+        let segments = self.log.len() / self.segment;
+        let left = segments.saturating_sub(cost.div_ceil(self.segment));
         if left < self.written.max(2) {
             return;
         }
-        self.table = self.table.doubled();
-        self.segments = left;
+        let mut log = std::mem::take(&mut self.log).into_vec();
+        log.truncate(left * self.segment);
+        log.shrink_to_fit();
+        self.log = log.into_boxed_slice();
+        self.used.truncate(left);
         self.free.retain(|&s| (s as usize) < left);
+        self.table = self.table.doubled();
         self.max_entries = self.max_allowed.min(self.table.capacity());
     }
 
@@ -276,7 +279,7 @@ impl<S: BuildHasher> Shard<S> {
         self.table.clear();
         self.used.iter_mut().for_each(|u| *u = 0);
         self.order.clear();
-        self.free = (0..self.segments as u32).rev().collect();
+        self.free = (0..self.used.len() as u32).rev().collect();
         self.extras.clear();
         self.free_extras.clear();
         self.entries = 0;
