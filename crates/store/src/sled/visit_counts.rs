@@ -567,59 +567,7 @@ impl SledStore {
             if unwritten.folding_keys.is_empty() {
                 break;
             }
-            // A chunk of records in key order, written together: those that fall in one leaf
-            // of the tree go to it as one fragment ([`sled::Tree::set_sorted`]).
-            let mut taken: Vec<(u64, u64, DayDelta)> = Vec::new();
-            let mut writes = Vec::new();
-            let mut failed = None;
-            while taken.len() < most {
-                let Some(&(link_id, day)) = unwritten.folding_keys.last() else {
-                    break;
-                };
-                // A link's next day reads the record of its day before: written first.
-                if taken
-                    .last()
-                    .is_some_and(|(taken_id, ..)| *taken_id == link_id)
-                {
-                    break;
-                }
-                unwritten.folding_keys.pop();
-                let Some(delta) = unwritten.folding.take(link_id, day) else {
-                    written += 1;
-                    continue;
-                };
-                match self.counted_day(link_id, day, &delta, through) {
-                    Ok(Some(write)) => {
-                        writes.push(write);
-                        taken.push((link_id, day, delta));
-                    }
-                    Ok(None) => written += 1,
-                    Err(e) => {
-                        unwritten.folding.put_back(link_id, day, delta);
-                        unwritten.folding_keys.push((link_id, day));
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            }
-            if failed.is_none() {
-                if let Err(e) = self.visit_days.set_sorted(&writes) {
-                    failed = Some(backend(e));
-                }
-            }
-            if let Some(e) = failed {
-                // A storage fault: the counts stay held (and in the blocks, which the store
-                // reopened counts again from the fold point), to be written again.
-                for (link_id, day, delta) in taken.into_iter().rev() {
-                    unwritten.folding.put_back(link_id, day, delta);
-                    unwritten.folding_keys.push((link_id, day));
-                }
-                return Err(e);
-            }
-            for (link_id, day, _) in &taken {
-                self.noted_counted(*link_id, *day);
-            }
-            written += taken.len();
+            written += self.fold_chunk(&mut unwritten, most, through)?;
         }
         self.counters
             .insert(counter::VISIT_COUNTED_BLOCK, &through.to_be_bytes()[..])
@@ -630,6 +578,70 @@ impl SledStore {
         unwritten.folding = Days::default();
         unwritten.folding_keys = Vec::new();
         Ok(())
+    }
+
+    /// Folds up to `most` of the fold's records, in key order, with one write: those that
+    /// fall in one leaf of the tree go to it as one fragment ([`sled::Tree::set_sorted`]).
+    /// Returns the records done (written now, or found written by this fold already). On a
+    /// storage fault every record of the chunk goes back to the held counts (and they are
+    /// in the blocks, which the store reopened counts again from the fold point), to be
+    /// written again.
+    fn fold_chunk(
+        &self,
+        unwritten: &mut Unwritten,
+        most: usize,
+        through: u64,
+    ) -> StoreResult<usize> {
+        let mut done = 0;
+        let mut taken: Vec<(u64, u64, DayDelta)> = Vec::new();
+        let mut writes = Vec::new();
+        let mut failed = None;
+        while taken.len() < most {
+            let Some(&(link_id, day)) = unwritten.folding_keys.last() else {
+                break;
+            };
+            // A link's next day reads the record of its day before: written first.
+            if taken
+                .last()
+                .is_some_and(|(taken_id, ..)| *taken_id == link_id)
+            {
+                break;
+            }
+            unwritten.folding_keys.pop();
+            let Some(delta) = unwritten.folding.take(link_id, day) else {
+                done += 1;
+                continue;
+            };
+            match self.counted_day(link_id, day, &delta, through) {
+                Ok(Some(write)) => {
+                    writes.push(write);
+                    taken.push((link_id, day, delta));
+                }
+                Ok(None) => done += 1,
+                Err(e) => {
+                    unwritten.folding.put_back(link_id, day, delta);
+                    unwritten.folding_keys.push((link_id, day));
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if failed.is_none() {
+            if let Err(e) = self.visit_days.set_sorted(&writes) {
+                failed = Some(backend(e));
+            }
+        }
+        if let Some(e) = failed {
+            for (link_id, day, delta) in taken.into_iter().rev() {
+                unwritten.folding.put_back(link_id, day, delta);
+                unwritten.folding_keys.push((link_id, day));
+            }
+            return Err(e);
+        }
+        for (link_id, day, _) in &taken {
+            self.noted_counted(*link_id, *day);
+        }
+        Ok(done + taken.len())
     }
 
     /// The last block whose visits the stored records count.

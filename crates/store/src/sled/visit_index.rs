@@ -359,7 +359,9 @@ impl SledStore {
                 }
                 Ok(())
             })?;
-            self.visit_index.set_sorted(&chunk).map_err(backend)?;
+            if !chunk.is_empty() {
+                self.visit_index.set_sorted(&chunk).map_err(backend)?;
+            }
             through
         };
         self.counters
