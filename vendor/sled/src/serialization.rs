@@ -551,6 +551,69 @@ impl Node {
     }
 }
 
+/// vshortlink: the value of `key` in a serialized node (as `Node::serialize_into` writes it),
+/// searched where it lies rather than decoded: `Some(found)` when the node is a leaf whose
+/// range holds `key` and takes part in no merge, `None` otherwise (an index node, a key
+/// outside the leaf's bounds, a merge under way, bytes that do not parse) — the caller then
+/// reads the page the usual way. See `PageCache::peek_leaf` and VENDORED.md.
+pub(crate) fn peek_leaf_value(
+    mut buf: &[u8],
+    key: &[u8],
+) -> Option<Option<IVec>> {
+    fn bytes<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let len = usize::try_from(u64::deserialize(buf).ok()?).ok()?;
+        let bytes = buf.get(..len)?;
+        *buf = &buf[len..];
+        Some(bytes)
+    }
+    let buf = &mut buf;
+    let next: Option<NonZeroU64> = Serialize::deserialize(buf).ok()?;
+    let merging_child: Option<NonZeroU64> = Serialize::deserialize(buf).ok()?;
+    let merging = bool::deserialize(buf).ok()?;
+    let prefix_len = usize::from(u8::deserialize(buf).ok()?);
+    let lo = bytes(buf)?;
+    let hi = bytes(buf)?;
+    let _ = next;
+    if merging_child.is_some() || merging {
+        return None;
+    }
+    if key < lo || (!hi.is_empty() && key >= hi) {
+        return None;
+    }
+    if *buf.first()? != 0 {
+        return None;
+    }
+    *buf = &buf[1..];
+    let len = usize::try_from(u64::deserialize(buf).ok()?).ok()?;
+    let suffix = key.get(prefix_len..)?;
+    // Keys are sorted: the first one not below the suffix decides.
+    let mut found = None;
+    for i in 0..len {
+        let stored = bytes(buf)?;
+        if found.is_none() {
+            match crate::fastcmp(stored, suffix) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => found = Some(i),
+                std::cmp::Ordering::Greater => return Some(None),
+            }
+        }
+        if found.is_some() {
+            // The values follow every key; skip the rest of the keys.
+            for _ in i + 1..len {
+                bytes(buf)?;
+            }
+            break;
+        }
+    }
+    let Some(found) = found else {
+        return Some(None);
+    };
+    for _ in 0..found {
+        bytes(buf)?;
+    }
+    Some(Some(IVec::from(bytes(buf)?)))
+}
+
 impl Serialize for Option<i64> {
     fn serialized_size(&self) -> u64 {
         shift_i64_opt(self).serialized_size()

@@ -457,6 +457,67 @@ impl Tree {
         Ok(val)
     }
 
+    /// vshortlink: `get_consolidating`, reading a leaf that is not in memory and is one
+    /// fragment on disk where it lies (`PageCache::peek_leaf`) instead of decoding it and
+    /// putting it in the cache. The index nodes above it are read as usual (they are in the
+    /// cache); anything out of the ordinary on the way down (a merge or split under way, a
+    /// key outside a node's bounds, a leaf in memory or in several fragments) takes the usual
+    /// path, which also helps any split or merge along. For point reads spread over a tree
+    /// much larger than the cache, where a leaf read in is seldom read again before it is
+    /// evicted. See VENDORED.md.
+    pub fn get_peeking<K: AsRef<[u8]>>(
+        &self,
+        key: K,
+        min_fragments: usize,
+    ) -> Result<Option<IVec>> {
+        let key = key.as_ref();
+        {
+            let mut guard = pin();
+            let _cc = concurrency_control::read();
+            let mut cursor = self.root.load(Acquire);
+            // Deeper than any tree sled builds: a loop would mean pages changing under us.
+            for _ in 0..64 {
+                if cursor == u64::max_value() {
+                    return Err(Error::CollectionNotFound(self.tree_id.clone()));
+                }
+                if let Some(found) =
+                    self.context.pagecache.peek_leaf(cursor, key, &guard)?
+                {
+                    guard.readset.push(cursor);
+                    return Ok(found);
+                }
+                let view = match self.view_for_pid(cursor, &guard)? {
+                    Some(view) => view,
+                    None => break,
+                };
+                let outside = key < view.lo.as_ref()
+                    || (!view.hi.is_empty() && key >= view.hi.as_ref());
+                if view.merging_child.is_some() || view.merging || outside {
+                    break;
+                }
+                if view.data.is_index() {
+                    cursor = view.index_next_node(key).1;
+                    continue;
+                }
+                // A leaf in memory: what `get_consolidating` does with it.
+                let View { node_view, pid, .. } = view;
+                let val = node_view.leaf_pair_for_key(key).map(|kv| kv.1.clone());
+                if node_view.0.cache_infos.len() >= min_fragments.max(2) {
+                    let node: Node = (*node_view).clone();
+                    let _lost_race = self.context.pagecache.replace(
+                        pid,
+                        node_view.0,
+                        node,
+                        &guard,
+                    )?;
+                }
+                guard.readset.push(pid);
+                return Ok(val);
+            }
+        }
+        self.get_consolidating(key, min_fragments)
+    }
+
     /// vshortlink: sets many keys at once, given in ascending order without repeats: the keys
     /// that fall in one leaf are linked to it as one fragment (at most [`SET_SORTED_RUN`] of
     /// them), so the leaf is found once and copied once for all of them, where an `insert`

@@ -356,7 +356,7 @@ impl LinkStore for SledStore {
     fn resolve(&self, code: &str) -> StoreResult<Option<ActiveEntry>> {
         let Some(bytes) = self
             .codes
-            .get_consolidating(code.as_bytes(), CONSOLIDATE_AT)
+            .get_peeking(code.as_bytes(), CONSOLIDATE_AT)
             .map_err(backend)?
         else {
             return Ok(None);
@@ -780,6 +780,97 @@ pub(super) mod tests {
             let round = if i % 7 == 0 { 2 } else { 1 };
             assert_eq!(
                 tree.get(key).expect("get").map(|v| v.to_vec()),
+                Some(value(&key, round)),
+                "key {key:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_peeking_read_finds_what_a_read_finds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let n = 20_000;
+        // Long values (shared, past sled's 22 inline bytes) and short ones; every 11th key
+        // removed again, and keys past `n` never written.
+        let stored = |key: &[u8; 4]| {
+            let i = u32::from_be_bytes(*key);
+            (i % 11 != 0 && i < n).then(|| {
+                if i % 5 == 0 {
+                    key.to_vec()
+                } else {
+                    value(key, 3)
+                }
+            })
+        };
+        {
+            let db = open(dir.path());
+            let tree = db.open_tree("codes").expect("tree");
+            for key in scattered(n) {
+                let v = stored(&key).unwrap_or_else(|| value(&key, 0));
+                tree.insert(key, v).expect("insert");
+            }
+            for key in scattered(n).filter(|k| u32::from_be_bytes(*k) % 11 == 0) {
+                tree.remove(key).expect("remove");
+            }
+            // Read in place, then from disk after a reopen (no leaf in memory).
+            for key in (0..n + 500).map(u32::to_be_bytes) {
+                let got = tree.get_peeking(key, CONSOLIDATE_AT).expect("get");
+                assert_eq!(got.map(|v| v.to_vec()), stored(&key), "key {key:?}");
+            }
+            db.flush().expect("flush");
+        }
+        let db = open(dir.path());
+        let tree = db.open_tree("codes").expect("tree");
+        for _ in 0..2 {
+            for key in (0..n + 500).rev().map(u32::to_be_bytes) {
+                let got = tree.get_peeking(key, CONSOLIDATE_AT).expect("get");
+                assert_eq!(got.map(|v| v.to_vec()), stored(&key), "key {key:?}");
+                assert_eq!(
+                    tree.get(key).expect("get").map(|v| v.to_vec()),
+                    stored(&key)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn peeking_reads_lose_no_write_racing_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = open(dir.path());
+        let tree = db.open_tree("codes").expect("tree");
+        let even = |key: [u8; 4]| u32::from_be_bytes(key) % 2 == 0;
+        for key in scattered(8_000).filter(|k| even(*k)) {
+            tree.insert(key, value(&key, 0)).expect("insert");
+        }
+        db.flush().expect("flush");
+        // Leaves split under the readers as the odd keys go in, and are rewritten.
+        let writer = {
+            let tree = tree.clone();
+            std::thread::spawn(move || {
+                for key in scattered(8_000).filter(|k| !even(*k)) {
+                    tree.insert(key, value(&key, 1)).expect("insert");
+                }
+                for round in 2..=4u8 {
+                    for key in scattered(8_000).filter(|k| even(*k)) {
+                        tree.insert(key, value(&key, round)).expect("insert");
+                    }
+                }
+            })
+        };
+        let mut reads = 0u32;
+        while !writer.is_finished() {
+            for key in scattered(8_000).filter(|k| even(*k)) {
+                let got = tree.get_peeking(key, 2).expect("get").expect("there");
+                assert_eq!(&got[..4], &key[..]);
+            }
+            reads += 1;
+        }
+        writer.join().expect("writer");
+        assert!(reads > 0, "the reads ran beside the writes");
+        for key in scattered(8_000) {
+            let round = if even(key) { 4 } else { 1 };
+            assert_eq!(
+                tree.get_peeking(key, 2).expect("get").map(|v| v.to_vec()),
                 Some(value(&key, round)),
                 "key {key:?}"
             );

@@ -1978,6 +1978,45 @@ impl PageCache {
         Ok(())
     }
 
+    /// vshortlink: the value of `key` in the leaf `pid` when that page is not in memory and is
+    /// one fragment on disk, read and searched where it lies (`peek_leaf_value`): not
+    /// decoded whole, not put in the cache, nothing to evict or reclaim after. `Ok(None)`
+    /// when the page is in memory, or its on-disk form is anything else: the caller reads it
+    /// the usual way. A point read of a leaf sled's cache does not hold (a redirect that
+    /// misses vshortlink's own cache) costs one read and a scan. See VENDORED.md.
+    pub(crate) fn peek_leaf<'g>(
+        &self,
+        pid: PageId,
+        key: &[u8],
+        guard: &'g Guard,
+    ) -> Result<Option<Option<IVec>>> {
+        use MessageKind::*;
+        if pid == COUNTER_PID || pid == META_PID || pid == BATCH_MANIFEST_PID {
+            return Ok(None);
+        }
+        let page_view = match self.inner.get(pid, guard) {
+            None => return Ok(None),
+            Some(p) => p,
+        };
+        if page_view.is_free()
+            || page_view.update.is_some()
+            || page_view.cache_infos.len() != 1
+        {
+            return Ok(None);
+        }
+        let info = page_view.cache_infos[0];
+        let (header, bytes) = match self.log.read(pid, info.lsn, info.pointer) {
+            Ok(LogRead::Inline(header, buf, _))
+            | Ok(LogRead::Blob(header, buf, _, _)) => (header, buf),
+            // Moved or unreadable meanwhile: the usual read decides.
+            _ => return Ok(None),
+        };
+        if header.pid != pid || !matches!(header.kind, BlobNode | InlineNode) {
+            return Ok(None);
+        }
+        Ok(crate::serialization::peek_leaf_value(&bytes, key))
+    }
+
     fn pull(&self, pid: PageId, lsn: Lsn, pointer: DiskPtr) -> Result<Update> {
         use MessageKind::*;
 
