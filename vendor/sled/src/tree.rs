@@ -441,20 +441,30 @@ impl Tree {
     ) -> Result<Option<IVec>> {
         let mut guard = pin();
         let _cc = concurrency_control::read();
-        let View { node_view, pid, .. } =
-            self.view_for_key(key.as_ref(), &guard)?;
-        let val = node_view.leaf_pair_for_key(key.as_ref()).map(|kv| kv.1.clone());
-        if node_view.0.cache_infos.len() >= min_fragments.max(2) {
-            let node: Node = (*node_view).clone();
-            let _lost_race = self.context.pagecache.replace(
-                pid,
-                node_view.0,
-                node,
-                &guard,
-            )?;
-        }
+        let view = self.view_for_key(key.as_ref(), &guard)?;
+        let (val, pid) = self.read_leaf(view, key.as_ref(), min_fragments, &guard)?;
         guard.readset.push(pid);
         Ok(val)
+    }
+
+    /// vshortlink: the value of `key` in a leaf found in memory, the leaf rewritten as one
+    /// fragment when it holds `min_fragments` or more (at least 2), and the leaf's page (for
+    /// the guard's read set). The end of `get_consolidating` and `get_peeking`.
+    fn read_leaf(
+        &self,
+        view: View<'_>,
+        key: &[u8],
+        min_fragments: usize,
+        guard: &Guard,
+    ) -> Result<(Option<IVec>, PageId)> {
+        let View { node_view, pid, .. } = view;
+        let val = node_view.leaf_pair_for_key(key).map(|kv| kv.1.clone());
+        if node_view.0.cache_infos.len() >= min_fragments.max(2) {
+            let node: Node = (*node_view).clone();
+            let _lost_race =
+                self.context.pagecache.replace(pid, node_view.0, node, guard)?;
+        }
+        Ok((val, pid))
     }
 
     /// vshortlink: `get_consolidating`, reading a leaf that is not in memory and is one
@@ -500,17 +510,7 @@ impl Tree {
                     continue;
                 }
                 // A leaf in memory: what `get_consolidating` does with it.
-                let View { node_view, pid, .. } = view;
-                let val = node_view.leaf_pair_for_key(key).map(|kv| kv.1.clone());
-                if node_view.0.cache_infos.len() >= min_fragments.max(2) {
-                    let node: Node = (*node_view).clone();
-                    let _lost_race = self.context.pagecache.replace(
-                        pid,
-                        node_view.0,
-                        node,
-                        &guard,
-                    )?;
-                }
+                let (val, pid) = self.read_leaf(view, key, min_fragments, &guard)?;
                 guard.readset.push(pid);
                 return Ok(val);
             }
