@@ -412,8 +412,14 @@ def run(args, links, duration, warmup, ours_bin, bare_bin, tmp, servers):
                      "p99": p99_text(mine, ceiling),
                      "dropped": f"{dropped:,.0f}" if dropped is not None else "-",
                      "ok": "yes" if ok else "NO"})
+        # Each round's own ratio beside the mean's: the machine's state can change between
+        # rounds (the ceiling itself moves by a quarter on these 2 cores), and a round's pair
+        # ran within seconds of each other.
+        paired = [m["rps"] / c["rps"] if c["rps"] else 0.0 for m, c in runs]
         log(f"{row}: {rows[-1]['ours']} vs {rows[-1]['ceiling']} = {rows[-1]['ratio']}; "
-            "visits unfolded when ours stopped, and the seconds to fold them: "
+            "each round: " + ", ".join(f"{m['rps']:,.0f}/{c['rps']:,.0f} = {r:.2f}"
+                                       for (m, c), r in zip(runs, paired))
+            + "; visits unfolded when ours stopped, and the seconds to fold them: "
             + ", ".join(f"{left:,.0f} in {secs:.1f} s" for left, secs in behind))
 
     hot = live[0]

@@ -91,9 +91,84 @@ pub struct RawVisit {
     agent_len: u16,
 }
 
+/// A visit's journal record, borrowed from where its parts are: a redirect's request
+/// ([`Recorder::record`] writes it straight into the journal's next shared write, nothing
+/// allocated or copied on the way) or a decoded visit ([`RawVisit::encode`]). One encoder
+/// for both, so the two cannot disagree.
+struct JournalRecord<'a> {
+    link_id: u64,
+    at: Millis,
+    ip: IpAddr,
+    route: Option<Route>,
+    code: &'a [u8],
+    agent: &'a [u8],
+    referer: &'a [u8],
+}
+
+impl<'a> JournalRecord<'a> {
+    /// A missing header and an empty one are the same to the writer. Headers are cut at
+    /// `MAX_HEADER_BYTES`.
+    fn new(
+        link_id: u64,
+        code: &'a str,
+        at: Millis,
+        ip: IpAddr,
+        user_agent: Option<&'a [u8]>,
+        referer: Option<&'a [u8]>,
+        route: Option<Route>,
+    ) -> Self {
+        JournalRecord {
+            link_id,
+            at,
+            ip,
+            route,
+            // Codes are at most 16 characters (their syntax is checked before a lookup); the
+            // cut only keeps the length within its field.
+            code: &code.as_bytes()[..code.len().min(usize::from(u16::MAX))],
+            agent: cut_header(user_agent),
+            referer: cut_header(referer),
+        }
+    }
+
+    /// Appends the record: version, link, time, address, route, the code's and the user
+    /// agent's lengths, then the code, user agent and referer.
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&self.link_id.to_le_bytes());
+        out.extend_from_slice(&self.at.to_le_bytes());
+        match self.ip {
+            IpAddr::V4(ip) => {
+                out.push(4);
+                out.extend_from_slice(&ip.octets());
+            }
+            IpAddr::V6(ip) => {
+                out.push(6);
+                out.extend_from_slice(&ip.octets());
+            }
+        }
+        let (tag, n) = match self.route {
+            None => (0u8, 0u16),
+            Some(Route::Default) => (1, 0),
+            Some(Route::Rule(n)) => (2, n),
+            Some(Route::Target(n)) => (3, n),
+            Some(Route::InAppPage) => (4, 0),
+            Some(Route::CrawlerPreview) => (5, 0),
+        };
+        out.push(tag);
+        out.extend_from_slice(&n.to_le_bytes());
+        // Within u16 by the cuts in `new` (a decoded visit's were made when it was recorded).
+        out.extend_from_slice(&(self.code.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(self.agent.len() as u16).to_le_bytes());
+        out.extend_from_slice(self.code);
+        out.extend_from_slice(self.agent);
+        out.extend_from_slice(self.referer);
+    }
+}
+
 impl RawVisit {
     /// A missing header and an empty one are the same to the writer. Headers are cut at
     /// `MAX_HEADER_BYTES`.
+    #[cfg(test)]
     pub fn new(
         link_id: u64,
         code: &str,
@@ -102,23 +177,21 @@ impl RawVisit {
         user_agent: Option<&[u8]>,
         referer: Option<&[u8]>,
     ) -> Self {
-        // Codes are at most 16 characters (their syntax is checked before a lookup); the cut
-        // only keeps the length within its field.
-        let code = &code.as_bytes()[..code.len().min(usize::from(u16::MAX))];
-        let (agent, referer) = (cut_header(user_agent), cut_header(referer));
-        let mut text = SmallVec::with_capacity(code.len() + agent.len() + referer.len());
-        text.extend_from_slice(code);
-        text.extend_from_slice(agent);
-        text.extend_from_slice(referer);
+        let record = JournalRecord::new(link_id, code, at, ip, user_agent, referer, None);
+        let mut text =
+            SmallVec::with_capacity(record.code.len() + record.agent.len() + record.referer.len());
+        text.extend_from_slice(record.code);
+        text.extend_from_slice(record.agent);
+        text.extend_from_slice(record.referer);
         RawVisit {
             link_id,
             at,
             ip,
             route: None,
             text,
-            // Both within u16 by the cuts above.
-            code_len: code.len() as u16,
-            agent_len: agent.len() as u16,
+            // Both within u16 by the cuts `JournalRecord::new` makes.
+            code_len: record.code.len() as u16,
+            agent_len: record.agent.len() as u16,
         }
     }
 
@@ -146,36 +219,19 @@ impl RawVisit {
         &self.text[usize::from(self.code_len) + usize::from(self.agent_len)..]
     }
 
-    /// The visit as a journal record: version, link, time, address, route, the code's and
-    /// the user agent's lengths, then the code, user agent and referer.
+    /// The visit as a journal record ([`JournalRecord::encode_into`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(48 + self.text.len());
-        out.push(RECORD_VERSION);
-        out.extend_from_slice(&self.link_id.to_le_bytes());
-        out.extend_from_slice(&self.at.to_le_bytes());
-        match self.ip {
-            IpAddr::V4(ip) => {
-                out.push(4);
-                out.extend_from_slice(&ip.octets());
-            }
-            IpAddr::V6(ip) => {
-                out.push(6);
-                out.extend_from_slice(&ip.octets());
-            }
+        JournalRecord {
+            link_id: self.link_id,
+            at: self.at,
+            ip: self.ip,
+            route: self.route,
+            code: self.code(),
+            agent: self.user_agent(),
+            referer: self.referer(),
         }
-        let (tag, n) = match self.route {
-            None => (0u8, 0u16),
-            Some(Route::Default) => (1, 0),
-            Some(Route::Rule(n)) => (2, n),
-            Some(Route::Target(n)) => (3, n),
-            Some(Route::InAppPage) => (4, 0),
-            Some(Route::CrawlerPreview) => (5, 0),
-        };
-        out.push(tag);
-        out.extend_from_slice(&n.to_le_bytes());
-        out.extend_from_slice(&self.code_len.to_le_bytes());
-        out.extend_from_slice(&self.agent_len.to_le_bytes());
-        out.extend_from_slice(&self.text);
+        .encode_into(&mut out);
         out
     }
 
@@ -476,16 +532,16 @@ impl Recorder {
         route: Option<Route>,
     ) -> Option<Ticket> {
         let journal = self.journal.as_ref()?;
-        let mut visit = RawVisit::new(
+        let record = JournalRecord::new(
             link_id,
             code,
             self.clock.now(),
             ip,
             user_agent.map(HeaderValue::as_bytes),
             referer.map(HeaderValue::as_bytes),
+            route,
         );
-        visit.route = route;
-        match journal.enqueue(&visit.encode()) {
+        match journal.enqueue_with(|out| record.encode_into(out)) {
             Ok(ticket) => Some(ticket),
             Err(e) => {
                 self.metrics.dropped.inc();
