@@ -219,7 +219,9 @@ impl RawVisit {
         &self.text[usize::from(self.code_len) + usize::from(self.agent_len)..]
     }
 
-    /// The visit as a journal record ([`JournalRecord::encode_into`]).
+    /// The visit as a journal record: version, link, time, address, route, the code's and
+    /// the user agent's lengths, then the code, user agent and referer (the encoder the
+    /// redirect's record goes through too).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(48 + self.text.len());
         JournalRecord {
