@@ -64,20 +64,16 @@ const MAX_HEADER_CHARS: usize = 1024;
 /// Bytes of a user agent or referer the redirect copies: enough for [`MAX_HEADER_CHARS`]
 /// characters of any width, so the cut the writer makes is the same as without this one.
 const MAX_HEADER_BYTES: usize = 4 * MAX_HEADER_CHARS;
-/// Bytes of a visit's code, user agent and referer held in its queue slot itself. A browser's
-/// user agent is 100 to 250 bytes and a referer usually less; longer ones go to the heap.
+/// Bytes of a visit's code, user agent and referer held in the [`RawVisit`] itself. A
+/// browser's user agent is 100 to 250 bytes and a referer usually less; longer ones go to the
+/// heap.
 const INLINE_BYTES: usize = 384;
-/// Bytes of a queue slot: a visit whose code and headers fit `INLINE_BYTES` takes this
-/// and no more; a longer one also takes its text's length ([`RawVisit::queued_bytes`]).
-pub const SLOT_BYTES: usize = std::mem::size_of::<RawVisit>();
 
-/// A visit as the redirect saw it; enriched later by the writer.
-///
-/// A fixed-size record: the code, user agent and referer are copied into the record itself,
-/// so the redirect allocates nothing for it (before, each visit was three heap allocations
-/// made on a runtime worker and freed on the writer's thread). Copied rather than shared: a
-/// `HeaderValue` clone would keep the connection's whole read buffer alive while the visit
-/// waits in the queue.
+/// A visit as the redirect saw it, read back from the journal ([`RawVisit::decode`]) and
+/// enriched by the writer. The redirect itself builds none: it writes the same fields straight
+/// into the journal's shared write. The code, user agent and referer are held in the record
+/// itself (up to `INLINE_BYTES`), so a batch read for a fold is one allocation rather than
+/// three a visit.
 #[derive(Debug)]
 pub struct RawVisit {
     pub link_id: u64,
@@ -193,17 +189,6 @@ impl RawVisit {
             code_len: record.code.len() as u16,
             agent_len: record.agent.len() as u16,
         }
-    }
-
-    /// What the visit holds while queued: its slot, and its text when that spilled to the
-    /// heap.
-    pub fn queued_bytes(&self) -> usize {
-        SLOT_BYTES
-            + if self.text.spilled() {
-                self.text.capacity()
-            } else {
-                0
-            }
     }
 
     fn code(&self) -> &[u8] {
@@ -584,11 +569,6 @@ impl Recorder {
     /// Most visits read from the journal for one fold.
     pub fn capacity(&self) -> usize {
         self.batch
-    }
-
-    /// Bytes of the journal's segment files, as last measured.
-    pub fn queued_bytes(&self) -> usize {
-        usize::try_from(self.levels.bytes.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
     }
 
     /// Visits journaled by this process and not yet folded (a replay after a restart folds
