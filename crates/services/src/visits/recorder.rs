@@ -89,8 +89,8 @@ pub struct RawVisit {
 
 /// A visit's journal record, borrowed from where its parts are: a redirect's request
 /// ([`Recorder::record`] writes it straight into the journal's next shared write, nothing
-/// allocated or copied on the way) or a decoded visit ([`RawVisit::encode`]). One encoder
-/// for both, so the two cannot disagree.
+/// allocated on the way) or a decoded visit (`RawVisit::encode`, for the tests). One encoder
+/// for both, so what the tests round-trip is what a redirect writes.
 struct JournalRecord<'a> {
     link_id: u64,
     at: Millis,
@@ -204,9 +204,9 @@ impl RawVisit {
         &self.text[usize::from(self.code_len) + usize::from(self.agent_len)..]
     }
 
-    /// The visit as a journal record: version, link, time, address, route, the code's and
-    /// the user agent's lengths, then the code, user agent and referer (the encoder the
-    /// redirect's record goes through too).
+    /// The visit as a journal record again, through the encoder the redirect's record goes
+    /// through: what the tests read back with [`RawVisit::decode`].
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(48 + self.text.len());
         JournalRecord {
@@ -222,7 +222,7 @@ impl RawVisit {
         out
     }
 
-    /// A journal record back as a visit; `None` for bytes no version of [`RawVisit::encode`]
+    /// A journal record back as a visit; `None` for bytes no version of the record's encoder
     /// wrote (the checksum passed, so only a newer format or a bug).
     pub fn decode(bytes: &[u8]) -> Option<RawVisit> {
         let mut r = Fields(bytes);
