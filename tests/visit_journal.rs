@@ -179,12 +179,23 @@ fn a_torn_last_record_is_skipped_with_a_log_line_and_the_rest_folded() {
         assert_eq!(r.status().as_u16(), 302);
     }
     app.kill9();
-    // A crash in the middle of a 26th record: its header says 200 bytes, 20 follow.
+    // A crash in the middle of copying a 26th record: its header says 200 bytes, 20 follow,
+    // where the segment's records end (the killed process left the room after them zeros).
     let segment = last_segment(&app.data_path());
     let mut bytes = std::fs::read(&segment).expect("segment");
-    bytes.extend_from_slice(&200u32.to_le_bytes());
-    bytes.extend_from_slice(&0xdead_beefu32.to_le_bytes());
-    bytes.extend_from_slice(&[7u8; 20]);
+    let mut end = 8; // the segment's magic
+    while let Some(len) = bytes.get(end..end + 4) {
+        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+        if len == 0 {
+            break;
+        }
+        end += 8 + len;
+    }
+    let mut torn = 200u32.to_le_bytes().to_vec();
+    torn.extend_from_slice(&0xdead_beefu32.to_le_bytes());
+    torn.extend_from_slice(&[7u8; 20]);
+    bytes.resize(bytes.len().max(end + torn.len()), 0);
+    bytes[end..end + torn.len()].copy_from_slice(&torn);
     std::fs::write(&segment, bytes).expect("tear");
     app.set_env(&[]);
     app.respawn();

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod geo;
 pub mod journal;
+mod segment;
 pub use crate::model::hll;
 pub mod recorder;
 pub mod service;
@@ -12,6 +13,5 @@ pub mod stats;
 pub use crate::model::tally;
 pub mod ua;
 
-pub use journal::Ticket;
 pub use recorder::{RawVisit, Recorder, VisitMetrics};
 pub use service::{Statistics, VisitFilter};

@@ -1,13 +1,12 @@
 //! The visit journal's two sides: the redirect's append and the writer that folds the journal
 //! into the store (see docs/architecture.md, "Visits and statistics, inside").
 //!
-//! The redirect handler calls [`Recorder::record`], which stamps the visit and queues it, as
-//! one record of a couple of hundred bytes, for the visit journal's next shared write
-//! ([`super::journal`]), then [`Recorder::settle`], which returns once that write is made (by
-//! the first redirect to wait, for all of them). It never waits on the writer or the store;
+//! The redirect handler calls [`Recorder::record`], which stamps the visit and appends it,
+//! as one record of a couple of hundred bytes, to the visit journal ([`super::journal`]: a
+//! copy into its mapped segment). It never waits on the writer, the store or other redirects;
 //! when it returns the visit is in the kernel's page cache, so a killed process keeps it, and
-//! the redirect answers after that. Only a write the disk refuses (full) drops the visit,
-//! counted, and `/healthz` says so until appends succeed again.
+//! the redirect answers after that. Only a disk that refuses the journal room (full) drops
+//! the visit, counted, and `/healthz` says so until appends succeed again.
 //!
 //! One writer task reads the journal from the position the store last noted (after a
 //! restart, that read is the replay), at most a batch at a time, decodes and enriches the
@@ -35,7 +34,7 @@ use tokio::task::JoinHandle;
 
 use super::client;
 use super::geo::{Geo, GeoDb, GeoError};
-use super::journal::{Journal, Position, Ticket};
+use super::journal::{Journal, Position};
 use super::tally::referer_host;
 use super::ua::{Agent, UaParser};
 use crate::clock::Clock;
@@ -478,10 +477,6 @@ impl Recorder {
                 metrics: metrics.clone(),
             },
         ));
-        let counted = metrics.clone();
-        opened.on_write(Box::new(move |wrote, refused, was_failing| {
-            count_written(&counted, wrote, refused, was_failing)
-        }));
         Ok(Arc::new(Recorder {
             journal: Some(opened),
             batch,
@@ -505,10 +500,10 @@ impl Recorder {
         self.geo.clone()
     }
 
-    /// Takes a visit into the journal's next shared write (never a wait on the writer or the
-    /// store); the redirect answers once [`Recorder::settle`] has seen it written. The visit
-    /// is dropped (and counted) only when the journal cannot be written (a full disk).
-    /// `route` says which destination served it, on a link with rules or targets.
+    /// Appends a visit to the journal (never a wait on the writer, the store or another
+    /// redirect); the redirect answers after it. The visit is dropped (counted, and logged
+    /// once an episode) only when the journal cannot be written (a full disk). `route` says
+    /// which destination served it, on a link with rules or targets.
     pub fn record(
         &self,
         link_id: u64,
@@ -517,8 +512,10 @@ impl Recorder {
         user_agent: Option<&HeaderValue>,
         referer: Option<&HeaderValue>,
         route: Option<Route>,
-    ) -> Option<Ticket> {
-        let journal = self.journal.as_ref()?;
+    ) {
+        let Some(journal) = self.journal.as_ref() else {
+            return;
+        };
         let record = JournalRecord::new(
             link_id,
             code,
@@ -528,21 +525,23 @@ impl Recorder {
             referer.map(HeaderValue::as_bytes),
             route,
         );
-        match journal.enqueue_with(|out| record.encode_into(out)) {
-            Ok(ticket) => Some(ticket),
+        let was_refusing = journal.refusing();
+        match journal.append_with(|out| record.encode_into(out)) {
+            Ok(_) => {
+                self.metrics.accepted.inc();
+                if was_refusing {
+                    tracing::info!("the visit journal takes visits again");
+                }
+            }
             Err(e) => {
                 self.metrics.dropped.inc();
-                tracing::error!("a visit could not be journaled ({e}): dropped and counted");
-                None
+                if !was_refusing {
+                    tracing::error!(
+                        "the visit journal cannot be written ({e}): visits are dropped and \
+                         counted until it can"
+                    );
+                }
             }
-        }
-    }
-
-    /// Waits until the visit of `ticket` is in the journal (or refused): the redirect answers
-    /// after it. The shared writes are counted as they end (`count_written`, before they wake).
-    pub async fn settle(&self, ticket: Ticket) {
-        if let Some(journal) = &self.journal {
-            journal.settle(ticket).await;
         }
     }
 
@@ -620,20 +619,6 @@ struct Tick {
     metrics: VisitMetrics,
 }
 
-/// Counts a shared write's visits, before its redirects answer: taken, or dropped (once per
-/// episode in the log; `vsl_visits_dropped_total` counts every visit).
-fn count_written(metrics: &VisitMetrics, wrote: u64, refused: u64, was_failing: bool) {
-    metrics.accepted.inc_by(wrote);
-    metrics.dropped.inc_by(refused);
-    if refused > 0 && !was_failing {
-        tracing::error!(
-            "the visit journal cannot be written: visits are dropped and counted until it can"
-        );
-    } else if refused == 0 && wrote > 0 && was_failing {
-        tracing::info!("the visit journal takes visits again");
-    }
-}
-
 /// A batch read from the journal: its visits enriched, and where the next read starts.
 struct Batch {
     visits: Vec<NewVisit>,
@@ -650,8 +635,6 @@ fn read_batch(
     max: usize,
     metrics: &VisitMetrics,
 ) -> io::Result<Batch> {
-    // Records whose redirect went away before it waited for them (counted by the write).
-    journal.write_waiting();
     let mut raw = Vec::new();
     let mut undecodable = 0u64;
     let taken = journal.read(from, max, |payload| match RawVisit::decode(payload) {

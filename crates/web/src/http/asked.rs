@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 
 use crate::limits::RateLimited;
 use crate::model::Route;
-use crate::visits::Ticket;
 use crate::web::error::ApiError;
 use crate::web::state::AppState;
 
@@ -43,8 +42,6 @@ pub struct Asked<'a> {
     pub headers: &'a HeaderMap,
     pub visit: Visit,
     ip: OnceLock<IpAddr>,
-    /// The visit this request recorded (one at most).
-    recorded: OnceLock<Ticket>,
 }
 
 impl<'a> Asked<'a> {
@@ -60,7 +57,6 @@ impl<'a> Asked<'a> {
             headers,
             visit,
             ip: OnceLock::new(),
-            recorded: OnceLock::new(),
         }
     }
 
@@ -85,12 +81,12 @@ impl<'a> Asked<'a> {
         wants_json(self.headers)
     }
 
-    /// Hands the visit of a `GET` (or of a post that went through) to the visit queue, with the
-    /// route that served it: a destination, or a page that stopped the visitor there.
+    /// Appends the visit of a `GET` (or of a post that went through) to the visit journal,
+    /// with the route that served it: a destination, or a page that stopped the visitor there.
     pub fn record(&self, link_id: u64, code: &str, route: Option<Route>) {
         let state = self.state;
         if self.visit.counts() && state.recorder.enabled() {
-            let ticket = state.recorder.record(
+            state.recorder.record(
                 link_id,
                 code,
                 self.ip(),
@@ -98,15 +94,7 @@ impl<'a> Asked<'a> {
                 self.headers.get(header::REFERER),
                 route,
             );
-            if let Some(ticket) = ticket {
-                let _ = self.recorded.set(ticket);
-            }
         }
-    }
-
-    /// The visit recorded, waiting for the journal's shared write: the response goes after it.
-    pub fn recorded(&self) -> Option<Ticket> {
-        self.recorded.get().copied()
     }
 
     /// 429 with `Retry-After`: problem+json for JSON clients, else the page.

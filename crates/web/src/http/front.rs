@@ -67,7 +67,7 @@ impl Front {
                 request.headers(),
                 redirect::Visit::Counted,
             )
-            .finish(&self.state, query, None)
+            .finish(query, None)
             .await;
             count_redirect(&self.state, started, response.status());
             return response;

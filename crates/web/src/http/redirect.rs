@@ -28,7 +28,6 @@ use crate::limits::Limit;
 use crate::links::{Choice, LinkState, RequestFacts, Resolution, Routed, Unlock};
 use crate::model::options::App;
 use crate::model::{code_key, gate, Gate, InApp, LinkOptions, Passed, Route};
-use crate::visits::Ticket;
 use crate::web::error::ApiError;
 use crate::web::pages::PreviewHidden;
 use crate::web::state::AppState;
@@ -61,7 +60,7 @@ pub async fn redirect(
     };
     let query = uri.query().unwrap_or("");
     answer(&state, peer, code.as_deref(), query, &headers, visit)
-        .finish(&state, query, None)
+        .finish(query, None)
         .await
 }
 
@@ -91,7 +90,7 @@ pub async fn post(
     let query = uri.query().unwrap_or("");
     // With nothing to post to, the same answer a GET gets.
     answer(&state, peer, Some(&code), query, &headers, Visit::Posted)
-        .finish(&state, query, Some(body))
+        .finish(query, Some(body))
         .await
 }
 
@@ -99,22 +98,14 @@ pub async fn post(
 /// been worked through ([`Later::finish`]).
 pub enum Answer {
     Now(Response),
-    /// A redirect whose visit is in the journal's next shared write: sent once that is
-    /// written ([`crate::visits::Recorder::settle`]).
-    AfterVisit(Response, Ticket),
     Later(Box<Later>),
 }
 
 impl Answer {
-    /// The response, once its visit (if any) is in the journal; a link with options is
-    /// finished first (`body`: a post's form).
-    pub async fn finish(self, state: &AppState, raw_query: &str, body: Option<Posted>) -> Response {
+    /// The response; a link with options is finished first (`body`: a post's form).
+    pub async fn finish(self, raw_query: &str, body: Option<Posted>) -> Response {
         match self {
             Answer::Now(response) => response,
-            Answer::AfterVisit(response, ticket) => {
-                state.recorder.settle(ticket).await;
-                response
-            }
             Answer::Later(later) => later.finish(raw_query, body).await,
         }
     }
@@ -137,11 +128,7 @@ pub fn answer(
     headers: &HeaderMap,
     visit: Visit,
 ) -> Answer {
-    let asked = Asked::new(state, peer, headers, visit);
-    match (answer_to(&asked, code, raw_query), asked.recorded()) {
-        (Answer::Now(response), Some(ticket)) => Answer::AfterVisit(response, ticket),
-        (answer, _) => answer,
-    }
+    answer_to(&Asked::new(state, peer, headers, visit), code, raw_query)
 }
 
 /// [`answer`], to `asked`.
@@ -473,9 +460,6 @@ impl Later {
         };
         if let Some(cookie) = pass_cookie {
             response.headers_mut().append(header::SET_COOKIE, cookie);
-        }
-        if let Some(ticket) = asked.recorded() {
-            state.recorder.settle(ticket).await;
         }
         response
     }
