@@ -644,7 +644,7 @@ fn scheduled(dir: &Path) -> Vec<String> {
 #[test]
 fn scheduled_backups_come_every_turn_and_keep_the_newest() {
     let dir = tempfile::tempdir().expect("dir");
-    let app = TestApp::binary_with(
+    let mut app = TestApp::binary_with(
         &format!(
             "[backup]\ndir = \"{}\"\nevery = \"1s\"\nkeep = 2\n",
             dir.path().display()
@@ -654,6 +654,11 @@ fn scheduled_backups_come_every_turn_and_keep_the_newest() {
     assert_eq!(app.metric("vsl_backup_last_success_timestamp_seconds"), 0.0);
     batch(&app, 30, "scheduled");
     std::thread::sleep(Duration::from_millis(4500));
+    assert!(app.metric("vsl_backup_last_success_timestamp_seconds") > 1.6e9);
+    assert_eq!(app.metric("vsl_backup_failures_total"), 0.0);
+    // Stopped before the files are read: a turn each second would otherwise remove the
+    // oldest of them while it is being verified.
+    app.terminate();
     let names = scheduled(dir.path());
     assert_eq!(names.len(), 2, "keep = 2: {names:?}");
     for name in &names {
@@ -693,8 +698,6 @@ fn scheduled_backups_come_every_turn_and_keep_the_newest() {
         })
         .collect();
     assert!(hidden.is_empty(), "temporary files left: {hidden:?}");
-    assert!(app.metric("vsl_backup_last_success_timestamp_seconds") > 1.6e9);
-    assert_eq!(app.metric("vsl_backup_failures_total"), 0.0);
 }
 
 #[test]

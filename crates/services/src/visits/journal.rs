@@ -297,15 +297,16 @@ impl Journal {
     /// after it.
     fn close_active(&self, active: &mut Active) {
         if let Some(file) = active.file.take() {
-            match file.close(active.offset) {
-                Ok(file) => self.closed.lock().push(file),
+            let (file, cut) = file.close(active.offset);
+            if let Err(e) = cut {
                 // Its end stays zeros, which the reader takes as the end.
-                Err(e) => tracing::warn!(
+                tracing::warn!(
                     segment = active.segment,
                     error = %e,
                     "visit journal: a closed segment could not be cut to its records"
-                ),
+                );
             }
+            self.closed.lock().push(file);
         }
         active.segment += 1;
         active.offset = MAGIC.len() as u64;
@@ -558,7 +559,7 @@ impl Drop for Journal {
     fn drop(&mut self) {
         let active = self.active.get_mut();
         if let Some(file) = active.file.take() {
-            let _ = file.close(active.offset);
+            let _ = file.close(active.offset).1;
         }
     }
 }

@@ -121,12 +121,13 @@ impl MappedSegment {
     }
 
     /// Unmaps the segment and cuts what was allocated past `len` (the records' end) off its
-    /// file: a closed segment is exactly its records. Returns the file (to sync).
-    pub(super) fn close(self, len: u64) -> io::Result<File> {
+    /// file: a closed segment is exactly its records. Returns the file (to sync), and whether
+    /// the cut was made (if not, the zeros after the records are read as the end).
+    pub(super) fn close(self, len: u64) -> (File, io::Result<()>) {
         let MappedSegment { file, map, .. } = self;
         drop(map);
-        file.set_len(len)?;
-        Ok(file)
+        let cut = file.set_len(len);
+        (file, cut)
     }
 }
 
