@@ -69,8 +69,8 @@ const MAX_HEADER_BYTES: usize = 4 * MAX_HEADER_CHARS;
 const INLINE_BYTES: usize = 384;
 
 /// A visit as the redirect saw it, read back from the journal ([`RawVisit::decode`]) and
-/// enriched by the writer. The redirect itself builds none: it writes the same fields straight
-/// into the journal's shared write. The code, user agent and referer are held in the record
+/// enriched by the writer. The redirect itself builds none: it encodes the same fields straight
+/// into the journal's append buffer. The code, user agent and referer are held in the record
 /// itself (up to `INLINE_BYTES`), so a batch read for a fold is one allocation rather than
 /// three a visit.
 #[derive(Debug)]
@@ -87,7 +87,7 @@ pub struct RawVisit {
 }
 
 /// A visit's journal record, borrowed from where its parts are: a redirect's request
-/// ([`Recorder::record`] writes it straight into the journal's next shared write, nothing
+/// ([`Recorder::record`] encodes it straight into the journal's append buffer, nothing
 /// allocated on the way) or a decoded visit (`RawVisit::encode`, for the tests). One encoder
 /// for both, so what the tests round-trip is what a redirect writes.
 struct JournalRecord<'a> {
